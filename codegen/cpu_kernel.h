@@ -1,0 +1,42 @@
+// \file
+// The public face of the LLVM CPU backend: lowered functions in, callable kernels, LLVM IR
+// text, object files and self-contained shared libraries out. No LLVM type appears here.
+#ifndef LATHE_CODEGEN_CPU_KERNEL_H_
+#define LATHE_CODEGEN_CPU_KERNEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/stmt.h"
+
+namespace lathe::codegen {
+
+// The C ABI of every built kernel (CONTRACT.md): args are the workload's tensors in order;
+// returns 0, or non-zero without touching memory when num_args is wrong.
+using KernelFn = int (*)(void* const* args, int num_args);
+
+// A JIT-compiled kernel; owns its code. Run() may be called from several threads at once.
+class CpuKernel {
+ public:
+  virtual ~CpuKernel() = default;
+  virtual KernelFn fn() const = 0;
+  int Run(void* const* args, int num_args) const { return fn()(args, num_args); }
+};
+
+// Compiles `func` for the host CPU with ORC LLJIT.
+absl::StatusOr<std::unique_ptr<CpuKernel>> JitCompile(const ir::LoweredFunc& func);
+
+// Textual LLVM IR of the optimized module holding `funcs`.
+absl::StatusOr<std::string> EmitLlvmIr(const std::vector<ir::LoweredFunc>& funcs);
+// An ELF object file holding `funcs` (the runtime is not included).
+absl::Status WriteObjectFile(const std::vector<ir::LoweredFunc>& funcs, const std::string& path);
+// A self-contained shared library exporting one symbol per function, with the runtime linked
+// in; it needs nothing beyond libc, libm and libpthread.
+absl::Status WriteSharedLibrary(const std::vector<ir::LoweredFunc>& funcs,
+                                const std::string& path);
+
+}  // namespace lathe::codegen
+
+#endif  // LATHE_CODEGEN_CPU_KERNEL_H_

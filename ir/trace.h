@@ -1,0 +1,69 @@
+// \file
+// Schedule traces: the primitives applied to a workload with the decisions each took. A trace
+// is plain data here; its wire and storage schema is the `lathe.v1.Trace` protobuf message,
+// whose JSON form is what trace files and the database hold.
+#ifndef LATHE_IR_TRACE_H_
+#define LATHE_IR_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace lathe::v1 {
+class Trace;
+}
+
+namespace lathe::ir {
+
+// Version of the trace format written by this build; older versions are read, newer refused.
+inline constexpr uint32_t kTraceVersion = 1;
+
+// One primitive. Field use by kind (see Schedule for semantics):
+//   split:        stage, loops={loop}, factors=inner factors (decisions)
+//   reorder/fuse: stage, loops
+//   parallel/vectorize/unroll: stage, loops={loop}
+//   bind:         stage, loops={loop}, tag=thread tag
+//   cache_write:  stage, tag=scope
+//   cache_read:   stage=tensor read, tag=scope, target=comma-separated consumer stages
+//   compute_at:   stage, target=consumer stage, target_loop
+//   compute_inline / compute_root: stage
+//   rfactor:      stage, loops={reduce axis}, factors={factor}
+//   storage_scope: stage, tag=scope
+struct Instruction {
+  std::string kind;
+  std::string stage;
+  std::vector<std::string> loops;
+  std::vector<int64_t> factors;
+  std::string target;
+  std::string target_loop;
+  std::string tag;
+
+  bool operator==(const Instruction&) const = default;
+};
+
+struct Trace {
+  uint32_t version = kTraceVersion;
+  std::string workload;  // canonical spec
+  std::string target = "cpu";
+  std::vector<Instruction> instructions;
+
+  bool operator==(const Trace&) const = default;
+};
+
+// Conversions to and from the protobuf message.
+void TraceToProto(const Trace& trace, lathe::v1::Trace* out);
+absl::StatusOr<Trace> TraceFromProto(const lathe::v1::Trace& msg);
+
+// The JSON form (protobuf JSON mapping, compact unless `pretty`). Parsing rejects malformed
+// JSON, unknown fields, and versions newer than kTraceVersion with InvalidArgument.
+std::string TraceToJson(const Trace& trace, bool pretty = false);
+absl::StatusOr<Trace> TraceFromJson(const std::string& json);
+
+// One line per instruction, for logs and error reports.
+std::string TraceToText(const Trace& trace);
+
+}  // namespace lathe::ir
+
+#endif  // LATHE_IR_TRACE_H_

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package lathe needs to build, test and benchmark.
+# Idempotent: packages already present are not touched, and apt is only asked when
+# something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git clang-format
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libsqlite3-dev sqlite3
+  libxgboost-dev xgboost
+  llvm-14-dev liblld-14-dev zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus-cpp-dev
+  libopenblas-dev libdnnl-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all packages present"
+fi
+
+if [[ ! -d /usr/local/cuda ]]; then
+  echo "install-deps: note: no CUDA toolkit at /usr/local/cuda; the CUDA backend is built without NVRTC" >&2
+fi
