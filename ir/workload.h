@@ -29,6 +29,18 @@ struct WorkloadSpec {
 // Parses and validates a spec: unknown ops and keys, missing keys, non-integers, impossible
 // shapes are InvalidArgument errors naming the offending part. The result is canonical
 // (defaults filled in).
+//
+// Canonical form: every key of the op's CONTRACT.md row is present, with its default where
+// the spec omitted it (conv2d stride=1, pad=0, dilation=1, groups=1, layout=nchw; pool2d
+// stride=1, pad=0, kind=max, layout=nchw; layer_norm eps=1e-05; epilogue=none); integers are
+// plain decimal ("064" becomes "64"), eps is printed with %.9g. `dtype` is accepted only as
+// float32 and is left out of the canonical form, so keys of float32 records never change; a
+// key added in the future must likewise be left out while it has its default value.
+// Example: "matmul:n=8,m=4,k=2" -> "matmul:epilogue=none,k=2,m=4,n=8".
+//
+// Limits: every integer is at most 2^20 and every tensor (intermediates included) has at most
+// 2^31 elements. conv2d needs c and k divisible by groups and positive output extents; pool2d
+// needs pad < r and pad < s (every window overlaps the input).
 absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text);
 
 // A workload ready to schedule: its tensors in CONTRACT.md argument order (inputs first, the
