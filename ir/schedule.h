@@ -112,7 +112,6 @@ class Schedule {
  private:
   absl::StatusOr<Stage*> Mutable(const std::string& stage, const char* primitive);
   void Record(Instruction inst);
-  void RebuildOrder();
 
   Workload workload_;
   std::vector<Stage> stages_;

@@ -1,0 +1,50 @@
+// \file
+// Generic traversals of expressions and statements: rebuilding a node with new operands,
+// bottom-up rewriting, substitution of variables, structural equality.
+#ifndef LATHE_IR_FUNCTOR_H_
+#define LATHE_IR_FUNCTOR_H_
+
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/expr.h"
+#include "ir/stmt.h"
+
+namespace lathe::ir {
+
+using VarMap = std::unordered_map<const ExprNode*, Expr>;
+
+// `e` with its operands replaced by `ops` (same count), re-deriving types; returns `e` itself
+// when every operand is unchanged.
+Expr WithOperands(const Expr& e, std::vector<Expr> ops);
+
+// Rebuilds `e` bottom-up: `fn` sees each node after its operands were rewritten and returns
+// the replacement (or the node itself).
+Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn);
+
+// Rewrites every expression held by `s` with `fn` (as Rewrite does) and every statement
+// bottom-up with `sfn` (may be null).
+Stmt RewriteStmt(const Stmt& s, const std::function<Expr(const Expr&)>& fn,
+                 const std::function<Stmt(const Stmt&)>& sfn = nullptr);
+
+// Replaces variables (by node identity) with expressions.
+Expr Substitute(const Expr& e, const VarMap& map);
+Stmt Substitute(const Stmt& s, const VarMap& map);
+
+// Calls `fn` on every node of `e`, parents before children.
+void Visit(const Expr& e, const std::function<void(const Expr&)>& fn);
+// Calls `efn` on every expression root and `sfn` on every statement of `s`.
+void VisitStmt(const Stmt& s, const std::function<void(const Expr&)>& efn,
+               const std::function<void(const Stmt&)>& sfn = nullptr);
+
+// Structural equality; variables compare by identity, buffers by identity.
+bool StructEqual(const Expr& a, const Expr& b);
+
+// True if `e` mentions any variable in `vars`.
+bool UsesVar(const Expr& e, const std::unordered_map<const ExprNode*, bool>& vars);
+bool UsesVar(const Expr& e, const ExprNode* var);
+
+}  // namespace lathe::ir
+
+#endif  // LATHE_IR_FUNCTOR_H_
