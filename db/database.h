@@ -1,0 +1,158 @@
+// \file
+// The tuning database: a SQLite file in WAL mode holding workloads, device classes,
+// measurement records, cost-model blobs per device class and tuning jobs. Opening validates
+// the file before anything is written (a file that is not a database, is corrupt, or has a
+// newer schema is refused untouched) and migrates older schemas forward.
+//
+// Thread-safety: a Database is one SQLite connection; its methods are serialized by an
+// internal mutex, so one object may be shared by threads. For parallel readers, open one
+// Database per thread on the same file: WAL lets readers run beside the single writer, and
+// busy waits are absorbed by the busy timeout (no SQLITE_BUSY reaches the caller unless the
+// timeout expires, as Unavailable). Several processes may open the same file.
+#ifndef LATHE_DB_DATABASE_H_
+#define LATHE_DB_DATABASE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "db/record.h"
+
+namespace lathe::db {
+
+// The schema version this code writes (PRAGMA user_version). Older files are migrated on
+// open; newer ones are refused.
+inline constexpr int kSchemaVersion = 2;
+
+struct OpenOptions {
+  // Create the file when it does not exist (its directory must exist). When false, a missing
+  // file is NotFound.
+  bool create_if_missing = true;
+  // How long a statement waits for a lock held by another connection before failing with
+  // Unavailable.
+  int busy_timeout_ms = 30000;
+  // Run PRAGMA quick_check on every open of an existing file. It always runs before the file
+  // is switched to WAL or migrated; this makes it unconditional (O(file size)).
+  bool quick_check = false;
+};
+
+// A cost model saved for a device class (used by the search to warm-start).
+struct CostModelBlob {
+  std::string device_class;
+  std::string format;          // e.g. "xgboost-ubj-1"
+  std::string model;           // opaque bytes
+  int64_t trained_on = 0;      // records the model was trained on
+  int64_t updated_at_ms = 0;   // set by the database
+};
+
+// A tuning job (used by the daemon).
+enum class JobState { kQueued, kRunning, kDone, kFailed, kCancelled };
+std::string_view JobStateName(JobState state);  // "queued", "running", ...
+absl::StatusOr<JobState> ParseJobState(std::string_view name);
+
+struct Job {
+  std::string uid;             // unique, chosen by the creator
+  std::string spec_json;       // the job's description (workloads, options), opaque JSON text
+  std::string device_class;
+  JobState state = JobState::kQueued;
+  int64_t trials_requested = 0;
+  int64_t trials_done = 0;
+  std::string error_msg;
+  int64_t created_at_ms = 0;   // set by the database
+  int64_t updated_at_ms = 0;   // set by the database
+};
+
+class Database {
+ public:
+  // Opens (or creates) the database at `path`. Before writing anything it checks that an
+  // existing non-empty file has the SQLite header, that its schema is readable, that its
+  // user_version is not newer than kSchemaVersion, and runs quick_check when it will switch
+  // the file to WAL or migrate it. Failures: NotFound (missing file, !create_if_missing),
+  // DataLoss (not a database, corrupt: "database PATH: file is not a database"),
+  // FailedPrecondition (schema newer than this code), PermissionDenied (cannot open).
+  static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
+                                                        const OpenOptions& options = {});
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  const std::string& path() const;
+  // The schema version of the open file (== kSchemaVersion after Open).
+  absl::StatusOr<int> SchemaVersion();
+
+  // --- records (records.cc) ---
+
+  // Inserts one record in its own transaction; durable when this returns. When the record's
+  // candidate id is already present, nothing is written and the existing row id is returned
+  // (inserted=false). An empty candidate id is replaced by a deterministic hash of the
+  // record's content. median_us and cv are computed from repeats_us when median_us is 0 and
+  // repeats are given. InvalidArgument for an empty workload key, spec or device class, a
+  // non-finite or negative median, an ok record without a positive median, or a workload key
+  // already used by a different canonical spec.
+  absl::StatusOr<InsertResult> Insert(const Record& record);
+  // Inserts records in one transaction (e.g. a measurement round): all or nothing.
+  absl::StatusOr<std::vector<InsertResult>> InsertBatch(std::span<const Record> records);
+
+  // The best record for (workload key, device class): the lowest median among ok records
+  // (ties: the earliest inserted). nullopt when there is none.
+  absl::StatusOr<std::optional<Record>> Best(const std::string& workload_key,
+                                             const std::string& device_class);
+  // Up to `k` ok records, fastest first.
+  absl::StatusOr<std::vector<Record>> TopK(const std::string& workload_key,
+                                           const std::string& device_class, int k);
+  // The traces already measured (any error class) for the workload on the device class, or
+  // on any device class when `device_class` is empty. A search skips these, so a stopped run
+  // resumes without measuring a candidate twice.
+  absl::StatusOr<std::vector<std::string>> MeasuredTraces(const std::string& workload_key,
+                                                          const std::string& device_class);
+  // The record with this candidate id, or nullopt.
+  absl::StatusOr<std::optional<Record>> GetByCandidateId(const std::string& candidate_id);
+  // The canonical spec stored for a workload key, or nullopt when the key is unknown.
+  absl::StatusOr<std::optional<std::string>> WorkloadSpecForKey(const std::string& key);
+  // Device classes holding at least one ok record for the workload, each with its count.
+  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> DeviceClassesWithOkRecords(
+      const std::string& workload_key);
+  // Calls `fn` for every record in insertion order, stopping at the first error it returns.
+  // `fn` must not call back into this Database (the connection is held).
+  absl::Status ForEachRecord(const std::function<absl::Status(const Record&)>& fn);
+  // Database-wide counts.
+  absl::StatusOr<Stats> GetStats();
+
+  // --- cost models and jobs (store.cc) ---
+
+  // Saves (replaces) the cost model of a device class.
+  absl::Status PutCostModel(const CostModelBlob& blob);
+  // The saved cost model of a device class, or nullopt.
+  absl::StatusOr<std::optional<CostModelBlob>> GetCostModel(const std::string& device_class);
+
+  // Creates a job; AlreadyExists when the uid is taken.
+  absl::Status CreateJob(const Job& job);
+  // Updates state, trials done and error message; NotFound for an unknown uid.
+  absl::Status UpdateJob(const std::string& uid, JobState state, int64_t trials_done,
+                         const std::string& error_msg);
+  absl::StatusOr<std::optional<Job>> GetJob(const std::string& uid);
+  // Jobs in creation order, only those in `state` when given.
+  absl::StatusOr<std::vector<Job>> ListJobs(std::optional<JobState> state = std::nullopt);
+
+  // --- maintenance (database.cc) ---
+
+  // Runs PRAGMA integrity_check (full, O(file size)); returns the problems found, empty
+  // when the file is sound.
+  absl::StatusOr<std::vector<std::string>> IntegrityCheck();
+
+  struct Impl;
+
+ private:
+  explicit Database(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lathe::db
+
+#endif  // LATHE_DB_DATABASE_H_

@@ -1,0 +1,51 @@
+// \file
+// Internal to lathe::db: the state behind Database (one connection and the mutex that
+// serializes it), shared by database.cc, records.cc and store.cc.
+#ifndef LATHE_DB_DATABASE_IMPL_H_
+#define LATHE_DB_DATABASE_IMPL_H_
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "db/sqlite.h"
+
+namespace lathe::db {
+
+struct Database::Impl {
+  std::mutex mu;
+  std::unique_ptr<internal::Connection> conn;
+};
+
+namespace internal {
+
+// Schema SQL and forward migrations (schema.cc).
+// Applies every migration from the file's user_version up to kSchemaVersion inside one
+// BEGIN IMMEDIATE transaction; safe when several connections race to do it.
+absl::Status Migrate(Connection& conn);
+
+// The SQL that created schema version 1, kept for migration tests and for new files
+// (which are built by running every migration from 0).
+extern const char kSchemaV1[];
+
+// Id of a workload / device class row, created when missing. Must run inside a write
+// transaction. InvalidArgument when `key` is known with a different spec.
+absl::StatusOr<int64_t> WorkloadId(Connection& conn, const std::string& key,
+                                   const std::string& spec);
+absl::StatusOr<int64_t> DeviceClassId(Connection& conn, const std::string& name);
+// Ids for lookups: nullopt when absent (nothing is created).
+absl::StatusOr<std::optional<int64_t>> FindWorkloadId(Connection& conn, const std::string& key);
+absl::StatusOr<std::optional<int64_t>> FindDeviceClassId(Connection& conn,
+                                                         const std::string& name);
+
+// Repeats are stored as a blob of little-endian float64.
+std::string EncodeRepeats(const std::vector<double>& repeats);
+std::vector<double> DecodeRepeats(const std::string& blob);
+
+}  // namespace internal
+}  // namespace lathe::db
+
+#endif  // LATHE_DB_DATABASE_IMPL_H_
