@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -126,6 +128,22 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Create(
                  .create();
   if (!jit) return ToStatus(jit.takeError(), "cannot create llvm jit");
 
+  // ORC reports materialisation failures (such as missing symbols) to the session's error
+  // reporter, and returns only "failed to materialize" from lookup: keep the details.
+  auto session_errors = std::make_shared<std::pair<std::mutex, std::string>>();
+  (*jit)->getExecutionSession().setErrorReporter([session_errors](llvm::Error error) {
+    std::string message = llvm::toString(std::move(error));
+    std::lock_guard<std::mutex> lock(session_errors->first);
+    if (!session_errors->second.empty()) session_errors->second += "; ";
+    session_errors->second += message;
+  });
+  auto with_details = [session_errors](absl::Status status) {
+    std::lock_guard<std::mutex> lock(session_errors->first);
+    if (status.ok() || session_errors->second.empty()) return status;
+    return absl::Status(status.code(),
+                        absl::StrCat(status.message(), " (", session_errors->second, ")"));
+  };
+
   llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(), (*jit)->getDataLayout());
   llvm::orc::SymbolMap symbols;
   for (const NamedSymbol& symbol : HostSymbols()) {
@@ -154,8 +172,9 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Create(
   for (const std::string& fn_name : defined) {
     auto address = (*jit)->lookup(fn_name);
     if (!address) {
-      return ToStatus(address.takeError(),
-                      absl::StrCat("cannot compile function '", fn_name, "' of module '", name, "'"));
+      return with_details(ToStatus(
+          address.takeError(),
+          absl::StrCat("cannot compile function '", fn_name, "' of module '", name, "'")));
     }
   }
   return std::unique_ptr<JitModule>(new JitModule(std::move(*jit)));

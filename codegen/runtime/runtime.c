@@ -41,6 +41,7 @@ typedef int (*lathe_task_fn)(int64_t task, void* closure);
 static struct {
   pthread_once_t once;
   int num_workers; /* threads besides the caller */
+  pid_t pid;       /* the process that created the workers */
   pthread_t workers[kMaxThreads];
   pthread_mutex_t submit;
   _Atomic unsigned long owner; /* pthread_t of the caller that holds `submit`, or 0 */
@@ -131,13 +132,6 @@ static int parse_num_threads(const char* text) {
   return (int)value;
 }
 
-static void atfork_child(void) {
-  /* Only the forking thread survives: run everything serially in the child. */
-  g_pool.num_workers = 0;
-  pthread_mutex_init(&g_pool.submit, NULL);
-  atomic_store(&g_pool.owner, 0);
-}
-
 static void pool_init(void) {
   int threads = parse_num_threads(getenv("LATHE_NUM_THREADS"));
   if (threads == 0) {
@@ -158,7 +152,7 @@ static void pool_init(void) {
   }
   pthread_attr_destroy(&attr);
   g_pool.num_workers = created;
-  pthread_atfork(NULL, NULL, atfork_child);
+  g_pool.pid = getpid();
 }
 
 static int is_pool_thread(pthread_t self) {
@@ -186,8 +180,12 @@ int lathe_parallel_for(int64_t num_tasks, lathe_task_fn fn, void* closure) {
   if (num_tasks <= 0) return 0;
   pthread_once(&g_pool.once, pool_init);
   const pthread_t self = pthread_self();
-  /* Single tasks, single-threaded pools and nested calls from inside a task run inline. */
-  if (num_tasks == 1 || g_pool.num_workers == 0 || is_pool_thread(self)) {
+  /* Single tasks, single-threaded pools and nested calls from inside a task run inline, and
+   * so does everything in a child forked after the pool started (its workers did not survive
+   * the fork). pthread_atfork would avoid the getpid() call, but it lives in
+   * libc_nonshared.a, which the embedded copy cannot link against. */
+  if (num_tasks == 1 || g_pool.num_workers == 0 || is_pool_thread(self) ||
+      getpid() != g_pool.pid) {
     return run_serially(num_tasks, fn, closure);
   }
 
