@@ -40,11 +40,11 @@ absl::Status ExpectOp(const WorkloadSpec& spec, std::initializer_list<const char
       absl::StrCat("spec of op '", spec.op, "' where ", *ops.begin(), " was expected"));
 }
 
-#define LATHE_ASSIGN_OR_RETURN(lhs, expr)     \
-  do {                                        \
-    auto _v = (expr);                         \
+#define LATHE_ASSIGN_OR_RETURN(lhs, expr)        \
+  do {                                           \
+    auto _v = (expr);                            \
     if (!_v.ok()) return std::move(_v).status(); \
-    lhs = *std::move(_v);                     \
+    lhs = *std::move(_v);                        \
   } while (0)
 
 // --- expression helpers ----------------------------------------------------------------------
@@ -244,8 +244,10 @@ OpDefinition Conv2dOp(const Conv2dParams& p) {
   const int64_t ph = p.h + 2 * p.pad, pw = p.w + 2 * p.pad;
   OpDefinition def;
 
-  Tensor x = p.nhwc ? Placeholder("X", {p.n, p.h, p.w, p.c}) : Placeholder("X", {p.n, p.c, p.h, p.w});
-  Tensor wt = p.nhwc ? Placeholder("W", {p.r, p.s, cpg, p.k}) : Placeholder("W", {p.k, cpg, p.r, p.s});
+  Tensor x =
+      p.nhwc ? Placeholder("X", {p.n, p.h, p.w, p.c}) : Placeholder("X", {p.n, p.c, p.h, p.w});
+  Tensor wt =
+      p.nhwc ? Placeholder("W", {p.r, p.s, cpg, p.k}) : Placeholder("W", {p.k, cpg, p.r, p.s});
   Tensor bias = EpilogueHasBias(p.epilogue) ? Placeholder("bias", {p.k}) : nullptr;
   def.args = {x, wt};
   def.tensors = {x, wt};
@@ -292,8 +294,8 @@ OpDefinition Conv2dOp(const Conv2dParams& p) {
   };
   std::vector<std::string> axis_names = p.nhwc ? std::vector<std::string>{"n", "y", "x", "k"}
                                                : std::vector<std::string>{"n", "k", "y", "x"};
-  std::vector<int64_t> out_shape = p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.k}
-                                          : std::vector<int64_t>{p.n, p.k, oh, ow};
+  std::vector<int64_t> out_shape =
+      p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.k} : std::vector<int64_t>{p.n, p.k, oh, ow};
   Tensor conv = Compute(
       has_epilogue ? "conv2d" : "Y", out_shape,
       [&](const std::vector<Expr>& idx) {
@@ -317,15 +319,16 @@ OpDefinition Conv2dOp(const Conv2dParams& p) {
   }
   def.args.push_back(out);
   const double outputs = Product(out->shape);
-  def.flops = 2.0 * outputs * static_cast<double>(cpg * p.r * p.s) +
-              EpilogueFlops(p.epilogue, outputs);
+  def.flops =
+      2.0 * outputs * static_cast<double>(cpg * p.r * p.s) + EpilogueFlops(p.epilogue, outputs);
   return def;
 }
 
 OpDefinition Pool2dOp(const Pool2dParams& p) {
   const int64_t oh = p.oh(), ow = p.ow();
   OpDefinition def;
-  Tensor x = p.nhwc ? Placeholder("X", {p.n, p.h, p.w, p.c}) : Placeholder("X", {p.n, p.c, p.h, p.w});
+  Tensor x =
+      p.nhwc ? Placeholder("X", {p.n, p.h, p.w, p.c}) : Placeholder("X", {p.n, p.c, p.h, p.w});
   def.args = {x};
   def.tensors = {x};
   const int hd = p.nhwc ? 1 : 2, wd = hd + 1;
@@ -357,8 +360,8 @@ OpDefinition Pool2dOp(const Pool2dParams& p) {
   auto pos = [&](const Expr& o, const IterVar& r) {
     return Add(p.stride == 1 ? o : Mul(o, I(p.stride)), r->var);
   };
-  std::vector<int64_t> out_shape = p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.c}
-                                          : std::vector<int64_t>{p.n, p.c, oh, ow};
+  std::vector<int64_t> out_shape =
+      p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.c} : std::vector<int64_t>{p.n, p.c, oh, ow};
   Tensor y = Compute(
       "Y", out_shape,
       [&](const std::vector<Expr>& idx) {
@@ -382,10 +385,11 @@ OpDefinition SoftmaxOp(const SoftmaxParams& p) {
   OpDefinition def;
   Tensor x = Placeholder("X", {p.m, p.n});
   IterVar k1 = MakeIterVar("k", p.n, /*reduce=*/true);
-  Tensor row_max = Compute(
-      "row_max", {p.m},
-      [&](const std::vector<Expr>& idx) { return MaxReduce(Read(x, {idx[0], k1->var}), {k1}); },
-      "reduction", {"i"});
+  Tensor row_max = Compute("row_max", {p.m},
+                           [&](const std::vector<Expr>& idx) {
+                             return MaxReduce(Read(x, {idx[0], k1->var}), {k1});
+                           },
+                           "reduction", {"i"});
   IterVar k2 = MakeIterVar("k", p.n, /*reduce=*/true);
   Tensor exp_sum = Compute(
       "exp_sum", {p.m},
@@ -393,13 +397,12 @@ OpDefinition SoftmaxOp(const SoftmaxParams& p) {
         return Sum(Call("exp", {Sub(Read(x, {idx[0], k2->var}), Read(row_max, {idx[0]}))}), {k2});
       },
       "reduction", {"i"});
-  Tensor y = Compute(
-      "Y", {p.m, p.n},
-      [&](const std::vector<Expr>& idx) {
-        return Div(Call("exp", {Sub(Read(x, idx), Read(row_max, {idx[0]}))}),
-                   Read(exp_sum, {idx[0]}));
-      },
-      "elementwise", {"i", "j"});
+  Tensor y = Compute("Y", {p.m, p.n},
+                     [&](const std::vector<Expr>& idx) {
+                       return Div(Call("exp", {Sub(Read(x, idx), Read(row_max, {idx[0]}))}),
+                                  Read(exp_sum, {idx[0]}));
+                     },
+                     "elementwise", {"i", "j"});
   def.args = {x, y};
   def.tensors = {x, row_max, exp_sum, y};
   // max: 1; exp-sum: sub, exp, add; normalize: sub, exp, div.
@@ -414,28 +417,25 @@ OpDefinition LayerNormOp(const LayerNormParams& p) {
   Tensor beta = Placeholder("beta", {p.n});
   const double inv_n = 1.0 / static_cast<double>(p.n);
   IterVar k1 = MakeIterVar("k", p.n, /*reduce=*/true);
-  Tensor mean = Compute(
-      "mean", {p.m},
-      [&](const std::vector<Expr>& idx) {
-        return Sum(Mul(Read(x, {idx[0], k1->var}), F(inv_n)), {k1});
-      },
-      "reduction", {"i"});
+  Tensor mean = Compute("mean", {p.m},
+                        [&](const std::vector<Expr>& idx) {
+                          return Sum(Mul(Read(x, {idx[0], k1->var}), F(inv_n)), {k1});
+                        },
+                        "reduction", {"i"});
   IterVar k2 = MakeIterVar("k", p.n, /*reduce=*/true);
-  Tensor var = Compute(
-      "var", {p.m},
-      [&](const std::vector<Expr>& idx) {
-        Expr d = Sub(Read(x, {idx[0], k2->var}), Read(mean, {idx[0]}));
-        return Sum(Mul(Mul(d, d), F(inv_n)), {k2});
-      },
-      "reduction", {"i"});
-  Tensor y = Compute(
-      "Y", {p.m, p.n},
-      [&](const std::vector<Expr>& idx) {
-        Expr norm = Div(Sub(Read(x, idx), Read(mean, {idx[0]})),
-                        Call("sqrt", {Add(Read(var, {idx[0]}), F(p.eps))}));
-        return Add(Mul(norm, Read(gamma, {idx[1]})), Read(beta, {idx[1]}));
-      },
-      "elementwise", {"i", "j"});
+  Tensor var = Compute("var", {p.m},
+                       [&](const std::vector<Expr>& idx) {
+                         Expr d = Sub(Read(x, {idx[0], k2->var}), Read(mean, {idx[0]}));
+                         return Sum(Mul(Mul(d, d), F(inv_n)), {k2});
+                       },
+                       "reduction", {"i"});
+  Tensor y = Compute("Y", {p.m, p.n},
+                     [&](const std::vector<Expr>& idx) {
+                       Expr norm = Div(Sub(Read(x, idx), Read(mean, {idx[0]})),
+                                       Call("sqrt", {Add(Read(var, {idx[0]}), F(p.eps))}));
+                       return Add(Mul(norm, Read(gamma, {idx[1]})), Read(beta, {idx[1]}));
+                     },
+                     "elementwise", {"i", "j"});
   def.args = {x, gamma, beta, y};
   def.tensors = {x, gamma, beta, mean, var, y};
   // mean: 2; var: 4; normalize: sub, add, sqrt, div, mul, add.

@@ -55,12 +55,8 @@ enum class Epilogue : uint8_t { kNone, kBias, kRelu, kBiasRelu };
 const char* EpilogueName(Epilogue e);
 // Parses an epilogue name; InvalidArgument for anything else.
 absl::StatusOr<Epilogue> ParseEpilogue(std::string_view name);
-inline bool EpilogueHasBias(Epilogue e) {
-  return e == Epilogue::kBias || e == Epilogue::kBiasRelu;
-}
-inline bool EpilogueHasRelu(Epilogue e) {
-  return e == Epilogue::kRelu || e == Epilogue::kBiasRelu;
-}
+inline bool EpilogueHasBias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kBiasRelu; }
+inline bool EpilogueHasRelu(Epilogue e) { return e == Epilogue::kRelu || e == Epilogue::kBiasRelu; }
 
 // matmul (batch == 0) and batch_matmul (batch >= 1).
 struct MatmulParams {

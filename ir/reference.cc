@@ -1,1 +1,266 @@
-// placeholder
+#include "ir/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "ir/ops.h"
+
+namespace lathe::ir {
+namespace {
+
+float ApplyEpilogue(double v, Epilogue e, const float* bias, int64_t channel) {
+  if (EpilogueHasBias(e)) v += bias[channel];
+  if (EpilogueHasRelu(e)) v = std::max(v, 0.0);
+  return static_cast<float>(v);
+}
+
+void Matmul(const MatmulParams& p, std::span<float* const> args) {
+  const float* a = args[0];
+  const float* b = args[1];
+  const float* bias = EpilogueHasBias(p.epilogue) ? args[2] : nullptr;
+  float* c = args.back();
+  const int64_t batches = std::max<int64_t>(p.batch, 1);
+  std::vector<double> acc(p.n);
+  for (int64_t bb = 0; bb < batches; ++bb) {
+    const float* ab = a + bb * p.m * p.k;
+    const float* bb_ = b + bb * p.k * p.n;
+    float* cb = c + bb * p.m * p.n;
+    for (int64_t i = 0; i < p.m; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t kk = 0; kk < p.k; ++kk) {
+        const double av = ab[i * p.k + kk];
+        const float* brow = bb_ + kk * p.n;
+        for (int64_t j = 0; j < p.n; ++j) acc[j] += av * brow[j];
+      }
+      for (int64_t j = 0; j < p.n; ++j)
+        cb[i * p.n + j] = ApplyEpilogue(acc[j], p.epilogue, bias, j);
+    }
+  }
+}
+
+// Valid output positions [lo, hi) for which o*stride - pad + off lies in [0, extent).
+void ValidRange(int64_t out, int64_t stride, int64_t pad, int64_t off, int64_t extent, int64_t* lo,
+                int64_t* hi) {
+  *lo = 0;
+  while (*lo < out && *lo * stride - pad + off < 0) ++*lo;
+  *hi = out;
+  while (*hi > *lo && (*hi - 1) * stride - pad + off >= extent) --*hi;
+}
+
+void Conv2dNchw(const Conv2dParams& p, std::span<float* const> args) {
+  const float* x = args[0];
+  const float* wt = args[1];
+  const float* bias = EpilogueHasBias(p.epilogue) ? args[2] : nullptr;
+  float* y = args.back();
+  const int64_t oh = p.oh(), ow = p.ow();
+  const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups;
+  std::vector<double> acc(oh * ow);
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t oc = 0; oc < p.k; ++oc) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const int64_t g = oc / kpg;
+      for (int64_t rc = 0; rc < cpg; ++rc) {
+        const float* plane = x + (n * p.c + g * cpg + rc) * p.h * p.w;
+        for (int64_t ry = 0; ry < p.r; ++ry) {
+          int64_t y_lo, y_hi;
+          ValidRange(oh, p.stride, p.pad, ry * p.dilation, p.h, &y_lo, &y_hi);
+          for (int64_t rx = 0; rx < p.s; ++rx) {
+            int64_t x_lo, x_hi;
+            ValidRange(ow, p.stride, p.pad, rx * p.dilation, p.w, &x_lo, &x_hi);
+            const double wv = wt[((oc * cpg + rc) * p.r + ry) * p.s + rx];
+            for (int64_t oy = y_lo; oy < y_hi; ++oy) {
+              const float* row = plane + (oy * p.stride - p.pad + ry * p.dilation) * p.w;
+              double* arow = acc.data() + oy * ow;
+              for (int64_t ox = x_lo; ox < x_hi; ++ox) {
+                arow[ox] += wv * row[ox * p.stride - p.pad + rx * p.dilation];
+              }
+            }
+          }
+        }
+      }
+      float* out = y + (n * p.k + oc) * oh * ow;
+      for (int64_t i = 0; i < oh * ow; ++i) out[i] = ApplyEpilogue(acc[i], p.epilogue, bias, oc);
+    }
+  }
+}
+
+void Conv2dNhwc(const Conv2dParams& p, std::span<float* const> args) {
+  const float* x = args[0];
+  const float* wt = args[1];
+  const float* bias = EpilogueHasBias(p.epilogue) ? args[2] : nullptr;
+  float* y = args.back();
+  const int64_t oh = p.oh(), ow = p.ow();
+  const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups;
+  std::vector<double> acc(p.k);
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t ry = 0; ry < p.r; ++ry) {
+          const int64_t iy = oy * p.stride - p.pad + ry * p.dilation;
+          if (iy < 0 || iy >= p.h) continue;
+          for (int64_t rx = 0; rx < p.s; ++rx) {
+            const int64_t ix = ox * p.stride - p.pad + rx * p.dilation;
+            if (ix < 0 || ix >= p.w) continue;
+            const float* pix = x + ((n * p.h + iy) * p.w + ix) * p.c;
+            for (int64_t ic = 0; ic < p.c; ++ic) {
+              const double xv = pix[ic];
+              const int64_t g = ic / cpg, rc = ic % cpg;
+              const float* wrow = wt + ((ry * p.s + rx) * cpg + rc) * p.k + g * kpg;
+              double* arow = acc.data() + g * kpg;
+              for (int64_t j = 0; j < kpg; ++j) arow[j] += xv * wrow[j];
+            }
+          }
+        }
+        float* out = y + ((n * oh + oy) * ow + ox) * p.k;
+        for (int64_t oc = 0; oc < p.k; ++oc) {
+          out[oc] = ApplyEpilogue(acc[oc], p.epilogue, bias, oc);
+        }
+      }
+    }
+  }
+}
+
+void Pool2d(const Pool2dParams& p, std::span<float* const> args) {
+  const float* x = args[0];
+  float* y = args.back();
+  const int64_t oh = p.oh(), ow = p.ow();
+  // Element (n, ch, iy, ix) of X and (n, ch, oy, ox) of Y in either layout.
+  auto xi = [&](int64_t n, int64_t ch, int64_t iy, int64_t ix) {
+    return p.nhwc ? ((n * p.h + iy) * p.w + ix) * p.c + ch : ((n * p.c + ch) * p.h + iy) * p.w + ix;
+  };
+  auto yi = [&](int64_t n, int64_t ch, int64_t oy, int64_t ox) {
+    return p.nhwc ? ((n * oh + oy) * ow + ox) * p.c + ch : ((n * p.c + ch) * oh + oy) * ow + ox;
+  };
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t ch = 0; ch < p.c; ++ch) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double acc = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
+          for (int64_t ry = 0; ry < p.r; ++ry) {
+            const int64_t iy = oy * p.stride - p.pad + ry;
+            if (iy < 0 || iy >= p.h) continue;
+            for (int64_t rx = 0; rx < p.s; ++rx) {
+              const int64_t ix = ox * p.stride - p.pad + rx;
+              if (ix < 0 || ix >= p.w) continue;
+              const double v = x[xi(n, ch, iy, ix)];
+              acc = p.max ? std::max(acc, v) : acc + v;
+            }
+          }
+          if (!p.max) acc /= static_cast<double>(p.r * p.s);
+          y[yi(n, ch, oy, ox)] = static_cast<float>(acc);
+        }
+      }
+    }
+  }
+}
+
+void Softmax(const SoftmaxParams& p, std::span<float* const> args) {
+  const float* x = args[0];
+  float* y = args.back();
+  for (int64_t i = 0; i < p.m; ++i) {
+    const float* row = x + i * p.n;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < p.n; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+    double sum = 0;
+    for (int64_t j = 0; j < p.n; ++j) sum += std::exp(row[j] - mx);
+    for (int64_t j = 0; j < p.n; ++j)
+      y[i * p.n + j] = static_cast<float>(std::exp(row[j] - mx) / sum);
+  }
+}
+
+void LayerNorm(const LayerNormParams& p, std::span<float* const> args) {
+  const float* x = args[0];
+  const float* gamma = args[1];
+  const float* beta = args[2];
+  float* y = args.back();
+  for (int64_t i = 0; i < p.m; ++i) {
+    const float* row = x + i * p.n;
+    double mean = 0;
+    for (int64_t j = 0; j < p.n; ++j) mean += row[j];
+    mean /= static_cast<double>(p.n);
+    double var = 0;
+    for (int64_t j = 0; j < p.n; ++j) var += (row[j] - mean) * (row[j] - mean);
+    var /= static_cast<double>(p.n);
+    const double inv = 1.0 / std::sqrt(var + p.eps);
+    for (int64_t j = 0; j < p.n; ++j) {
+      y[i * p.n + j] = static_cast<float>((row[j] - mean) * inv * gamma[j] + beta[j]);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status ComputeReference(const Workload& w, std::span<float* const> args) {
+  if (args.size() != w.args.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("reference for ", w.canonical, " needs ",
+                                                   w.args.size(), " arguments, got ", args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("argument ", i, " (", w.args[i]->name, ") of the reference is null"));
+    }
+  }
+  const WorkloadSpec& spec = w.spec;
+  if (spec.op == "matmul" || spec.op == "batch_matmul") {
+    absl::StatusOr<MatmulParams> p = GetMatmulParams(spec);
+    if (!p.ok()) return p.status();
+    Matmul(*p, args);
+    return absl::OkStatus();
+  }
+  if (spec.op == "conv2d") {
+    absl::StatusOr<Conv2dParams> p = GetConv2dParams(spec);
+    if (!p.ok()) return p.status();
+    if (p->nhwc) {
+      Conv2dNhwc(*p, args);
+    } else {
+      Conv2dNchw(*p, args);
+    }
+    return absl::OkStatus();
+  }
+  if (spec.op == "pool2d") {
+    absl::StatusOr<Pool2dParams> p = GetPool2dParams(spec);
+    if (!p.ok()) return p.status();
+    Pool2d(*p, args);
+    return absl::OkStatus();
+  }
+  if (spec.op == "softmax") {
+    absl::StatusOr<SoftmaxParams> p = GetSoftmaxParams(spec);
+    if (!p.ok()) return p.status();
+    Softmax(*p, args);
+    return absl::OkStatus();
+  }
+  if (spec.op == "layer_norm") {
+    absl::StatusOr<LayerNormParams> p = GetLayerNormParams(spec);
+    if (!p.ok()) return p.status();
+    LayerNorm(*p, args);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("no reference for op '", spec.op, "'"));
+}
+
+absl::Status ComputeReference(const Workload& w, std::vector<std::vector<float>>& args) {
+  if (args.size() != w.args.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("reference for ", w.canonical, " needs ",
+                                                   w.args.size(), " arguments, got ", args.size()));
+  }
+  std::vector<float*> ptrs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    int64_t want = 1;
+    for (int64_t d : w.args[i]->shape) want *= d;
+    if (static_cast<int64_t>(args[i].size()) != want) {
+      return absl::InvalidArgumentError(absl::StrCat("argument ", i, " (", w.args[i]->name,
+                                                     ") has ", args[i].size(),
+                                                     " elements, expected ", want));
+    }
+    ptrs.push_back(args[i].data());
+  }
+  return ComputeReference(w, std::span<float* const>(ptrs));
+}
+
+}  // namespace lathe::ir

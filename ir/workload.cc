@@ -129,10 +129,9 @@ absl::StatusOr<std::string> CanonicalValue(const OpDef& op, const KeyDef& key,
       for (const std::string& c : key.choices) {
         if (value == c) return value;
       }
-      return absl::InvalidArgumentError(absl::StrCat("key '", key.name, "' of ", op.name,
-                                                     " must be one of ",
-                                                     absl::StrJoin(key.choices, ", "), ", got '",
-                                                     value, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("key '", key.name, "' of ", op.name, " must be one of ",
+                       absl::StrJoin(key.choices, ", "), ", got '", value, "'"));
     case KeyKind::kPositiveFloat: {
       double v = 0;
       if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v <= 0) {
@@ -171,16 +170,16 @@ absl::Status ValidateShapes(const WorkloadSpec& spec) {
   if (spec.op == "matmul" || spec.op == "batch_matmul") {
     absl::StatusOr<MatmulParams> p = GetMatmulParams(spec);
     if (!p.ok()) return p.status();
-    std::vector<int64_t> lead = p->batch > 0 ? std::vector<int64_t>{p->batch}
-                                             : std::vector<int64_t>{};
+    std::vector<int64_t> lead =
+        p->batch > 0 ? std::vector<int64_t>{p->batch} : std::vector<int64_t>{};
     auto with = [&](int64_t a, int64_t b) {
       std::vector<int64_t> s = lead;
       s.push_back(a);
       s.push_back(b);
       return s;
     };
-    return CheckSizes(spec.op, {{"A", with(p->m, p->k)}, {"B", with(p->k, p->n)},
-                                {"C", with(p->m, p->n)}});
+    return CheckSizes(spec.op,
+                      {{"A", with(p->m, p->k)}, {"B", with(p->k, p->n)}, {"C", with(p->m, p->n)}});
   }
   if (spec.op == "conv2d") {
     absl::StatusOr<Conv2dParams> p = GetConv2dParams(spec);
@@ -195,14 +194,14 @@ absl::Status ValidateShapes(const WorkloadSpec& spec) {
     }
     // Checked on the numerator: C++ division truncates towards zero.
     if (p->h + 2 * p->pad - p->dilation * (p->r - 1) - 1 < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "conv2d: output height is not positive (h=", p->h, ", r=", p->r, ", pad=", p->pad,
-          ", dilation=", p->dilation, ", stride=", p->stride, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("conv2d: output height is not positive (h=", p->h, ", r=", p->r,
+                       ", pad=", p->pad, ", dilation=", p->dilation, ", stride=", p->stride, ")"));
     }
     if (p->w + 2 * p->pad - p->dilation * (p->s - 1) - 1 < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "conv2d: output width is not positive (w=", p->w, ", s=", p->s, ", pad=", p->pad,
-          ", dilation=", p->dilation, ", stride=", p->stride, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("conv2d: output width is not positive (w=", p->w, ", s=", p->s,
+                       ", pad=", p->pad, ", dilation=", p->dilation, ", stride=", p->stride, ")"));
     }
     const int64_t ph = p->h + 2 * p->pad, pw = p->w + 2 * p->pad;
     const int64_t cpg = p->c / p->groups;
@@ -222,19 +221,18 @@ absl::Status ValidateShapes(const WorkloadSpec& spec) {
     if (!p.ok()) return p.status();
     // Every window then overlaps the input, so a max pool never yields -inf.
     if (p->pad >= p->r || p->pad >= p->s) {
-      return absl::InvalidArgumentError(absl::StrCat("pool2d: pad=", p->pad,
-                                                     " must be smaller than the window (r=", p->r,
-                                                     ", s=", p->s, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pool2d: pad=", p->pad, " must be smaller than the window (r=", p->r, ", s=", p->s, ")"));
     }
     if (p->h + 2 * p->pad < p->r) {
-      return absl::InvalidArgumentError(absl::StrCat("pool2d: output height is not positive (h=",
-                                                     p->h, ", r=", p->r, ", pad=", p->pad,
-                                                     ", stride=", p->stride, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pool2d: output height is not positive (h=", p->h, ", r=", p->r,
+                       ", pad=", p->pad, ", stride=", p->stride, ")"));
     }
     if (p->w + 2 * p->pad < p->s) {
-      return absl::InvalidArgumentError(absl::StrCat("pool2d: output width is not positive (w=",
-                                                     p->w, ", s=", p->s, ", pad=", p->pad,
-                                                     ", stride=", p->stride, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pool2d: output width is not positive (w=", p->w, ", s=", p->s,
+                       ", pad=", p->pad, ", stride=", p->stride, ")"));
     }
     const int64_t ph = p->h + 2 * p->pad, pw = p->w + 2 * p->pad;
     if (p->nhwc) {
@@ -311,8 +309,8 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text) {
       }
       const size_t eq = entry.find('=');
       if (eq == absl::string_view::npos) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("malformed entry '", entry, "' for op ", op->name, " (expected key=value)"));
+        return absl::InvalidArgumentError(absl::StrCat("malformed entry '", entry, "' for op ",
+                                                       op->name, " (expected key=value)"));
       }
       const std::string key(entry.substr(0, eq));
       const std::string value(entry.substr(eq + 1));
@@ -326,8 +324,8 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text) {
               absl::StrCat("empty value for key 'dtype' of ", op->name));
         }
         if (value != "float32") {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "unsupported dtype '", value, "' for op ", op->name, " (only float32 is supported)"));
+          return absl::InvalidArgumentError(absl::StrCat("unsupported dtype '", value, "' for op ",
+                                                         op->name, " (only float32 is supported)"));
         }
         if (spec.params.count("dtype") != 0) {
           return absl::InvalidArgumentError(

@@ -1,0 +1,228 @@
+#include "ir/workload.h"
+
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/ops.h"
+
+namespace lathe::ir {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Canonical(const std::string& text) {
+  absl::StatusOr<WorkloadSpec> spec = ParseWorkloadSpec(text);
+  EXPECT_TRUE(spec.ok()) << text << ": " << spec.status();
+  return spec.ok() ? spec->ToString() : "";
+}
+
+// The error message of a spec that must be rejected.
+std::string Error(const std::string& text) {
+  absl::StatusOr<WorkloadSpec> spec = ParseWorkloadSpec(text);
+  EXPECT_FALSE(spec.ok()) << text << " was accepted as " << spec->ToString();
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
+  return std::string(spec.status().message());
+}
+
+TEST(WorkloadSpecTest, CanonicalFormSortsKeysAndFillsDefaults) {
+  EXPECT_EQ(Canonical("matmul:m=4,n=8,k=2"), "matmul:epilogue=none,k=2,m=4,n=8");
+  EXPECT_EQ(Canonical("batch_matmul:b=2,m=4,n=8,k=2,epilogue=bias_relu"),
+            "batch_matmul:b=2,epilogue=bias_relu,k=2,m=4,n=8");
+  EXPECT_EQ(Canonical("conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1"),
+            "conv2d:c=64,dilation=1,epilogue=none,groups=1,h=56,k=64,layout=nchw,n=1,pad=1,r=3,"
+            "s=3,stride=1,w=56");
+  EXPECT_EQ(Canonical("pool2d:n=1,c=8,h=8,w=8,r=2,s=2,stride=2"),
+            "pool2d:c=8,h=8,kind=max,layout=nchw,n=1,pad=0,r=2,s=2,stride=2,w=8");
+  EXPECT_EQ(Canonical("softmax:m=3,n=5"), "softmax:m=3,n=5");
+  EXPECT_EQ(Canonical("layer_norm:m=3,n=5"), "layer_norm:eps=1e-05,m=3,n=5");
+}
+
+TEST(WorkloadSpecTest, KeyOrderAndSpellingDoNotMatter) {
+  const std::string a = Canonical("matmul:m=64,n=32,k=16");
+  EXPECT_EQ(Canonical("matmul:k=16,n=32,m=64"), a);
+  EXPECT_EQ(Canonical("matmul:n=32,k=16,m=64,epilogue=none"), a);
+  EXPECT_EQ(Canonical("matmul:m=064,n=32,k=16,dtype=float32"), a);
+  EXPECT_EQ(Canonical("layer_norm:m=2,n=2,eps=0.00001"), Canonical("layer_norm:eps=1e-5,m=2,n=2"));
+  EXPECT_EQ(Canonical("layer_norm:m=2,n=2,eps=0.001"), "layer_norm:eps=0.001,m=2,n=2");
+}
+
+TEST(WorkloadSpecTest, CanonicalFormIsAFixedPoint) {
+  for (const char* text : {"matmul:m=1,n=2,k=3,epilogue=relu",
+                           "conv2d:n=1,c=4,h=5,w=5,k=8,r=3,s=3,groups=2,"
+                           "layout=nhwc,stride=2,dilation=2,pad=2,epilogue=bias",
+                           "pool2d:n=1,c=2,h=5,w=5,r=3,s=3,pad=1,kind=avg,layout=nhwc",
+                           "layer_norm:m=1,n=7,eps=0.5", "softmax:m=1,n=1"}) {
+    const std::string c = Canonical(text);
+    EXPECT_EQ(Canonical(c), c);
+  }
+}
+
+TEST(WorkloadSpecTest, KeyIsStable) {
+  // Records in databases are keyed by this value; it must never change.
+  EXPECT_EQ(WorkloadKey("matmul:epilogue=none,k=1024,m=1024,n=1024"), "52fb5a30d6369808");
+  EXPECT_EQ(WorkloadKey(""), "cbf29ce484222325");
+  absl::StatusOr<Workload> w = MakeWorkload("matmul:k=1024,n=1024,m=1024");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->canonical, "matmul:epilogue=none,k=1024,m=1024,n=1024");
+  EXPECT_EQ(w->key, "52fb5a30d6369808");
+}
+
+TEST(WorkloadSpecTest, UnknownOp) {
+  EXPECT_EQ(Error("matmull:m=1,n=1,k=1"),
+            "unknown op 'matmull' (expected one of matmul, batch_matmul, conv2d, pool2d, softmax, "
+            "layer_norm)");
+  EXPECT_THAT(Error("MATMUL:m=1,n=1,k=1"), HasSubstr("unknown op 'MATMUL'"));
+  EXPECT_THAT(Error(":m=1"), HasSubstr("unknown op ''"));
+  EXPECT_EQ(Error(""), "empty workload spec");
+}
+
+TEST(WorkloadSpecTest, UnknownAndMissingKeys) {
+  EXPECT_THAT(Error("matmul:m=1,n=1,k=1,q=2"), HasSubstr("unknown key 'q' for op matmul"));
+  EXPECT_THAT(Error("softmax:m=1,n=1,k=2"), HasSubstr("unknown key 'k' for op softmax"));
+  EXPECT_THAT(Error("matmul:m=1,n=1,k=1,stride=2"), HasSubstr("unknown key 'stride'"));
+  EXPECT_EQ(Error("matmul:m=1,n=1"), "missing key 'k' for matmul");
+  EXPECT_EQ(Error("matmul"), "missing key 'm' for matmul");
+  EXPECT_EQ(Error("batch_matmul:m=1,n=1,k=1"), "missing key 'b' for batch_matmul");
+}
+
+TEST(WorkloadSpecTest, MalformedEntries) {
+  EXPECT_EQ(Error("matmul:m=1,m=2,n=1,k=1"), "duplicate key 'm' for op matmul");
+  EXPECT_EQ(Error("matmul:m=,n=1,k=1"), "empty value for key 'm' of matmul");
+  EXPECT_THAT(Error("matmul:m=1,,n=1,k=1"), HasSubstr("empty entry"));
+  EXPECT_THAT(Error("matmul:m=1,n=1,k=1,"), HasSubstr("empty entry"));
+  EXPECT_THAT(Error("matmul:m1,n=1,k=1"), HasSubstr("malformed entry 'm1'"));
+  EXPECT_THAT(Error("matmul:=1,n=1,k=1"), HasSubstr("malformed entry '=1'"));
+  EXPECT_THAT(Error("matmul: m=1,n=1,k=1"), HasSubstr("contains whitespace"));
+}
+
+TEST(WorkloadSpecTest, BadValues) {
+  EXPECT_EQ(Error("matmul:m=0x,n=1,k=1"), "key 'm' of matmul must be a positive integer, got '0x'");
+  EXPECT_EQ(Error("matmul:m=0,n=1,k=1"), "key 'm' of matmul must be a positive integer, got '0'");
+  EXPECT_THAT(Error("matmul:m=-3,n=1,k=1"), HasSubstr("got '-3'"));
+  EXPECT_THAT(Error("matmul:m=+3,n=1,k=1"), HasSubstr("got '+3'"));
+  EXPECT_THAT(Error("matmul:m=1.5,n=1,k=1"), HasSubstr("got '1.5'"));
+  EXPECT_THAT(Error("matmul:m=99999999999999999999999,n=1,k=1"),
+              HasSubstr("must be a positive integer"));
+  EXPECT_THAT(Error("conv2d:n=1,c=1,h=3,w=3,k=1,r=1,s=1,pad=-1"),
+              HasSubstr("key 'pad' of conv2d must be a non-negative integer, got '-1'"));
+  EXPECT_THAT(Error("conv2d:n=1,c=1,h=3,w=3,k=1,r=1,s=1,stride=0"),
+              HasSubstr("key 'stride' of conv2d must be a positive integer"));
+  EXPECT_EQ(Error("matmul:m=1,n=1,k=1,epilogue=gelu"),
+            "key 'epilogue' of matmul must be one of none, bias, relu, bias_relu, got 'gelu'");
+  EXPECT_THAT(Error("conv2d:n=1,c=1,h=3,w=3,k=1,r=1,s=1,layout=chwn"),
+              HasSubstr("key 'layout' of conv2d must be one of nchw, nhwc"));
+  EXPECT_THAT(Error("pool2d:n=1,c=1,h=3,w=3,r=1,s=1,kind=min"),
+              HasSubstr("key 'kind' of pool2d must be one of max, avg"));
+  EXPECT_THAT(Error("layer_norm:m=1,n=1,eps=0"), HasSubstr("key 'eps' of layer_norm"));
+  EXPECT_THAT(Error("layer_norm:m=1,n=1,eps=nan"), HasSubstr("positive number, got 'nan'"));
+  EXPECT_THAT(Error("layer_norm:m=1,n=1,eps=abc"), HasSubstr("got 'abc'"));
+  EXPECT_EQ(Error("matmul:m=1,n=1,k=1,dtype=float16"),
+            "unsupported dtype 'float16' for op matmul (only float32 is supported)");
+}
+
+TEST(WorkloadSpecTest, ImpossibleShapes) {
+  EXPECT_EQ(Error("conv2d:n=1,c=64,h=8,w=8,k=64,r=3,s=3,groups=3"),
+            "conv2d: c=64 is not divisible by groups=3");
+  EXPECT_EQ(Error("conv2d:n=1,c=4,h=8,w=8,k=6,r=3,s=3,groups=4"),
+            "conv2d: k=6 is not divisible by groups=4");
+  EXPECT_EQ(Error("conv2d:n=1,c=1,h=2,w=8,k=1,r=5,s=1"),
+            "conv2d: output height is not positive (h=2, r=5, pad=0, dilation=1, stride=1)");
+  // Truncating division would give oh = 1 here.
+  EXPECT_THAT(Error("conv2d:n=1,c=1,h=2,w=8,k=1,r=3,s=1,stride=2"),
+              HasSubstr("output height is not positive"));
+  EXPECT_THAT(Error("conv2d:n=1,c=1,h=8,w=4,k=1,r=1,s=3,dilation=2"),
+              HasSubstr("output width is not positive (w=4, s=3"));
+  EXPECT_THAT(Error("pool2d:n=1,c=1,h=8,w=8,r=2,s=2,pad=2"),
+              HasSubstr("pool2d: pad=2 must be smaller than the window"));
+  EXPECT_THAT(Error("pool2d:n=1,c=1,h=2,w=8,r=4,s=1"), HasSubstr("output height is not positive"));
+}
+
+TEST(WorkloadSpecTest, HostileSizesAreRejected) {
+  EXPECT_THAT(Error("matmul:m=2000000,n=1,k=1"),
+              HasSubstr("key 'm' of matmul is 2000000, above the limit 1048576"));
+  EXPECT_THAT(Error("matmul:m=1048576,n=1048576,k=1"), HasSubstr("matmul: tensor C"));
+  EXPECT_THAT(Error("conv2d:n=1024,c=1024,h=1024,w=1024,k=1,r=1,s=1"), HasSubstr("tensor X"));
+  EXPECT_THAT(Error("softmax:m=1048576,n=4096"), HasSubstr("softmax: tensor X"));
+  EXPECT_TRUE(ParseWorkloadSpec("matmul:m=1048576,n=2048,k=1").ok());
+}
+
+TEST(WorkloadTest, MatmulTensorsArgsAndFlops) {
+  absl::StatusOr<Workload> w = MakeWorkload("matmul:m=4,n=8,k=2,epilogue=bias_relu");
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->args.size(), 4u);
+  EXPECT_EQ(w->args[0]->name, "A");
+  EXPECT_EQ(w->args[1]->name, "B");
+  EXPECT_EQ(w->args[2]->name, "bias");
+  EXPECT_EQ(w->output()->name, "C");
+  EXPECT_EQ(w->args[0]->shape, (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(w->args[1]->shape, (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(w->args[2]->shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(w->output()->shape, (std::vector<int64_t>{4, 8}));
+  ASSERT_NE(w->Find("matmul"), nullptr);
+  EXPECT_TRUE((*w->Find("matmul"))->is_reduction());
+  EXPECT_EQ(w->Find("nope"), nullptr);
+  EXPECT_DOUBLE_EQ(w->flops, 2.0 * 4 * 8 * 2 + 2.0 * 4 * 8);
+}
+
+TEST(WorkloadTest, TensorsAreTopologicallyOrderedWithUniqueNames) {
+  for (const char* text :
+       {"matmul:m=4,n=8,k=2", "batch_matmul:b=2,m=4,n=8,k=2,epilogue=relu",
+        "conv2d:n=1,c=4,h=6,w=6,k=4,r=3,s=3,pad=1,epilogue=bias",
+        "conv2d:n=1,c=4,h=6,w=6,k=8,r=3,s=3,pad=1,groups=4,layout=nhwc",
+        "pool2d:n=1,c=2,h=6,w=6,r=3,s=3,pad=1", "softmax:m=3,n=5", "layer_norm:m=3,n=5"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<Workload> w = MakeWorkload(text);
+    ASSERT_TRUE(w.ok()) << w.status();
+    std::set<std::string> seen;
+    for (const Tensor& t : w->tensors) {
+      EXPECT_TRUE(seen.insert(t->name).second) << "duplicate tensor " << t->name;
+      if (t->is_placeholder()) continue;
+      for (const std::string& read : ReadTensors(t->body)) {
+        EXPECT_TRUE(seen.count(read)) << t->name << " reads " << read << " before it is defined";
+      }
+    }
+    for (const Tensor& a : w->args) EXPECT_TRUE(seen.count(a->name)) << a->name;
+    EXPECT_EQ(w->tensors.back()->name, w->output()->name);
+    EXPECT_GT(w->flops, 0);
+  }
+}
+
+TEST(WorkloadTest, ConvShapesFollowTheContract) {
+  absl::StatusOr<Workload> w =
+      MakeWorkload("conv2d:n=2,c=4,h=7,w=9,k=6,r=3,s=2,stride=2,pad=1,dilation=2,groups=2");
+  ASSERT_TRUE(w.ok()) << w.status();
+  // oh = (7 + 2 - 2*2 - 1) / 2 + 1 = 3, ow = (9 + 2 - 2*1 - 1) / 2 + 1 = 5.
+  EXPECT_EQ(w->args[0]->shape, (std::vector<int64_t>{2, 4, 7, 9}));
+  EXPECT_EQ(w->args[1]->shape, (std::vector<int64_t>{6, 2, 3, 2}));
+  EXPECT_EQ(w->output()->shape, (std::vector<int64_t>{2, 6, 3, 5}));
+  ASSERT_NE(w->Find("pad"), nullptr);
+  EXPECT_EQ((*w->Find("pad"))->tag, "pad");
+
+  absl::StatusOr<Workload> v = MakeWorkload(
+      "conv2d:n=2,c=4,h=7,w=9,k=6,r=3,s=2,stride=2,pad=1,dilation=2,groups=2,"
+      "layout=nhwc,epilogue=bias");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->args[0]->shape, (std::vector<int64_t>{2, 7, 9, 4}));
+  EXPECT_EQ(v->args[1]->shape, (std::vector<int64_t>{3, 2, 2, 6}));
+  EXPECT_EQ(v->args[2]->shape, (std::vector<int64_t>{6}));
+  EXPECT_EQ(v->output()->shape, (std::vector<int64_t>{2, 3, 5, 6}));
+}
+
+TEST(WorkloadTest, MakeWorkloadRevalidatesHandBuiltSpecs) {
+  WorkloadSpec spec;
+  spec.op = "matmul";
+  spec.params = {{"m", "4"}, {"n", "4"}};
+  EXPECT_FALSE(MakeWorkload(spec).ok());
+  spec.params["k"] = "2";
+  absl::StatusOr<Workload> w = MakeWorkload(spec);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->canonical, "matmul:epilogue=none,k=2,m=4,n=4");
+  EXPECT_EQ(w->spec.Int("k"), 2);
+  EXPECT_EQ(w->spec.Str("epilogue"), "none");
+}
+
+}  // namespace
+}  // namespace lathe::ir
