@@ -52,7 +52,7 @@ absl::Status ExpectOp(const WorkloadSpec& spec, std::initializer_list<const char
 Expr I(int64_t v) { return IntImm(v); }
 Expr F(double v) { return FloatImm(v); }
 
-// lo <= e < hi, omitting comparisons that are statically true for e = base + [0, span).
+// 0 <= e < hi.
 Expr InRange(const Expr& e, int64_t hi) { return And(GE(e, I(0)), LT(e, I(hi))); }
 
 // The epilogue stage over `main` (whose last-but-`channel_dim` axis indexes the bias).
@@ -471,5 +471,7 @@ absl::StatusOr<OpDefinition> BuildOp(const WorkloadSpec& spec) {
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown op '", spec.op, "'"));
 }
+
+#undef LATHE_ASSIGN_OR_RETURN
 
 }  // namespace lathe::ir
