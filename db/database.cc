@@ -85,20 +85,25 @@ absl::Status ValidateExisting(Connection& conn, const OpenOptions& options) {
   bool will_modify = *mode != "wal" || *version < kSchemaVersion;
   if (!will_modify && !options.quick_check) return absl::OkStatus();
 
+  auto corrupt = [&](const std::string& what) {
+    return absl::DataLossError(
+        absl::StrCat("database ", path, ": corrupt: ", what, " (the file was not modified)"));
+  };
   absl::StatusOr<internal::Statement> check = conn.Prepare("PRAGMA quick_check(20)");
   if (!check.ok()) return Refuse(check.status());
   std::vector<std::string> problems;
   while (true) {
     absl::StatusOr<bool> row = check->Step();
-    if (!row.ok()) return Refuse(row.status());
+    if (!row.ok()) {
+      if (absl::IsDataLoss(row.status())) return corrupt("quick_check stopped: the b-tree is malformed");
+      return Refuse(row.status());
+    }
     if (!*row) break;
     std::string line = check->ColumnText(0);
     if (line != "ok") problems.push_back(std::move(line));
   }
   if (problems.empty()) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat("database ", path, ": corrupt: ", problems.front(),
-                                          problems.size() > 1 ? " (and more)" : "",
-                                          " (the file was not modified)"));
+  return corrupt(absl::StrCat(problems.front(), problems.size() > 1 ? " (and more)" : ""));
 }
 
 // Switches to WAL, retrying while another connection holds a lock (the busy handler does not

@@ -1,0 +1,259 @@
+#include "db/database.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tests/db/test_util.h"
+
+namespace lathe::db {
+namespace {
+
+using testing::MakeRecord;
+using testing::TempDir;
+
+constexpr char kCpu2[] = "cpu:Test CPU @ 3GHz:avx512:2c";
+constexpr char kCpu4[] = "cpu:Test CPU @ 3GHz:avx512:4c";
+
+std::unique_ptr<Database> OpenOrDie(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path);
+  EXPECT_TRUE(db.ok()) << db.status();
+  return db.ok() ? std::move(*db) : nullptr;
+}
+
+TEST(ErrorClassTest, NamesRoundTrip) {
+  for (ErrorClass c : kAllErrorClasses) {
+    absl::StatusOr<ErrorClass> back = ParseErrorClass(ErrorClassName(c));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, c);
+  }
+  EXPECT_EQ(ErrorClassName(ErrorClass::kWrongAnswer), "wrong_answer");
+  EXPECT_FALSE(ParseErrorClass("OK").ok());
+}
+
+TEST(StatisticsTest, MedianAndCv) {
+  EXPECT_EQ(Median(std::vector<double>{}), 0);
+  EXPECT_EQ(Median(std::vector<double>{3, 1, 2}), 2);
+  EXPECT_EQ(Median(std::vector<double>{4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(CoefficientOfVariation(std::vector<double>{5}), 0);
+  EXPECT_NEAR(CoefficientOfVariation(std::vector<double>{1, 3}), std::sqrt(2.0) / 2, 1e-12);
+}
+
+TEST(DatabaseTest, BestIsLowestOkMedian) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(db->Insert(MakeRecord("a", "1", kCpu2, 30)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("b", "1", kCpu2, 10)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("c", "1", kCpu2, 20)).ok());
+  // Faster, but failed or on another device class or workload: never the best.
+  Record wrong = MakeRecord("d", "1", kCpu2, 1, ErrorClass::kWrongAnswer);
+  wrong.repeats_us = {1, 1, 1};
+  wrong.median_us = 1;
+  ASSERT_TRUE(db->Insert(wrong).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("e", "1", kCpu4, 2)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("f", "2", kCpu2, 3)).ok());
+
+  absl::StatusOr<std::optional<Record>> best = db->Best("key-1", kCpu2);
+  ASSERT_TRUE(best.ok()) << best.status();
+  ASSERT_TRUE(best->has_value());
+  EXPECT_EQ((*best)->candidate_id, "b");
+  EXPECT_TRUE(testing::SameContent(**best, MakeRecord("b", "1", kCpu2, 10)));
+  EXPECT_GT((*best)->inserted_at_ms, 0);
+  EXPECT_NEAR((*best)->Gflops(), 2.0 * 64 * 64 * 64 / 10e3, 1e-9);
+
+  absl::StatusOr<std::vector<Record>> top = db->TopK("key-1", kCpu2, 2);
+  ASSERT_TRUE(top.ok());
+  ASSERT_EQ(top->size(), 2u);
+  EXPECT_EQ((*top)[0].candidate_id, "b");
+  EXPECT_EQ((*top)[1].candidate_id, "c");
+  top = db->TopK("key-1", kCpu2, 100);
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(top->size(), 3u);
+
+  absl::StatusOr<std::optional<Record>> none = db->Best("key-1", "cpu:other:avx2:2c");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  none = db->Best("no-such-key", kCpu2);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+
+  absl::StatusOr<Stats> stats = db->GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->workloads, 2);
+  EXPECT_EQ(stats->device_classes, 2);
+  EXPECT_EQ(stats->records, 6);
+  EXPECT_EQ(stats->ok_records, 5);
+  EXPECT_EQ(stats->by_error_class["wrong_answer"], 1);
+  EXPECT_EQ(stats->schema_version, kSchemaVersion);
+}
+
+TEST(DatabaseTest, SameCandidateIdIsNotDuplicated) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  absl::StatusOr<InsertResult> first = db->Insert(MakeRecord("x", "1", kCpu2, 5));
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->inserted);
+  absl::StatusOr<InsertResult> again = db->Insert(MakeRecord("x", "1", kCpu2, 7));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->inserted);
+  EXPECT_EQ(again->id, first->id);
+  // Within one batch too.
+  std::vector<Record> batch = {MakeRecord("y", "1", kCpu2, 5), MakeRecord("y", "1", kCpu2, 5)};
+  absl::StatusOr<std::vector<InsertResult>> res = db->InsertBatch(batch);
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE((*res)[0].inserted);
+  EXPECT_FALSE((*res)[1].inserted);
+  EXPECT_EQ(db->GetStats()->records, 2);
+  absl::StatusOr<std::optional<Record>> x = db->GetByCandidateId("x");
+  ASSERT_TRUE(x.ok() && x->has_value());
+  EXPECT_EQ((*x)->median_us, 5);
+}
+
+TEST(DatabaseTest, EmptyCandidateIdGetsAStableOne) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  Record r = MakeRecord("", "1", kCpu2, 5);
+  absl::StatusOr<InsertResult> a = db->Insert(r);
+  absl::StatusOr<InsertResult> b = db->Insert(r);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->inserted);
+  EXPECT_FALSE(b->inserted);
+  absl::StatusOr<std::optional<Record>> best = db->Best("key-1", kCpu2);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_EQ((*best)->candidate_id.rfind("auto:", 0), 0u);
+}
+
+TEST(DatabaseTest, MedianAndCvDerivedFromRepeats) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  Record r = MakeRecord("r", "1", kCpu2, 0);
+  r.repeats_us = {4, 1, 3, 2};
+  r.median_us = 0;
+  r.cv = 0;
+  ASSERT_TRUE(db->Insert(r).ok());
+  absl::StatusOr<std::optional<Record>> got = db->GetByCandidateId("r");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->median_us, 2.5);
+  EXPECT_NEAR((*got)->cv, CoefficientOfVariation(r.repeats_us), 1e-12);
+  EXPECT_EQ((*got)->repeats_us, r.repeats_us);
+}
+
+TEST(DatabaseTest, InvalidRecordsAreRefused) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  Record no_median = MakeRecord("a", "1", kCpu2, 5);
+  no_median.repeats_us.clear();
+  no_median.median_us = 0;
+  EXPECT_EQ(db->Insert(no_median).status().code(), absl::StatusCode::kInvalidArgument);
+  Record nan = MakeRecord("b", "1", kCpu2, 5);
+  nan.median_us = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(db->Insert(nan).status().code(), absl::StatusCode::kInvalidArgument);
+  Record no_key = MakeRecord("c", "1", kCpu2, 5);
+  no_key.workload_key.clear();
+  EXPECT_EQ(db->Insert(no_key).status().code(), absl::StatusCode::kInvalidArgument);
+  Record no_class = MakeRecord("d", "1", "", 5);
+  EXPECT_EQ(db->Insert(no_class).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // A key already bound to another spec; the whole batch rolls back.
+  ASSERT_TRUE(db->Insert(MakeRecord("e", "1", kCpu2, 5)).ok());
+  Record clash = MakeRecord("f", "1", kCpu2, 5);
+  clash.workload = "matmul:k=999,m=1,n=1";
+  std::vector<Record> batch = {MakeRecord("g", "2", kCpu2, 5), clash};
+  absl::StatusOr<std::vector<InsertResult>> res = db->InsertBatch(batch);
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(res.status().message().find("already used by spec"), std::string::npos)
+      << res.status();
+  EXPECT_EQ(db->GetStats()->records, 1);
+  EXPECT_FALSE(db->GetByCandidateId("g")->has_value());
+}
+
+TEST(DatabaseTest, MeasuredTraces) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(db->Insert(MakeRecord("a", "1", kCpu2, 5)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("b", "1", kCpu2, 0, ErrorClass::kTimeout)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("c", "1", kCpu4, 5)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("d", "2", kCpu2, 5)).ok());
+  absl::StatusOr<std::vector<std::string>> t = db->MeasuredTraces("key-1", kCpu2);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, (std::vector<std::string>{"{\"trace\":\"a\"}", "{\"trace\":\"b\"}"}));
+  t = db->MeasuredTraces("key-1", "");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->size(), 3u);
+  t = db->MeasuredTraces("key-1", "cpu:unknown:sse4.2:1c");
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->empty());
+  t = db->MeasuredTraces("key-9", kCpu2);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->empty());
+}
+
+TEST(DatabaseTest, RecordsSurviveReopen) {
+  TempDir dir;
+  std::string path = dir.File("t.db");
+  {
+    auto db = OpenOrDie(path);
+    ASSERT_NE(db, nullptr);
+    ASSERT_TRUE(db->Insert(MakeRecord("a", "1", kCpu2, 5)).ok());
+  }
+  auto db = OpenOrDie(path);
+  ASSERT_NE(db, nullptr);
+  EXPECT_EQ(*db->SchemaVersion(), kSchemaVersion);
+  EXPECT_TRUE(db->GetByCandidateId("a")->has_value());
+  absl::StatusOr<std::vector<std::string>> problems = db->IntegrityCheck();
+  ASSERT_TRUE(problems.ok());
+  EXPECT_TRUE(problems->empty());
+}
+
+TEST(DatabaseTest, CostModels) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  EXPECT_FALSE(db->GetCostModel(kCpu2)->has_value());
+  std::string bytes("\0\x01\xffmodel", 8);
+  ASSERT_TRUE(db->PutCostModel({kCpu2, "xgboost-ubj-1", bytes, 100, 0}).ok());
+  ASSERT_TRUE(db->PutCostModel({kCpu2, "xgboost-ubj-1", bytes + "v2", 120, 0}).ok());
+  absl::StatusOr<std::optional<CostModelBlob>> got = db->GetCostModel(kCpu2);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->model, bytes + "v2");
+  EXPECT_EQ((*got)->trained_on, 120);
+  EXPECT_EQ((*got)->format, "xgboost-ubj-1");
+  EXPECT_FALSE(db->GetCostModel(kCpu4)->has_value());
+}
+
+TEST(DatabaseTest, Jobs) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  Job job;
+  job.uid = "job-1";
+  job.spec_json = "{\"workloads\":[\"matmul:k=1,m=1,n=1\"]}";
+  job.device_class = kCpu2;
+  job.trials_requested = 64;
+  ASSERT_TRUE(db->CreateJob(job).ok());
+  EXPECT_EQ(db->CreateJob(job).code(), absl::StatusCode::kAlreadyExists);
+  job.uid = "job-2";
+  ASSERT_TRUE(db->CreateJob(job).ok());
+  ASSERT_TRUE(db->UpdateJob("job-1", JobState::kRunning, 10, "").ok());
+  EXPECT_EQ(db->UpdateJob("job-9", JobState::kDone, 0, "").code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<std::optional<Job>> got = db->GetJob("job-1");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->state, JobState::kRunning);
+  EXPECT_EQ((*got)->trials_done, 10);
+  EXPECT_EQ((*got)->spec_json, job.spec_json);
+  absl::StatusOr<std::vector<Job>> queued = db->ListJobs(JobState::kQueued);
+  ASSERT_TRUE(queued.ok());
+  ASSERT_EQ(queued->size(), 1u);
+  EXPECT_EQ((*queued)[0].uid, "job-2");
+  EXPECT_EQ(db->ListJobs()->size(), 2u);
+}
+
+}  // namespace
+}  // namespace lathe::db
