@@ -186,7 +186,9 @@ absl::Status LinkSharedLibrary(const std::vector<std::string>& object_files_byte
   std::vector<const char*> args = {
       "ld.lld", "-shared", "-o", linked.c_str(), soname.c_str(), "--no-undefined",
       "--eh-frame-hdr", "--hash-style=both", "-z", "relro", "-z", "now", "-z", "noexecstack",
-      "-O1"};
+      // The runtime's worker threads run code of this library for the life of the process:
+      // dlclose must never unmap it.
+      "-z", "nodelete", "-O1"};
   for (const std::string& input : inputs) args.push_back(input.c_str());
   args.push_back("--as-needed");
   args.push_back(libc.c_str());

@@ -4,13 +4,15 @@
  * so the embedded copy needs nothing from the dynamic loader (no __tls_get_addr).
  *
  * Protocol. One job at a time owns the pool (callers queue on `submit`). The caller fills in
- * the job, sets `pending` to the number of workers, then bumps the generation counter `gen`
- * (the futex word) and wakes sleeping workers. Every worker takes part in every generation:
- * it claims tasks from the atomic counter `next` until it runs dry, then decrements
- * `pending`. The caller claims tasks too and returns once `pending` is 0, so no worker can
- * still be reading the job when the next caller overwrites it, and no worker can miss a
- * generation. Idle workers spin for a short while (cheap back-to-back calls) and then sleep
- * on the futex.
+ * the job, opens it by storing a new generation into `state` (generation in the high 32 bits,
+ * a CLOSED bit, and the count of workers inside the job), then bumps the futex word `gen` and
+ * wakes sleeping workers. A worker joins a job by incrementing the count with a CAS that fails
+ * once the job is closed or replaced, claims tasks from the atomic counter `next` until it
+ * runs dry, then leaves (decrements the count). The caller claims tasks too; when they run
+ * dry it closes the job and waits only for the workers inside it. So a worker that is asleep
+ * or descheduled never delays a call it did not join, and no worker can read a job while the
+ * next caller overwrites it. Idle workers spin for a short while (cheap back-to-back calls)
+ * and then sleep on the futex.
  */
 #define _GNU_SOURCE
 #include "codegen/runtime/runtime.h"
@@ -36,6 +38,9 @@ enum {
   kCallerSpinNs = 50 * 1000,
 };
 
+static const uint64_t kClosed = (uint64_t)1 << 31;
+static const uint64_t kCountMask = ((uint64_t)1 << 31) - 1;
+
 typedef int (*lathe_task_fn)(int64_t task, void* closure);
 
 static struct {
@@ -53,9 +58,9 @@ static struct {
   _Atomic int64_t next;
   _Atomic int error;
 
-  _Atomic uint32_t gen; /* futex word: bumped once per job */
-  _Atomic int sleepers; /* workers blocked (or about to block) on `gen` */
-  _Atomic int pending;  /* workers that have not finished the current job */
+  _Atomic uint64_t state; /* generation << 32 | kClosed | workers inside the job */
+  _Atomic uint32_t gen;   /* futex word: the low 32 bits of the newest generation */
+  _Atomic int sleepers;   /* workers blocked (or about to block) on `gen` */
 } g_pool = {.once = PTHREAD_ONCE_INIT, .submit = PTHREAD_MUTEX_INITIALIZER};
 
 static inline void cpu_relax(void) {
@@ -117,8 +122,16 @@ static void* worker_main(void* arg) {
       }
     }
     seen = gen;
-    run_tasks();
-    atomic_fetch_sub_explicit(&g_pool.pending, 1, memory_order_release);
+    /* Join the job of generation `seen` unless it is closed or already replaced. */
+    uint64_t state = atomic_load_explicit(&g_pool.state, memory_order_acquire);
+    while ((uint32_t)(state >> 32) == seen && (state & kClosed) == 0) {
+      if (atomic_compare_exchange_weak_explicit(&g_pool.state, &state, state + 1,
+                                                memory_order_acquire, memory_order_acquire)) {
+        run_tasks();
+        atomic_fetch_sub_explicit(&g_pool.state, 1, memory_order_release);
+        break;
+      }
+    }
   }
   return NULL;
 }
@@ -196,16 +209,19 @@ int lathe_parallel_for(int64_t num_tasks, lathe_task_fn fn, void* closure) {
   g_pool.num_tasks = num_tasks;
   atomic_store_explicit(&g_pool.next, 0, memory_order_relaxed);
   atomic_store_explicit(&g_pool.error, 0, memory_order_relaxed);
-  atomic_store_explicit(&g_pool.pending, g_pool.num_workers, memory_order_relaxed);
-  atomic_fetch_add(&g_pool.gen, 1); /* seq_cst: publishes the job (release) */
+  const uint32_t gen = atomic_load_explicit(&g_pool.gen, memory_order_relaxed) + 1;
+  atomic_store_explicit(&g_pool.state, (uint64_t)gen << 32, memory_order_release); /* open */
+  atomic_store(&g_pool.gen, gen); /* seq_cst: pairs with the workers' `sleepers` handshake */
   if (atomic_load(&g_pool.sleepers) > 0) futex_wake_all(&g_pool.gen);
 
   run_tasks();
 
-  if (atomic_load_explicit(&g_pool.pending, memory_order_acquire) != 0) {
+  /* Close the job; then wait for the workers that joined it to finish their last task. */
+  uint64_t state = atomic_fetch_or_explicit(&g_pool.state, kClosed, memory_order_acq_rel);
+  if ((state & kCountMask) != 0) {
     const int64_t deadline = now_ns() + kCallerSpinNs;
     int spins = 0;
-    while (atomic_load_explicit(&g_pool.pending, memory_order_acquire) != 0) {
+    while ((atomic_load_explicit(&g_pool.state, memory_order_acquire) & kCountMask) != 0) {
       /* After a short spin, yield: a worker may be waiting for this CPU. */
       if (++spins > 256 && now_ns() > deadline) {
         sched_yield();

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -172,6 +173,7 @@ int RunChild(const std::string& num_threads, int expected) {
   std::string exe = "/proc/self/exe";
   std::string filter = "--gtest_filter=ParallelForChild.PoolSize";
   char* argv[] = {exe.data(), filter.data(), nullptr};
+  std::fflush(stdout);  // the child shares stdout; keep the outputs in order
   pid_t pid = 0;
   if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
   int status = 0;
