@@ -1,0 +1,114 @@
+// The hand-written GEMM trace against OpenBLAS and oneDNN, measured in the same run, plus the
+// JIT compile time of the trace (the bound on every worker's measurement rate).
+//
+//   bench_gemm [--trace FILE] [--min-seconds S] [--compiles N]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "bench/bench_util.h"
+#include "bench/gemm_baselines.h"
+#include "codegen/host.h"
+#include "ir/ops.h"
+#include "fmt/format.h"
+
+using namespace lathe;  // NOLINT
+
+namespace {
+
+int Usage() {
+  std::fprintf(stderr, "usage: bench_gemm [--trace FILE] [--min-seconds S] [--compiles N]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string trace_file = LATHE_SOURCE_DIR "/examples/traces/matmul-1024.json";
+  double min_seconds = 1.0;
+  int compiles = 10;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) return Usage();
+    if (a == "--trace") {
+      trace_file = argv[++i];
+    } else if (a == "--min-seconds") {
+      min_seconds = std::atof(argv[++i]);
+    } else if (a == "--compiles") {
+      compiles = std::atoi(argv[++i]);
+    } else {
+      return Usage();
+    }
+  }
+  std::ifstream in(trace_file);
+  if (!in) {
+    std::fprintf(stderr, "bench_gemm: cannot read %s\n", trace_file.c_str());
+    return 1;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto trace = ir::TraceFromJson(ss.str());
+  if (!trace.ok()) {
+    std::fprintf(stderr, "bench_gemm: %s: %s\n", trace_file.c_str(),
+                 std::string(trace.status().message()).c_str());
+    return 1;
+  }
+  auto w = ir::MakeWorkload(trace->workload);
+  if (!w.ok()) {
+    std::fprintf(stderr, "bench_gemm: %s\n", std::string(w.status().message()).c_str());
+    return 1;
+  }
+  auto sch = ir::ApplyTrace(*w, *trace);
+  if (!sch.ok()) {
+    std::fprintf(stderr, "bench_gemm: %s\n", std::string(sch.status().message()).c_str());
+    return 1;
+  }
+  auto mp = ir::GetMatmulParams(w->spec);
+  if (!mp.ok() || w->spec.op != "matmul") {
+    std::fprintf(stderr, "bench_gemm: %s is not a matmul\n", w->canonical.c_str());
+    return 1;
+  }
+  int64_t m = mp->m, n = mp->n, k = mp->k;
+  fmt::print("device: {}\nworkload: {}\ntrace: {}\n\n", codegen::HostDeviceClass(), w->canonical,
+             trace_file);
+
+  // JIT compile time of the candidate: lower + LLVM O3 + ORC, median of `compiles` runs.
+  std::vector<double> compile_ms;
+  for (int i = 0; i < compiles; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto f = codegen::Lower(*sch, "kernel");
+    auto kern = codegen::JitCompile(*f);
+    compile_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!kern.ok()) {
+      std::fprintf(stderr, "bench_gemm: %s\n", std::string(kern.status().message()).c_str());
+      return 1;
+    }
+  }
+
+  bench::KernelTiming tuned = bench::TimeSchedule(*sch, min_seconds);
+  auto blas = bench::OpenBlasSgemm(m, n, k, 2, min_seconds);
+  auto dnnl = bench::OnednnSgemm(m, n, k, 2, min_seconds);
+  double best_lib = std::max(blas.ok() ? blas->gflops : 0.0, dnnl.ok() ? dnnl->gflops : 0.0);
+
+  fmt::print("{:<28} {:>12} {:>10} {:>10}\n", "kernel", "median_us", "GFLOP/s", "vs best");
+  auto row = [&](const std::string& name, double s, double g) {
+    fmt::print("{:<28} {:>12.1f} {:>10.1f} {:>9.2f}x\n", name, s * 1e6, g,
+               best_lib > 0 ? g / best_lib : 0.0);
+  };
+  if (!tuned.correct) {
+    std::fprintf(stderr, "bench_gemm: the trace's kernel is wrong: %s\n", tuned.error.c_str());
+    return 1;
+  }
+  row("lathe (hand-written trace)", tuned.median_s, tuned.gflops);
+  if (blas.ok()) row("openblas sgemm", blas->median_s, blas->gflops);
+  else fmt::print("openblas: {}\n", blas.status().ToString());
+  if (dnnl.ok()) row("onednn sgemm", dnnl->median_s, dnnl->gflops);
+  else fmt::print("onednn: {}\n", dnnl.status().ToString());
+  fmt::print("\nJIT compile of the trace (lower + O3 + ORC): median {:.1f} ms over {} runs\n",
+             bench::MedianOf(compile_ms), compiles);
+  return 0;
+}

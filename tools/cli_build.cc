@@ -1,0 +1,114 @@
+#include "tools/cli_build.h"
+
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/cpu_kernel.h"
+#include "codegen/host.h"
+#include "codegen/lower.h"
+#include "db/database.h"
+#include "db/lookup.h"
+#include "fmt/format.h"
+#include "ir/schedule.h"
+#include "ir/trace.h"
+#include "ir/workload.h"
+#include "tools/cli_db.h"
+
+namespace lathe::tools {
+
+namespace {
+
+int Fail(int code, const std::string& msg) {
+  fmt::print(stderr, "lathe build: {}\n", msg);
+  return code;
+}
+
+bool ValidSymbol(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunBuild(const BuildOptions& o) {
+  auto w = ir::MakeWorkload(o.workload);
+  if (!w.ok()) return Fail(2, std::string(w.status().message()));
+  if (!o.trace_file.empty() && !o.schedule.empty()) {
+    return Fail(2, "--trace and --schedule are mutually exclusive");
+  }
+  if (!o.schedule.empty() && o.schedule != "default") {
+    return Fail(2, "unknown --schedule '" + o.schedule + "' (expected 'default')");
+  }
+  if (o.emit != "so" && o.emit != "obj" && o.emit != "llvm" && o.emit != "cuda" &&
+      o.emit != "ptx") {
+    return Fail(2, "unknown --emit '" + o.emit + "' (expected so, obj, llvm, cuda or ptx)");
+  }
+  if (o.target != "cpu") {
+    return Fail(1, "target '" + o.target + "' is not supported by this build (cpu only; the cuda backend is not built yet)");
+  }
+  if (o.emit == "cuda" || o.emit == "ptx") {
+    return Fail(2, "--emit " + o.emit + " needs a cuda target");
+  }
+  std::string name = o.name.empty() ? "lathe_" + w->spec.op + "_" + w->key : o.name;
+  if (!ValidSymbol(name)) return Fail(2, "--name '" + name + "' is not a valid C identifier");
+
+  ir::Trace trace;
+  trace.workload = w->canonical;
+  if (!o.trace_file.empty()) {
+    std::ifstream in(o.trace_file);
+    if (!in) return Fail(1, "cannot read trace file " + o.trace_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto t = ir::TraceFromJson(ss.str());
+    if (!t.ok()) return Fail(1, o.trace_file + ": " + std::string(t.status().message()));
+    trace = *t;
+  } else if (o.schedule.empty()) {
+    std::string path = o.db_path.empty() ? DefaultDbPath() : o.db_path;
+    db::OpenOptions oo;
+    oo.create_if_missing = false;
+    auto dbh = db::Database::Open(path, oo);
+    if (absl::IsNotFound(dbh.status())) {
+      return Fail(3, "no tuning database at " + path +
+                         "; tune the workload first, or pass --schedule default or --trace FILE");
+    }
+    if (!dbh.ok()) return Fail(1, std::string(dbh.status().message()));
+    std::string device = codegen::HostDeviceClass();
+    auto r = db::Lookup(**dbh, {w->canonical, w->key}, device);
+    if (!r.ok()) return Fail(1, std::string(r.status().message()));
+    if (!r->record) {
+      return Fail(3, "no tuning record for " + w->canonical + " on " + device + " in " + path +
+                         " (" + r->explanation + "); tune it first, or pass --schedule default");
+    }
+    auto t = ir::TraceFromJson(r->record->trace_json);
+    if (!t.ok()) return Fail(1, "stored trace is unreadable: " + std::string(t.status().message()));
+    trace = *t;
+    fmt::print(stderr, "lathe build: using the best record ({:.1f} us, measured by {})\n",
+               r->record->median_us, r->record->worker);
+  }
+  auto sch = ir::ApplyTrace(*w, trace);
+  if (!sch.ok()) return Fail(1, "invalid schedule: " + std::string(sch.status().message()));
+  auto f = codegen::Lower(*sch, name);
+  if (!f.ok()) return Fail(1, "invalid schedule: " + std::string(f.status().message()));
+  absl::Status st;
+  if (o.emit == "so") {
+    st = codegen::WriteSharedLibrary({*f}, o.out);
+  } else if (o.emit == "obj") {
+    st = codegen::WriteObjectFile({*f}, o.out);
+  } else {
+    auto text = codegen::EmitLlvmIr({*f});
+    if (!text.ok()) return Fail(1, std::string(text.status().message()));
+    std::ofstream out(o.out, std::ios::trunc);
+    out << *text;
+    if (!out) st = absl::UnavailableError("cannot write " + o.out);
+  }
+  if (!st.ok()) return Fail(1, std::string(st.message()));
+  fmt::print("{}: {} ({}) for {}\n", o.out, name, o.emit, w->canonical);
+  return 0;
+}
+
+}  // namespace lathe::tools

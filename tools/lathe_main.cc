@@ -1,0 +1,92 @@
+// lathe: the command-line interface (CONTRACT.md "The CLI").
+#include <cstdio>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "tools/cli_build.h"
+#include "tools/cli_db.h"
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+int NotBuiltYet(const char* what) {
+  std::fprintf(stderr,
+               "lathe %s: not available in this build yet (the search and the tuner service "
+               "are still being written); see `lathe --help` for what is\n",
+               what);
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lathe: finds the fastest correct program for a tensor operator and keeps it"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "lathe 0.1.0");
+
+  lathe::tools::BuildOptions build;
+  CLI::App* b = app.add_subcommand("build", "compile a workload's schedule into a kernel");
+  b->add_option("--workload", build.workload, "workload spec, e.g. matmul:m=512,n=512,k=512")
+      ->required();
+  b->add_option("--out", build.out, "output file")->required();
+  b->add_option("--name", build.name, "exported symbol (default: lathe_<op>_<key>)");
+  b->add_option("--target", build.target, "cpu (default), cuda, cuda:N, cuda:sm_XX");
+  b->add_option("--db", build.db_path, "tuning database (default: $LATHE_DB or "
+                                       "~/.local/share/lathe/tuning.db)");
+  b->add_option("--trace", build.trace_file, "build this schedule trace (JSON) instead");
+  b->add_option("--schedule", build.schedule, "'default' builds the untuned schedule");
+  b->add_option("--emit", build.emit, "so (default), obj, llvm, cuda, ptx");
+
+  lathe::tools::QueryOptions query;
+  CLI::App* q = app.add_subcommand("query", "print the best record of a workload");
+  q->add_option("--workload", query.workload, "workload spec")->required();
+  q->add_option("--target", query.target, "cpu (default) or cuda[:N]");
+  q->add_option("--db", query.db_path, "tuning database");
+  q->add_option("--device-class", query.device_class, "query another device class");
+  q->add_flag("--allow-other-core-count", query.allow_other_core_count,
+              "use the record of the same CPU model with another core count when there is "
+              "none for this one (the output says so)");
+  q->add_flag("--json", query.json, "print one JSON object");
+  q->add_option("--tuner", "query a lathed daemon (not available yet)");
+
+  std::string db_sub, db_path, db_file;
+  bool db_json = false;
+  CLI::App* d = app.add_subcommand("db", "inspect and move the tuning database");
+  d->add_option("command", db_sub, "stats | export | import | verify")
+      ->required()
+      ->check(CLI::IsMember({"stats", "export", "import", "verify"}));
+  d->add_option("file", db_file, "export: output file (default stdout); import: input file");
+  d->add_option("--db", db_path, "tuning database");
+  d->add_flag("--json", db_json, "print one JSON object (stats)");
+
+  CLI::App* t = app.add_subcommand("tune", "tune a workload (not available yet)");
+  t->allow_extras();
+  CLI::App* wk = app.add_subcommand("workers", "list a daemon's workers (not available yet)");
+  wk->allow_extras();
+  CLI::App* jb = app.add_subcommand("jobs", "list a daemon's jobs (not available yet)");
+  jb->allow_extras();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kUsageError;
+  }
+  if (b->parsed()) return lathe::tools::RunBuild(build);
+  if (q->parsed()) {
+    if (q->count("--tuner")) return NotBuiltYet("query --tuner");
+    return lathe::tools::RunQuery(query);
+  }
+  if (d->parsed()) return lathe::tools::RunDb(db_sub, db_path, db_file, db_json);
+  if (t->parsed()) return NotBuiltYet("tune");
+  if (wk->parsed()) return NotBuiltYet("workers");
+  if (jb->parsed()) return NotBuiltYet("jobs");
+  return kUsageError;
+}
