@@ -71,23 +71,20 @@ absl::StatusOr<LookupResult> Lookup(Database& db, const WorkloadRef& workload,
     return result;
   }
 
-  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> classes =
-      db.DeviceClassesWithOkRecords(workload.key);
-  if (!classes.ok()) return classes.status();
-
   absl::StatusOr<std::optional<Record>> best = db.Best(workload.key, device_class);
   if (!best.ok()) return best.status();
   if (best->has_value()) {
-    int64_t n = 0;
-    for (const auto& [name, count] : *classes) {
-      if (name == device_class) n = count;
-    }
     result.match = MatchKind::kExact;
-    result.explanation = absl::StrCat("best of ", n, " ok records for ", w, " on ", device_class,
-                                      ": ", Describe(**best));
+    result.explanation = absl::StrCat("best ok record for ", w, " on ", device_class, ": ",
+                                      Describe(**best));
     result.record = std::move(*best);
     return result;
   }
+
+  // Only a miss pays for listing the other classes.
+  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> classes =
+      db.DeviceClassesWithOkRecords(workload.key);
+  if (!classes.ok()) return classes.status();
 
   // No exact record: consider the other classes, nearest core count first.
   std::optional<CpuDeviceClass> want = ParseCpuDeviceClass(device_class);
