@@ -43,9 +43,8 @@ int main(int argc, char** argv) {
         ++failures;
         continue;
       }
-      std::printf("%-14s %6ld %6ld %6ld %4d %10.1f %9.1f %8d %9.2e\n", r->library.c_str(), s.m,
-                  s.n, s.k, r->threads, r->median_s * 1e6, r->gflops, r->repeats,
-                  r->max_rel_error);
+      std::printf("%-14s %6ld %6ld %6ld %4d %10.1f %9.1f %8d %9.2e\n", r->library.c_str(), s.m, s.n,
+                  s.k, r->threads, r->median_s * 1e6, r->gflops, r->repeats, r->max_rel_error);
       std::fflush(stdout);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

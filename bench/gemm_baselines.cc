@@ -102,8 +102,8 @@ absl::StatusOr<GemmResult> OnednnSgemm(int64_t m, int64_t n, int64_t k, int thre
   Problem p(m, n, k);
   dnnl_status_t status = dnnl_success;
   auto result = Measure("onednn-sgemm", p, threads, min_seconds, [&p, &status] {
-    const dnnl_status_t s = dnnl_sgemm('N', 'N', p.m, p.n, p.k, 1.0f, p.a.data(), p.k,
-                                       p.b.data(), p.n, 0.0f, p.c.data(), p.n);
+    const dnnl_status_t s = dnnl_sgemm('N', 'N', p.m, p.n, p.k, 1.0f, p.a.data(), p.k, p.b.data(),
+                                       p.n, 0.0f, p.c.data(), p.n);
     if (s != dnnl_success) status = s;
   });
   if (status != dnnl_success) {
@@ -127,7 +127,8 @@ absl::StatusOr<GemmResult> OnednnMatmul(int64_t m, int64_t n, int64_t k, int thr
   dnnl::memory a_mem(a_md, engine, p.a.data()), b_mem(b_md, engine, p.b.data()),
       c_mem(c_md, engine, p.c.data());
   return Measure("onednn-matmul", p, threads, min_seconds, [&] {
-    matmul.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    matmul.execute(stream,
+                   {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
     stream.wait();
   });
 }

@@ -33,7 +33,8 @@ std::string CpuModelName() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, absl::MaxSplits(':', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(line, absl::MaxSplits(':', 1));
     if (absl::StripAsciiWhitespace(kv.first) == "model name") {
       std::string model(absl::StripAsciiWhitespace(kv.second));
       if (!model.empty()) return model;
@@ -45,9 +46,12 @@ std::string CpuModelName() {
 // "32K", "1024K", "32M" as found in /sys/devices/system/cpu/cpu0/cache/index*/size.
 int64_t ParseCacheSize(absl::string_view text) {
   int64_t scale = 1;
-  if (absl::ConsumeSuffix(&text, "K")) scale = 1024;
-  else if (absl::ConsumeSuffix(&text, "M")) scale = 1024 * 1024;
-  else if (absl::ConsumeSuffix(&text, "G")) scale = int64_t{1024} * 1024 * 1024;
+  if (absl::ConsumeSuffix(&text, "K"))
+    scale = 1024;
+  else if (absl::ConsumeSuffix(&text, "M"))
+    scale = 1024 * 1024;
+  else if (absl::ConsumeSuffix(&text, "G"))
+    scale = int64_t{1024} * 1024 * 1024;
   int64_t value = 0;
   if (!absl::SimpleAtoi(text, &value) || value < 0) return 0;
   return value * scale;

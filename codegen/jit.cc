@@ -150,9 +150,9 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Create(
     symbols[mangle(symbol.name)] = llvm::JITEvaluatedSymbol(
         llvm::pointerToJITTargetAddress(symbol.address), llvm::JITSymbolFlags::Exported);
   }
-  if (absl::Status status = ToStatus(
-          (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(symbols))),
-          "jit runtime symbols");
+  if (absl::Status status =
+          ToStatus((*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(symbols))),
+                   "jit runtime symbols");
       !status.ok()) {
     return status;
   }
@@ -172,9 +172,9 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Create(
   for (const std::string& fn_name : defined) {
     auto address = (*jit)->lookup(fn_name);
     if (!address) {
-      return with_details(ToStatus(
-          address.takeError(),
-          absl::StrCat("cannot compile function '", fn_name, "' of module '", name, "'")));
+      return with_details(
+          ToStatus(address.takeError(),
+                   absl::StrCat("cannot compile function '", fn_name, "' of module '", name, "'")));
     }
   }
   return std::unique_ptr<JitModule>(new JitModule(std::move(*jit)));

@@ -38,8 +38,8 @@ class TempDir {
  public:
   static absl::StatusOr<TempDir> Create() {
     const char* base = getenv("TMPDIR");
-    std::string templ = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp",
-                                     "/lathe-link-XXXXXX");
+    std::string templ =
+        absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/lathe-link-XXXXXX");
     if (mkdtemp(templ.data()) == nullptr) {
       return absl::InternalError(absl::StrCat("cannot create temporary directory '", templ, "'"));
     }
@@ -71,12 +71,19 @@ absl::Status WriteFile(const std::string& path, std::string_view bytes) {
 // The directory holding the C library the kernels will load, e.g. /lib/x86_64-linux-gnu.
 absl::StatusOr<std::string> FindLibDir() {
   static const char* const kDirs[] = {
-      "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-      "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib",
+      "/lib/x86_64-linux-gnu",
+      "/usr/lib/x86_64-linux-gnu",
+      "/lib/aarch64-linux-gnu",
+      "/usr/lib/aarch64-linux-gnu",
+      "/lib64",
+      "/usr/lib64",
+      "/lib",
+      "/usr/lib",
   };
   for (const char* dir : kDirs) {
     std::error_code ec;
-    if (fs::exists(fs::path(dir) / "libc.so.6", ec) && fs::exists(fs::path(dir) / "libm.so.6", ec)) {
+    if (fs::exists(fs::path(dir) / "libc.so.6", ec) &&
+        fs::exists(fs::path(dir) / "libm.so.6", ec)) {
       return std::string(dir);
     }
   }
@@ -143,9 +150,9 @@ absl::Status CheckUndefined(const std::string& so_path, const std::string& lib_d
     if (available->count(name) == 0) missing.push_back(name);
   }
   if (missing.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("shared library '", so_path, "' has undefined symbols outside libc and libm: ",
-                   absl::StrJoin(missing, ", ")));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "shared library '", so_path,
+      "' has undefined symbols outside libc and libm: ", absl::StrJoin(missing, ", ")));
 }
 
 std::mutex& LldMutex() {
@@ -163,7 +170,8 @@ std::string_view RuntimeObjectBytes() {
 absl::Status LinkSharedLibrary(const std::vector<std::string>& object_files_bytes,
                                const std::string& out_path) {
   if (object_files_bytes.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("no object files to link into '", out_path, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no object files to link into '", out_path, "'"));
   }
   absl::StatusOr<std::string> lib_dir = FindLibDir();
   if (!lib_dir.ok()) return lib_dir.status();
@@ -183,12 +191,12 @@ absl::Status LinkSharedLibrary(const std::vector<std::string>& object_files_byte
   const std::string soname = absl::StrCat("-soname=", out.filename().string());
   const std::string libc = absl::StrCat(*lib_dir, "/libc.so.6");
   const std::string libm = absl::StrCat(*lib_dir, "/libm.so.6");
-  std::vector<const char*> args = {
-      "ld.lld", "-shared", "-o", linked.c_str(), soname.c_str(), "--no-undefined",
-      "--eh-frame-hdr", "--hash-style=both", "-z", "relro", "-z", "now", "-z", "noexecstack",
-      // The runtime's worker threads run code of this library for the life of the process:
-      // dlclose must never unmap it.
-      "-z", "nodelete", "-O1"};
+  std::vector<const char*> args = {"ld.lld", "-shared", "-o", linked.c_str(), soname.c_str(),
+                                   "--no-undefined", "--eh-frame-hdr", "--hash-style=both", "-z",
+                                   "relro", "-z", "now", "-z", "noexecstack",
+                                   // The runtime's worker threads run code of this library for the
+                                   // life of the process: dlclose must never unmap it.
+                                   "-z", "nodelete", "-O1"};
   for (const std::string& input : inputs) args.push_back(input.c_str());
   args.push_back("--as-needed");
   args.push_back(libc.c_str());
@@ -231,7 +239,8 @@ absl::StatusOr<std::vector<std::string>> SharedLibraryNeeded(const std::string& 
   if (!binary.ok()) return binary.status();
   const auto* elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(binary->getBinary());
   if (elf == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a 64-bit little-endian elf file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a 64-bit little-endian elf file"));
   }
   const auto& file = elf->getELFFile();
   auto entries = file.dynamicEntries();
@@ -251,10 +260,10 @@ absl::StatusOr<std::vector<std::string>> SharedLibraryNeeded(const std::string& 
                                             "': ", llvm::toString(strtab.takeError())));
   }
   const char* base = reinterpret_cast<const char*>(*strtab);
-  const llvm::StringRef data = file.getBufSize() > 0
-                                   ? llvm::StringRef(reinterpret_cast<const char*>(file.base()),
-                                                     file.getBufSize())
-                                   : llvm::StringRef();
+  const llvm::StringRef data =
+      file.getBufSize() > 0
+          ? llvm::StringRef(reinterpret_cast<const char*>(file.base()), file.getBufSize())
+          : llvm::StringRef();
   std::vector<std::string> needed;
   for (uint64_t offset : needed_offsets) {
     const char* name = base + offset;

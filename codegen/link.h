@@ -23,9 +23,9 @@ std::string_view RuntimeObjectBytes();
 // the same directory, then renamed). Symbols with default visibility in the objects are
 // exported; the runtime's are hidden. The library's DT_NEEDED lists only libc.so.6 and, when
 // used, libm.so.6. It is marked nodelete (-z nodelete): the runtime's thread pool lives as long
-// as the process, so dlclose leaves it mapped. After linking, every undefined dynamic symbol must be defined by libc or
-// libm (libpthread is part of glibc's libc); otherwise the output is removed and the status
-// names the symbols. Thread-safe: lld is not reentrant, so links are serialised.
+// as the process, so dlclose leaves it mapped. After linking, every undefined dynamic symbol must
+// be defined by libc or libm (libpthread is part of glibc's libc); otherwise the output is removed
+// and the status names the symbols. Thread-safe: lld is not reentrant, so links are serialised.
 absl::Status LinkSharedLibrary(const std::vector<std::string>& object_files_bytes,
                                const std::string& out_path);
 

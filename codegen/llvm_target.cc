@@ -2,6 +2,7 @@
 // Host target machine, O3 pipeline and object emission (codegen/llvm_target.h).
 #include "codegen/llvm_target.h"
 
+#include <cstdlib>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -43,9 +44,8 @@ absl::Status Verify(const llvm::Module& module, const char* when) {
   std::string message;
   llvm::raw_string_ostream os(message);
   if (llvm::verifyModule(module, &os)) {
-    return absl::InternalError(
-        absl::StrCat("llvm module '", module.getName().str(), "' fails to verify ", when, ": ",
-                     os.str()));
+    return absl::InternalError(absl::StrCat("llvm module '", module.getName().str(),
+                                            "' fails to verify ", when, ": ", os.str()));
   }
   return absl::OkStatus();
 }
@@ -101,9 +101,12 @@ absl::Status OptimizeModule(llvm::Module& module, llvm::TargetMachine& tm) {
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions tuning;
-  tuning.LoopVectorization = true;
-  tuning.SLPVectorization = true;
-  tuning.LoopUnrolling = true;
+  // Schedules vectorize and unroll explicitly; LLVM's own loop vectorizer and unroller would
+  // only re-do that work on every candidate and dominate JIT time (see bench_gemm).
+  static const bool kAuto = std::getenv("LATHE_LLVM_AUTO_VECTORIZE") != nullptr;
+  tuning.LoopVectorization = kAuto;
+  tuning.SLPVectorization = kAuto;
+  tuning.LoopUnrolling = kAuto;
   llvm::PassBuilder builder(&tm, tuning);
   builder.registerModuleAnalyses(mam);
   builder.registerCGSCCAnalyses(cgam);
@@ -121,8 +124,8 @@ absl::StatusOr<std::string> EmitObject(llvm::Module& module, llvm::TargetMachine
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager pm;
   if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
-    return absl::InternalError(absl::StrCat("llvm target '", tm.getTargetTriple().str(),
-                                            "' cannot emit object files"));
+    return absl::InternalError(
+        absl::StrCat("llvm target '", tm.getTargetTriple().str(), "' cannot emit object files"));
   }
   pm.run(module);
   return std::string(buffer.data(), buffer.size());

@@ -197,8 +197,7 @@ int lathe_parallel_for(int64_t num_tasks, lathe_task_fn fn, void* closure) {
    * so does everything in a child forked after the pool started (its workers did not survive
    * the fork). pthread_atfork would avoid the getpid() call, but it lives in
    * libc_nonshared.a, which the embedded copy cannot link against. */
-  if (num_tasks == 1 || g_pool.num_workers == 0 || is_pool_thread(self) ||
-      getpid() != g_pool.pid) {
+  if (num_tasks == 1 || g_pool.num_workers == 0 || is_pool_thread(self) || getpid() != g_pool.pid) {
     return run_serially(num_tasks, fn, closure);
   }
 

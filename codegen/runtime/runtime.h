@@ -42,7 +42,7 @@ LATHE_RUNTIME_API void* lathe_alloc(int64_t bytes);
 LATHE_RUNTIME_API void lathe_free(void* ptr);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* LATHE_CODEGEN_RUNTIME_RUNTIME_H_ */

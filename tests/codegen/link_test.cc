@@ -2,17 +2,20 @@
 // Tests of the LLVM plumbing under codegen/: a hand-built module that calls the runtime is
 // optimised, emitted as an object, linked in-process into a shared library (dlopen'd and
 // called) and JIT-compiled.
+#include "codegen/link.h"
+
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "codegen/host.h"
 #include "codegen/jit.h"
-#include "codegen/link.h"
 #include "codegen/llvm_target.h"
 #include "gtest/gtest.h"
 #include "llvm/IR/IRBuilder.h"
@@ -42,8 +45,8 @@ std::unique_ptr<llvm::Module> BuildAddOne(llvm::LLVMContext& ctx, bool call_miss
 
   // int add_one_task(int64_t task, void* closure)
   auto* task_type = llvm::FunctionType::get(i32, {i64, i8p}, false);
-  auto* task = llvm::Function::Create(task_type, llvm::Function::InternalLinkage,
-                                      "add_one_task", module.get());
+  auto* task = llvm::Function::Create(task_type, llvm::Function::InternalLinkage, "add_one_task",
+                                      module.get());
   {
     auto* entry = llvm::BasicBlock::Create(ctx, "entry", task);
     auto* loop = llvm::BasicBlock::Create(ctx, "loop", task);
@@ -71,8 +74,8 @@ std::unique_ptr<llvm::Module> BuildAddOne(llvm::LLVMContext& ctx, bool call_miss
       module->getOrInsertFunction("lathe_parallel_for", parallel_for_type);
 
   auto* kernel_type = llvm::FunctionType::get(i32, {i8p->getPointerTo(), i32}, false);
-  auto* kernel = llvm::Function::Create(kernel_type, llvm::Function::ExternalLinkage, "add_one",
-                                        module.get());
+  auto* kernel =
+      llvm::Function::Create(kernel_type, llvm::Function::ExternalLinkage, "add_one", module.get());
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", kernel);
   auto* bad = llvm::BasicBlock::Create(ctx, "bad_args", kernel);
   auto* run = llvm::BasicBlock::Create(ctx, "run", kernel);
@@ -125,10 +128,42 @@ class TempDirTest : public ::testing::Test {
   fs::path dir_;
 };
 
+TEST(HostTest, DetectsTheCpu) {
+  const CpuInfo& info = HostCpu();
+  EXPECT_EQ(&info, &HostCpu());  // cached
+  EXPECT_FALSE(info.model.empty());
+  EXPECT_FALSE(info.llvm_cpu.empty());
+  EXPECT_GE(info.cores, 1);
+  EXPECT_TRUE(info.vector_bits == 128 || info.vector_bits == 256 || info.vector_bits == 512);
+  const bool avx512 =
+      std::find(info.features.begin(), info.features.end(), "+avx512f") != info.features.end();
+  EXPECT_EQ(avx512, info.isa == "avx512");
+  if (avx512) EXPECT_EQ(info.vector_bits, 512);
+  EXPECT_GT(info.l1d_bytes, 0);
+  const std::string device_class = HostDeviceClass();
+  EXPECT_EQ(device_class.rfind("cpu:", 0), 0u) << device_class;
+  EXPECT_NE(device_class.find(":" + info.isa + ":"), std::string::npos) << device_class;
+  EXPECT_EQ(device_class.find("  "), std::string::npos) << device_class;
+  std::printf("host: %s (llvm cpu %s, %d-bit vectors, L1d %lld, L2 %lld, L3 %lld)\n",
+              device_class.c_str(), info.llvm_cpu.c_str(), info.vector_bits,
+              static_cast<long long>(info.l1d_bytes), static_cast<long long>(info.l2_bytes),
+              static_cast<long long>(info.l3_bytes));
+}
+
+TEST(HostTest, DeviceClassCollapsesWhitespace) {
+  CpuInfo info;
+  info.model = "  Some   CPU\t@ 2.0GHz ";
+  info.isa = "avx2";
+  info.cores = 4;
+  EXPECT_EQ(CpuDeviceClass(info), "cpu:Some CPU @ 2.0GHz:avx2:4c");
+}
+
 TEST(RuntimeObjectTest, IsAnElfObject) {
   const std::string_view bytes = RuntimeObjectBytes();
   ASSERT_GT(bytes.size(), 64u);
-  EXPECT_EQ(bytes.substr(0, 4), std::string_view("\x7f" "ELF", 4));
+  EXPECT_EQ(bytes.substr(0, 4), std::string_view("\x7f"
+                                                 "ELF",
+                                                 4));
 }
 
 using LinkTest = TempDirTest;
@@ -218,8 +253,7 @@ TEST(JitTest, UnresolvedSymbolFailsAtCreate) {
   absl::StatusOr<std::unique_ptr<JitModule>> jit =
       JitModule::Create(std::move(module), std::move(ctx));
   ASSERT_FALSE(jit.ok());
-  EXPECT_NE(jit.status().message().find("lathe_missing_symbol"), std::string::npos)
-      << jit.status();
+  EXPECT_NE(jit.status().message().find("lathe_missing_symbol"), std::string::npos) << jit.status();
 }
 
 TEST(JitTest, ManyJitsInParallel) {
