@@ -138,7 +138,9 @@ TEST(HostTest, DetectsTheCpu) {
   const bool avx512 =
       std::find(info.features.begin(), info.features.end(), "+avx512f") != info.features.end();
   EXPECT_EQ(avx512, info.isa == "avx512");
-  if (avx512) EXPECT_EQ(info.vector_bits, 512);
+  if (avx512) {
+    EXPECT_EQ(info.vector_bits, 512);
+  }
   EXPECT_GT(info.l1d_bytes, 0);
   const std::string device_class = HostDeviceClass();
   EXPECT_EQ(device_class.rfind("cpu:", 0), 0u) << device_class;
