@@ -33,8 +33,7 @@ constexpr int kWorkloads = 1000;
 constexpr int kDeviceClasses = 2;
 
 std::string DeviceClass(int d) {
-  return "cpu:Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz:avx512:" + std::to_string(2 << d) +
-         "c";
+  return "cpu:Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz:avx512:" + std::to_string(2 << d) + "c";
 }
 
 Record MakeRecord(int64_t n, std::mt19937_64& rng) {
@@ -48,8 +47,9 @@ Record MakeRecord(int64_t n, std::mt19937_64& rng) {
   // A realistic trace: ~10 primitives of JSON.
   r.trace_json = "{\"version\":1,\"workload\":\"" + r.workload + "\",\"instructions\":[";
   for (int i = 0; i < 10; ++i) {
-    r.trace_json += std::string(i ? "," : "") + "{\"kind\":\"split\",\"stage\":\"C\",\"loops\":[\"i" +
-                    std::to_string(i) + "\"],\"factors\":[" + std::to_string(1 + rng() % 64) + "]}";
+    r.trace_json += std::string(i ? "," : "") +
+                    "{\"kind\":\"split\",\"stage\":\"C\",\"loops\":[\"i" + std::to_string(i) +
+                    "\"],\"factors\":[" + std::to_string(1 + rng() % 64) + "]}";
   }
   r.trace_json += "]}";
   double base = 100 + static_cast<double>(rng() % 100000) / 10;
@@ -57,7 +57,8 @@ Record MakeRecord(int64_t n, std::mt19937_64& rng) {
   r.median_us = lathe::db::Median(r.repeats_us);
   r.cv = lathe::db::CoefficientOfVariation(r.repeats_us);
   r.flops = 2.0 * 512 * 512 * (64 + w);
-  r.error_class = rng() % 10 == 0 ? lathe::db::ErrorClass::kCompileError : lathe::db::ErrorClass::kOk;
+  r.error_class =
+      rng() % 10 == 0 ? lathe::db::ErrorClass::kCompileError : lathe::db::ErrorClass::kOk;
   if (r.error_class != lathe::db::ErrorClass::kOk) {
     r.repeats_us.clear();
     r.median_us = 0;
@@ -148,11 +149,10 @@ int main(int argc, char** argv) {
     std::printf("fill to %lld records (10,000/transaction): %.1f s, %.0f records/s\n",
                 static_cast<long long>(total), s, (n - before) / s);
   }
-  std::printf("file size: %.0f MB\n",
-              std::filesystem::file_size(path) / 1e6 +
-                  (std::filesystem::exists(path + "-wal")
-                       ? std::filesystem::file_size(path + "-wal") / 1e6
-                       : 0));
+  std::printf("file size: %.0f MB\n", std::filesystem::file_size(path) / 1e6 +
+                                          (std::filesystem::exists(path + "-wal")
+                                               ? std::filesystem::file_size(path + "-wal") / 1e6
+                                               : 0));
 
   // 3. Queries on the full file (fresh connection).
   auto o0 = Clock::now();
@@ -179,8 +179,8 @@ int main(int argc, char** argv) {
       b = Clock::now();
       if (!top.ok()) return Fail(top.status());
       top_us.push_back(Seconds(a, b) * 1e6);
-      lathe::db::WorkloadRef ref{"matmul:epilogue=none,k=" + std::to_string(64 + w) + ",m=512,n=512",
-                                 key};
+      lathe::db::WorkloadRef ref{
+          "matmul:epilogue=none,k=" + std::to_string(64 + w) + ",m=512,n=512", key};
       a = Clock::now();
       absl::StatusOr<lathe::db::LookupResult> lr = lathe::db::Lookup(**db, ref, dc);
       b = Clock::now();
@@ -201,8 +201,7 @@ int main(int argc, char** argv) {
   std::printf("best-record hits: %d of %d\n", hits, kQueries);
 
   auto m0 = Clock::now();
-  absl::StatusOr<std::vector<std::string>> traces =
-      (*db)->MeasuredTraces("wkey7", DeviceClass(0));
+  absl::StatusOr<std::vector<std::string>> traces = (*db)->MeasuredTraces("wkey7", DeviceClass(0));
   if (!traces.ok()) return Fail(traces.status());
   std::printf("measured traces of one workload/device class: %zu traces in %.2f ms\n",
               traces->size(), Seconds(m0, Clock::now()) * 1e3);

@@ -95,7 +95,8 @@ absl::Status ValidateExisting(Connection& conn, const OpenOptions& options) {
   while (true) {
     absl::StatusOr<bool> row = check->Step();
     if (!row.ok()) {
-      if (absl::IsDataLoss(row.status())) return corrupt("quick_check stopped: the b-tree is malformed");
+      if (absl::IsDataLoss(row.status()))
+        return corrupt("quick_check stopped: the b-tree is malformed");
       return Refuse(row.status());
     }
     if (!*row) break;
@@ -151,8 +152,8 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   }
   if (absl::Status st = EnableWal(c, options.busy_timeout_ms); !st.ok()) return st;
   // Results are acknowledged only after a durable commit.
-  if (absl::Status st = c.Exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-                               "configure connection");
+  if (absl::Status st =
+          c.Exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;", "configure connection");
       !st.ok()) {
     return st;
   }

@@ -45,10 +45,10 @@ struct OpenOptions {
 // A cost model saved for a device class (used by the search to warm-start).
 struct CostModelBlob {
   std::string device_class;
-  std::string format;          // e.g. "xgboost-ubj-1"
-  std::string model;           // opaque bytes
-  int64_t trained_on = 0;      // records the model was trained on
-  int64_t updated_at_ms = 0;   // set by the database
+  std::string format;         // e.g. "xgboost-ubj-1"
+  std::string model;          // opaque bytes
+  int64_t trained_on = 0;     // records the model was trained on
+  int64_t updated_at_ms = 0;  // set by the database
 };
 
 // A tuning job (used by the daemon).
@@ -57,15 +57,15 @@ std::string_view JobStateName(JobState state);  // "queued", "running", ...
 absl::StatusOr<JobState> ParseJobState(std::string_view name);
 
 struct Job {
-  std::string uid;             // unique, chosen by the creator
-  std::string spec_json;       // the job's description (workloads, options), opaque JSON text
+  std::string uid;        // unique, chosen by the creator
+  std::string spec_json;  // the job's description (workloads, options), opaque JSON text
   std::string device_class;
   JobState state = JobState::kQueued;
   int64_t trials_requested = 0;
   int64_t trials_done = 0;
   std::string error_msg;
-  int64_t created_at_ms = 0;   // set by the database
-  int64_t updated_at_ms = 0;   // set by the database
+  int64_t created_at_ms = 0;  // set by the database
+  int64_t updated_at_ms = 0;  // set by the database
 };
 
 class Database {

@@ -38,8 +38,7 @@ absl::StatusOr<int64_t> WorkloadId(Connection& conn, const std::string& key,
 absl::StatusOr<int64_t> DeviceClassId(Connection& conn, const std::string& name);
 // Ids for lookups: nullopt when absent (nothing is created).
 absl::StatusOr<std::optional<int64_t>> FindWorkloadId(Connection& conn, const std::string& key);
-absl::StatusOr<std::optional<int64_t>> FindDeviceClassId(Connection& conn,
-                                                         const std::string& name);
+absl::StatusOr<std::optional<int64_t>> FindDeviceClassId(Connection& conn, const std::string& name);
 
 // Repeats are stored as a blob of little-endian float64.
 std::string EncodeRepeats(const std::vector<double>& repeats);

@@ -1,7 +1,6 @@
 #include "db/jsonl.h"
 
 #include <nlohmann/json.hpp>
-
 #include <vector>
 
 #include "absl/strings/escaping.h"

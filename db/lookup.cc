@@ -33,7 +33,8 @@ std::optional<CpuDeviceClass> ParseCpuDeviceClass(std::string_view s) {
   std::string_view cores = s.substr(last + 1);
   if (cores.size() < 2 || cores.back() != 'c') return std::nullopt;
   CpuDeviceClass out;
-  if (!absl::SimpleAtoi(std::string(cores.substr(0, cores.size() - 1)), &out.cores) || out.cores <= 0) {
+  if (!absl::SimpleAtoi(std::string(cores.substr(0, cores.size() - 1)), &out.cores) ||
+      out.cores <= 0) {
     return std::nullopt;
   }
   out.model = std::string(s.substr(0, mid));
@@ -45,8 +46,8 @@ std::optional<CpuDeviceClass> ParseCpuDeviceClass(std::string_view s) {
 namespace {
 
 std::string Describe(const Record& r) {
-  return absl::StrFormat("record %s (median %.3f us, measured by %s)", r.candidate_id,
-                         r.median_us, r.worker.empty() ? "unknown worker" : r.worker);
+  return absl::StrFormat("record %s (median %.3f us, measured by %s)", r.candidate_id, r.median_us,
+                         r.worker.empty() ? "unknown worker" : r.worker);
 }
 
 }  // namespace
@@ -65,9 +66,8 @@ absl::StatusOr<LookupResult> Lookup(Database& db, const WorkloadRef& workload,
     return result;
   }
   if (**stored != w) {
-    result.explanation =
-        absl::StrCat("workload key ", workload.key, " belongs to '", **stored, "' in the database, not ",
-                     w, "; its records are not used");
+    result.explanation = absl::StrCat("workload key ", workload.key, " belongs to '", **stored,
+                                      "' in the database, not ", w, "; its records are not used");
     return result;
   }
 
@@ -75,8 +75,8 @@ absl::StatusOr<LookupResult> Lookup(Database& db, const WorkloadRef& workload,
   if (!best.ok()) return best.status();
   if (best->has_value()) {
     result.match = MatchKind::kExact;
-    result.explanation = absl::StrCat("best ok record for ", w, " on ", device_class, ": ",
-                                      Describe(**best));
+    result.explanation =
+        absl::StrCat("best ok record for ", w, " on ", device_class, ": ", Describe(**best));
     result.record = std::move(*best);
     return result;
   }

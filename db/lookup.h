@@ -36,7 +36,7 @@ std::string_view MatchKindName(MatchKind kind);  // "miss", "exact", "other_core
 struct LookupResult {
   std::optional<Record> record;  // set unless match == kMiss
   MatchKind match = MatchKind::kMiss;
-  std::string device_class;      // the class whose record was used; the requested one on a miss
+  std::string device_class;  // the class whose record was used; the requested one on a miss
   // Always set: which record was used and why, or why there is none (other device classes
   // holding records are named, with why they were not used).
   std::string explanation;

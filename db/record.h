@@ -45,22 +45,22 @@ struct WorkloadRef {
 // One measurement. Every text field is stored byte-exact (NUL bytes and invalid UTF-8
 // included). The trace is opaque to the database: its JSON text, stored as given.
 struct Record {
-  int64_t id = 0;                // assigned by the database; 0 before insertion
-  std::string candidate_id;      // unique per record; re-inserting it returns the existing row
-  std::string workload;          // canonical spec
-  std::string workload_key;      // key of `workload`
-  std::string device_class;      // e.g. "cpu:<model>:avx512:2c"
-  std::string trace_json;        // the schedule trace, JSON text
+  int64_t id = 0;                  // assigned by the database; 0 before insertion
+  std::string candidate_id;        // unique per record; re-inserting it returns the existing row
+  std::string workload;            // canonical spec
+  std::string workload_key;        // key of `workload`
+  std::string device_class;        // e.g. "cpu:<model>:avx512:2c"
+  std::string trace_json;          // the schedule trace, JSON text
   std::vector<double> repeats_us;  // every timed repeat, microseconds
-  double median_us = 0;          // the figure; 0 for failed candidates without timings
-  double cv = 0;                 // coefficient of variation of repeats_us (stddev / mean)
-  double flops = 0;              // floating-point operations of one call; 0 when unknown
+  double median_us = 0;            // the figure; 0 for failed candidates without timings
+  double cv = 0;                   // coefficient of variation of repeats_us (stddev / mean)
+  double flops = 0;                // floating-point operations of one call; 0 when unknown
   ErrorClass error_class = ErrorClass::kOk;
   std::string error_msg;
-  std::string worker;            // who measured it
-  std::string lathe_version;     // version of the lathe that measured it
-  int64_t measured_at_ms = 0;    // unix milliseconds, set by the measurer
-  int64_t inserted_at_ms = 0;    // unix milliseconds, set by the database
+  std::string worker;          // who measured it
+  std::string lathe_version;   // version of the lathe that measured it
+  int64_t measured_at_ms = 0;  // unix milliseconds, set by the measurer
+  int64_t inserted_at_ms = 0;  // unix milliseconds, set by the database
 
   // GFLOP/s at the median latency; 0 when flops or median_us is not positive.
   double Gflops() const;

@@ -257,8 +257,7 @@ absl::StatusOr<Record> Prepared(const Record& in) {
 // Inserts one validated record; must run inside a write transaction.
 absl::StatusOr<InsertResult> InsertOne(Connection& conn, const Record& r, int64_t now) {
   {
-    absl::StatusOr<Statement> find =
-        conn.Prepare("SELECT id FROM records WHERE candidate_id = ?");
+    absl::StatusOr<Statement> find = conn.Prepare("SELECT id FROM records WHERE candidate_id = ?");
     if (!find.ok()) return find.status();
     find->BindText(1, r.candidate_id);
     absl::StatusOr<bool> row = find->Step();
@@ -334,10 +333,10 @@ absl::StatusOr<std::vector<Record>> Database::TopK(const std::string& workload_k
   absl::StatusOr<std::optional<int64_t>> did = internal::FindDeviceClassId(conn, device_class);
   if (!did.ok()) return did.status();
   if (!wid->has_value() || !did->has_value()) return std::vector<Record>();
-  absl::StatusOr<Statement> stmt = conn.Prepare(absl::StrCat(
-      kSelectRecord,
-      "WHERE r.workload_id = ? AND r.device_class_id = ? AND r.error_class = 'ok' "
-      "ORDER BY r.median_us, r.id LIMIT ?"));
+  absl::StatusOr<Statement> stmt = conn.Prepare(
+      absl::StrCat(kSelectRecord,
+                   "WHERE r.workload_id = ? AND r.device_class_id = ? AND r.error_class = 'ok' "
+                   "ORDER BY r.median_us, r.id LIMIT ?"));
   if (!stmt.ok()) return stmt.status();
   stmt->BindInt64(1, **wid).BindInt64(2, **did).BindInt64(3, k);
   return ReadRecords(*stmt);
@@ -351,8 +350,8 @@ absl::StatusOr<std::optional<Record>> Database::Best(const std::string& workload
   return std::optional<Record>(std::move(top->front()));
 }
 
-absl::StatusOr<std::vector<std::string>> Database::MeasuredTraces(
-    const std::string& workload_key, const std::string& device_class) {
+absl::StatusOr<std::vector<std::string>> Database::MeasuredTraces(const std::string& workload_key,
+                                                                  const std::string& device_class) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Connection& conn = *impl_->conn;
   absl::StatusOr<std::optional<int64_t>> wid = internal::FindWorkloadId(conn, workload_key);
@@ -431,7 +430,8 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> Database::DeviceCla
 
 absl::Status Database::ForEachRecord(const std::function<absl::Status(const Record&)>& fn) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  absl::StatusOr<Statement> stmt = impl_->conn->Prepare(absl::StrCat(kSelectRecord, "ORDER BY r.id"));
+  absl::StatusOr<Statement> stmt =
+      impl_->conn->Prepare(absl::StrCat(kSelectRecord, "ORDER BY r.id"));
   if (!stmt.ok()) return stmt.status();
   while (true) {
     absl::StatusOr<bool> row = stmt->Step();

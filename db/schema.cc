@@ -123,8 +123,8 @@ absl::Status Migrate(Connection& conn) {
   for (int64_t v = *version; v < kSchemaVersion; ++v) {
     if (absl::Status st = kMigrations[v](conn); !st.ok()) return st;
   }
-  if (absl::Status st = conn.Exec(absl::StrCat("PRAGMA user_version = ", kSchemaVersion),
-                                  "set schema version");
+  if (absl::Status st =
+          conn.Exec(absl::StrCat("PRAGMA user_version = ", kSchemaVersion), "set schema version");
       !st.ok()) {
     return st;
   }

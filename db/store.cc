@@ -167,8 +167,9 @@ absl::StatusOr<std::optional<Job>> Database::GetJob(const std::string& uid) {
 absl::StatusOr<std::vector<Job>> Database::ListJobs(std::optional<JobState> state) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   absl::StatusOr<Statement> stmt =
-      state.has_value() ? impl_->conn->Prepare(absl::StrCat(kSelectJob, "WHERE state = ? ORDER BY id"))
-                        : impl_->conn->Prepare(absl::StrCat(kSelectJob, "ORDER BY id"));
+      state.has_value()
+          ? impl_->conn->Prepare(absl::StrCat(kSelectJob, "WHERE state = ? ORDER BY id"))
+          : impl_->conn->Prepare(absl::StrCat(kSelectJob, "ORDER BY id"));
   if (!stmt.ok()) return stmt.status();
   if (state.has_value()) stmt->BindText(1, JobStateName(*state));
   std::vector<Job> out;

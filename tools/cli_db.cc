@@ -77,8 +77,8 @@ absl::StatusOr<std::string> ResolveDeviceClass(const std::string& target) {
   if (target.empty() || target == "cpu") return codegen::HostDeviceClass();
   if (target.rfind("cpu:", 0) == 0) {
     if (!db::ParseCpuDeviceClass(target).has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "target '", target, "': a cpu device class is cpu:<model>:<isa>:<N>c"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("target '", target, "': a cpu device class is cpu:<model>:<isa>:<N>c"));
     }
     return target;
   }
@@ -181,11 +181,13 @@ int RunQuery(const QueryOptions& options) {
   return kExitOk;
 }
 
-int RunDb(const std::string& sub, const std::string& db_path, const std::string& file, bool json_out) {
+int RunDb(const std::string& sub, const std::string& db_path, const std::string& file,
+          bool json_out) {
   const std::string cmd = "lathe db " + sub;
   std::string path = db_path.empty() ? DefaultDbPath() : db_path;
   if (sub != "stats" && sub != "export" && sub != "import" && sub != "verify") {
-    return Fail("lathe db", "unknown subcommand '" + sub + "' (expected stats, export, import or verify)",
+    return Fail("lathe db",
+                "unknown subcommand '" + sub + "' (expected stats, export, import or verify)",
                 kExitUsage);
   }
 

@@ -22,10 +22,10 @@ std::string DefaultDbPath();
 absl::StatusOr<std::string> ResolveDeviceClass(const std::string& target);
 
 struct QueryOptions {
-  std::string workload;         // --workload SPEC (required)
-  std::string target = "cpu";   // --target
-  std::string db_path;          // --db; empty means DefaultDbPath()
-  bool json = false;            // --json
+  std::string workload;        // --workload SPEC (required)
+  std::string target = "cpu";  // --target
+  std::string db_path;         // --db; empty means DefaultDbPath()
+  bool json = false;           // --json
   // Also accept a record of the same CPU model and ISA with another core count (the output
   // says which record was used and why). Off by default: exact device class only.
   bool allow_other_core_count = false;

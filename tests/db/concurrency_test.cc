@@ -52,8 +52,8 @@ TEST(ConcurrencyTest, WritersAndReadersNeverSeeBusy) {
         for (int b = 0; b < kBatches; ++b) {
           std::vector<Record> batch;
           for (int i = 0; i < kPerBatch; ++i) {
-            std::string id = "w" + std::to_string(w) + "-" + std::to_string(b) + "-" +
-                             std::to_string(i);
+            std::string id =
+                "w" + std::to_string(w) + "-" + std::to_string(b) + "-" + std::to_string(i);
             batch.push_back(MakeRecord(id, std::to_string(b % 3), kCpu, 1 + (i * 7 + w) % 50));
           }
           failures.Check(db.value()->InsertBatch(batch).status(), "insert");

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::mt19937 rng(std::stoul(run) * 7919 + 1);
-  for (int64_t n = 0;; ) {
+  for (int64_t n = 0;;) {
     int size = 1 + static_cast<int>(rng() % 16);
     std::vector<lathe::db::Record> batch;
     for (int i = 0; i < size; ++i, ++n) {
@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
       r.workload = "matmul:k=" + std::to_string(n % 5) + ",m=8,n=8";
       r.workload_key = "key-" + std::to_string(n % 5);
       r.device_class = "cpu:Crash CPU:avx2:2c";
-      r.trace_json = "{\"n\":" + std::to_string(n) + ",\"pad\":\"" + std::string(rng() % 600, 'p') +
-                     "\"}";
+      r.trace_json =
+          "{\"n\":" + std::to_string(n) + ",\"pad\":\"" + std::string(rng() % 600, 'p') + "\"}";
       r.repeats_us = {1.0 + n % 13, 2.0, 3.0};
       r.worker = "crash-helper";
       r.measured_at_ms = n;

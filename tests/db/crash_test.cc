@@ -2,13 +2,12 @@
 // integrity_check and holds every record acknowledged before the kill.
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <random>
@@ -61,8 +60,10 @@ std::vector<std::string> RunAndKill(const std::string& db_path, int run, int kil
     pollfd p{fds[0], POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left)) > 0) {
       ssize_t n = ::read(fds[0], buf, sizeof(buf));
-      if (n <= 0) eof = true;
-      else out.append(buf, static_cast<size_t>(n));
+      if (n <= 0)
+        eof = true;
+      else
+        out.append(buf, static_cast<size_t>(n));
     }
   }
   ::kill(pid, SIGKILL);
@@ -75,8 +76,9 @@ std::vector<std::string> RunAndKill(const std::string& db_path, int run, int kil
     out.append(buf, static_cast<size_t>(n));
   }
   ::close(fds[0]);
-  if (WIFEXITED(status)) *helper_stderr_hint = "helper exited by itself with status " +
-                                                std::to_string(WEXITSTATUS(status));
+  if (WIFEXITED(status))
+    *helper_stderr_hint =
+        "helper exited by itself with status " + std::to_string(WEXITSTATUS(status));
 
   std::vector<std::string> ids;
   size_t start = 0;
@@ -98,8 +100,8 @@ TEST(CrashTest, KillNineNeverLosesAcknowledgedRecords) {
   int runs_with_acks = 0;
   for (int run = 0; run < kRuns; ++run) {
     // Mostly mid-stream kills; some land during startup, open or migration.
-    int kill_after_ms = run % 10 == 0 ? static_cast<int>(rng() % 15)
-                                      : 15 + static_cast<int>(rng() % 120);
+    int kill_after_ms =
+        run % 10 == 0 ? static_cast<int>(rng() % 15) : 15 + static_cast<int>(rng() % 120);
     std::string hint;
     std::vector<std::string> acked = RunAndKill(path, run, kill_after_ms, &hint);
     ASSERT_TRUE(hint.empty()) << "run " << run << ": " << hint;

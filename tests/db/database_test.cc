@@ -167,8 +167,7 @@ TEST(DatabaseTest, InvalidRecordsAreRefused) {
   std::vector<Record> batch = {MakeRecord("g", "2", kCpu2, 5), clash};
   absl::StatusOr<std::vector<InsertResult>> res = db->InsertBatch(batch);
   EXPECT_EQ(res.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(res.status().message().find("already used by spec"), std::string::npos)
-      << res.status();
+  EXPECT_NE(res.status().message().find("already used by spec"), std::string::npos) << res.status();
   EXPECT_EQ(db->GetStats()->records, 1);
   EXPECT_FALSE(db->GetByCandidateId("g")->has_value());
 }

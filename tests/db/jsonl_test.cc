@@ -29,8 +29,8 @@ TEST(JsonlTest, ExportImportMergesWithoutDuplicates) {
   std::vector<Record> in_a = {MakeRecord("r1", "1", kCpu, 5), MakeRecord("r2", "1", kCpu, 3),
                               MakeRecord("r3", "2", kCpu, 0, ErrorClass::kCompileError)};
   ASSERT_TRUE(a->InsertBatch(in_a).ok());
-  ASSERT_TRUE(b->Insert(MakeRecord("r2", "1", kCpu, 3)).ok());   // overlap
-  ASSERT_TRUE(b->Insert(MakeRecord("r9", "1", kCpu, 1)).ok());   // only in b
+  ASSERT_TRUE(b->Insert(MakeRecord("r2", "1", kCpu, 3)).ok());  // overlap
+  ASSERT_TRUE(b->Insert(MakeRecord("r9", "1", kCpu, 1)).ok());  // only in b
 
   std::stringstream file;
   absl::StatusOr<int64_t> n = ExportJsonl(*a, file);
@@ -83,9 +83,8 @@ TEST(JsonlTest, NewerVersionIsRefusedAndNothingWritten) {
   TempDir dir;
   auto db = Open(dir.File("t.db"));
   ASSERT_NE(db, nullptr);
-  std::stringstream in(
-      "{\"format\":\"lathe-records\",\"version\":2}\n" + RecordToJsonLine(MakeRecord("x", "1", kCpu, 1)) +
-      "\n");
+  std::stringstream in("{\"format\":\"lathe-records\",\"version\":2}\n" +
+                       RecordToJsonLine(MakeRecord("x", "1", kCpu, 1)) + "\n");
   absl::StatusOr<ImportStats> s = ImportJsonl(*db, in, "future.jsonl");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -104,8 +103,7 @@ TEST(JsonlTest, ForeignAndMalformedInput) {
             absl::StatusCode::kFailedPrecondition);
   std::stringstream foreign("{\"hello\":1}\n");
   absl::StatusOr<ImportStats> s = ImportJsonl(*db, foreign, "f.jsonl");
-  EXPECT_NE(s.status().message().find("not a lathe records file"), std::string::npos)
-      << s.status();
+  EXPECT_NE(s.status().message().find("not a lathe records file"), std::string::npos) << s.status();
   std::stringstream bad("{\"format\":\"lathe-records\",\"version\":1}\n" +
                         RecordToJsonLine(MakeRecord("ok1", "1", kCpu, 1)) +
                         "\n{\"candidate_id\":\"x\"\n");
@@ -113,8 +111,9 @@ TEST(JsonlTest, ForeignAndMalformedInput) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.status().message(), "bad.jsonl:3: malformed json");
-  std::stringstream wrong_type("{\"format\":\"lathe-records\",\"version\":1}\n"
-                               "{\"candidate_id\":\"x\",\"workload\":1}\n");
+  std::stringstream wrong_type(
+      "{\"format\":\"lathe-records\",\"version\":1}\n"
+      "{\"candidate_id\":\"x\",\"workload\":1}\n");
   s = ImportJsonl(*db, wrong_type, "w.jsonl");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("w.jsonl:2: field 'workload'"), std::string::npos)

@@ -100,8 +100,7 @@ TEST_F(LookupTest, OtherCoreCountPolicySaysWhichRecordAndWhy) {
 }
 
 TEST_F(LookupTest, OnlyFailedRecordsIsAMiss) {
-  ASSERT_TRUE(
-      db_->Insert(MakeRecord("t", "1", Cpu("avx512", 2), 0, ErrorClass::kTimeout)).ok());
+  ASSERT_TRUE(db_->Insert(MakeRecord("t", "1", Cpu("avx512", 2), 0, ErrorClass::kTimeout)).ok());
   absl::StatusOr<LookupResult> r =
       Lookup(*db_, kW1, Cpu("avx512", 2), {DeviceFallback::kOtherCoreCount});
   ASSERT_TRUE(r.ok());
@@ -114,8 +113,7 @@ TEST_F(LookupTest, UnknownWorkloadAndKeyMismatch) {
   absl::StatusOr<LookupResult> r = Lookup(*db_, kW1, Cpu("avx512", 2));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->match, MatchKind::kMiss);
-  EXPECT_NE(r->explanation.find("no records for workload matmul:k=1,m=64,n=64"),
-            std::string::npos);
+  EXPECT_NE(r->explanation.find("no records for workload matmul:k=1,m=64,n=64"), std::string::npos);
   ASSERT_TRUE(db_->Insert(MakeRecord("a", "1", Cpu("avx512", 2), 1)).ok());
   r = Lookup(*db_, WorkloadRef{"matmul:k=2,m=64,n=64", "key-1"}, Cpu("avx512", 2));
   ASSERT_TRUE(r.ok());

@@ -86,7 +86,8 @@ TEST(OpenTest, BadHeaderFieldsAreRefused) {
 // Overwrites a b-tree page in the middle of the file with garbage.
 void CorruptMiddlePage(const std::string& path) {
   std::string bytes = ReadBytes(path);
-  size_t page = (static_cast<unsigned char>(bytes[16]) << 8) | static_cast<unsigned char>(bytes[17]);
+  size_t page =
+      (static_cast<unsigned char>(bytes[16]) << 8) | static_cast<unsigned char>(bytes[17]);
   if (page == 1) page = 65536;
   size_t pages = bytes.size() / page;
   ASSERT_GT(pages, 8u);
@@ -130,8 +131,9 @@ TEST(OpenTest, NewerSchemaIsRefused) {
 TEST(OpenTest, ForeignSqliteDatabaseIsRefused) {
   TempDir dir;
   std::string path = dir.File("other.db");
-  RawExec(path, "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT); "
-                "INSERT INTO photos(name) VALUES('cat');");
+  RawExec(path,
+          "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT); "
+          "INSERT INTO photos(name) VALUES('cat');");
   ExpectRefusedUntouched(path, {}, absl::StatusCode::kFailedPrecondition, "not a lathe database");
 }
 
@@ -202,12 +204,13 @@ TEST(MigrationTest, V1DatabaseKeepsEveryRecord) {
   for (int i = 0; i < kRecords; ++i) {
     std::vector<double> repeats = {10.0 + i, 11.0 + i, 12.0 + i};
     const char* ec = classes[i % 5];
-    sql += "INSERT INTO records(candidate_id, workload_id, device_class_id, trace_json, repeats, "
-           "median_us, error_class, error_msg, worker, measured_at) VALUES('v1-" +
-           std::to_string(i) + "', " + std::to_string(1 + i % 2) + ", 1, '{\"i\":" +
-           std::to_string(i) + "}', " + RepeatsBlobSql(repeats) + ", " +
-           std::to_string(11.0 + i) + ", '" + ec + "', 'it''s ok', 'old-worker', " +
-           std::to_string(1600000000000LL + i) + ");";
+    sql +=
+        "INSERT INTO records(candidate_id, workload_id, device_class_id, trace_json, repeats, "
+        "median_us, error_class, error_msg, worker, measured_at) VALUES('v1-" +
+        std::to_string(i) + "', " + std::to_string(1 + i % 2) +
+        ", 1, '{\"i\":" + std::to_string(i) + "}', " + RepeatsBlobSql(repeats) + ", " +
+        std::to_string(11.0 + i) + ", '" + ec + "', 'it''s ok', 'old-worker', " +
+        std::to_string(1600000000000LL + i) + ");";
   }
   sql += "COMMIT;";
   RawExec(path, sql);
