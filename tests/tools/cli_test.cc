@@ -1,0 +1,114 @@
+// The lathe CLI as a user runs it: exit codes and outputs of `lathe build` and friends.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+// Runs the lathe binary with `args` (a shell-quoted string), capturing stdout and stderr.
+Result Lathe(const std::string& args) {
+  std::string cmd = std::string(LATHE_BIN) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe_cli_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  std::string dir_;
+};
+
+TEST_F(CliTest, BuildDefaultScheduleWritesAWorkingLibrary) {
+  std::string so = dir_ + "/mm.so";
+  Result r = Lathe("build --workload matmul:m=8,n=8,k=8 --schedule default --name mm --out " + so);
+  ASSERT_EQ(r.code, 0) << r.out;
+  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  auto fn = reinterpret_cast<int (*)(void* const*, int)>(dlsym(h, "mm"));
+  ASSERT_NE(fn, nullptr);
+  float a[64], b[64], c[64];
+  for (int i = 0; i < 64; ++i) {
+    a[i] = (i % 8 == i / 8) ? 1.0f : 0.0f;  // identity
+    b[i] = static_cast<float>(i);
+  }
+  void* args[] = {a, b, c};
+  ASSERT_EQ(fn(args, 3), 0);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(c[i], b[i]);
+  dlclose(h);
+}
+
+TEST_F(CliTest, BuildFromTheShippedTraceAndEmitLlvm) {
+  Result r = Lathe("build --workload matmul:m=1024,n=1024,k=1024 --trace " LATHE_SOURCE_DIR
+                   "/examples/traces/matmul-1024.json --emit llvm --out " +
+                   dir_ + "/g.ll");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(dir_ + "/g.ll");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("define"), std::string::npos);
+  EXPECT_NE(text.find("lathe_parallel_for"), std::string::npos);
+}
+
+TEST_F(CliTest, BadUsageExitsTwoNamingTheProblem) {
+  Result r = Lathe("build --workload matmul:m=8,n=8 --schedule default --out " + dir_ + "/x.so");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("'k'"), std::string::npos) << r.out;
+  r = Lathe("build --workload conv3d:n=1 --schedule default --out " + dir_ + "/x.so");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("conv3d"), std::string::npos) << r.out;
+  r = Lathe("build --workload matmul:m=8,n=8,k=8 --schedule fast --out " + dir_ + "/x.so");
+  EXPECT_EQ(r.code, 2);
+  r = Lathe("build --out x.so");
+  EXPECT_EQ(r.code, 2);
+  r = Lathe("frobnicate");
+  EXPECT_EQ(r.code, 2);
+}
+
+TEST_F(CliTest, TraceForAnotherWorkloadOrMalformedTraceFailsWithOne) {
+  Result r = Lathe("build --workload matmul:m=8,n=8,k=8 --trace " LATHE_SOURCE_DIR
+                   "/examples/traces/matmul-1024.json --out " +
+                   dir_ + "/x.so");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("not 'matmul"), std::string::npos) << r.out;
+  std::ofstream(dir_ + "/bad.json") << "{\"version\": 1, \"instructions\": [{\"kind\": \"split\", "
+                                       "\"stage\": \"C\", \"loops\": [\"i\"], \"factors\": [0]}]}";
+  r = Lathe("build --workload matmul:m=8,n=8,k=8 --trace " + dir_ + "/bad.json --out " + dir_ +
+            "/x.so");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("split"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("factor 0"), std::string::npos) << r.out;
+  EXPECT_EQ(access((dir_ + "/x.so").c_str(), F_OK), -1) << "no output on failure";
+}
+
+TEST_F(CliTest, BuildFromAnEmptyDatabaseExitsThree) {
+  Result r = Lathe("build --workload matmul:m=8,n=8,k=8 --db " + dir_ + "/none.db --out " + dir_ +
+                   "/x.so");
+  EXPECT_EQ(r.code, 3) << r.out;
+  r = Lathe("query --workload matmul:m=8,n=8,k=8 --db " + dir_ + "/none.db");
+  EXPECT_EQ(r.code, 3) << r.out;
+}
+
+}  // namespace
