@@ -13,6 +13,7 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace lathe::codegen {
@@ -232,7 +233,8 @@ absl::Status CodeGen::Emit(const Stmt& s) {
       }
       llvm::Value* mask = s->predicate ? Mask(s->predicate, lanes) : nullptr;
       llvm::Align al(buf->dtype.bytes());
-      if (llvm::Value* base = ContiguousAddress(buf, s->index)) {
+      bool odd_mask = mask && !llvm::isPowerOf2_32(static_cast<uint32_t>(lanes));
+      if (llvm::Value* base = odd_mask ? nullptr : ContiguousAddress(buf, s->index)) {
         llvm::Value* vp = b_.CreateBitCast(base, val->getType()->getPointerTo());
         if (mask) {
           b_.CreateMaskedStore(val, vp, al, mask);
@@ -401,7 +403,11 @@ llvm::Value* CodeGen::EmitLoad(const Expr& e) {
   if (lanes == 1) return b_.CreateAlignedLoad(ty, Address(buf, Emit(index)), al);
   llvm::Value* mask = e->operands.size() > 1 ? Mask(e->operands[1], lanes) : nullptr;
   llvm::Value* zero = llvm::Constant::getNullValue(ty);
-  if (llvm::Value* base = ContiguousAddress(buf, index)) {
+  // LLVM 14's x86 backend loads masked-off lanes of some non-power-of-two masked loads
+  // (9 lanes on AVX2); those go through the gather path, which it scalarizes correctly.
+  bool odd_mask = mask && !llvm::isPowerOf2_32(static_cast<uint32_t>(lanes));
+  llvm::Value* base = odd_mask ? nullptr : ContiguousAddress(buf, index);
+  if (base) {
     llvm::Value* vp = b_.CreateBitCast(base, ty->getPointerTo());
     if (mask) return b_.CreateMaskedLoad(ty, vp, al, mask, zero);
     return b_.CreateAlignedLoad(ty, vp, al);

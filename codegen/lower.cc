@@ -75,11 +75,20 @@ absl::Status Lowerer::Validate() {
           "compute_at: loop '", s.attach_loop, "' of stage '", s.attach_stage,
           "' is no longer a leaf loop (stage '", s.name, "' is attached there)"));
     }
+    const auto& tl = it->second->st->leaves;
+    size_t lpos = std::find(tl.begin(), tl.end(), s.attach_loop) - tl.begin();
     for (const std::string& c : sch_.Consumers(s.name)) {
-      if (LoopInside(*by_name_.at(c)->st, s.attach_stage).empty() && c != s.attach_stage) {
+      if (c == s.attach_stage) continue;
+      std::string l = LoopInside(*by_name_.at(c)->st, s.attach_stage);
+      if (l.empty()) {
         return absl::InvalidArgumentError(absl::StrCat("compute_at: consumer '", c, "' of stage '",
                                                        s.name, "' is not computed inside '",
                                                        s.attach_stage, "'"));
+      }
+      if (static_cast<size_t>(std::find(tl.begin(), tl.end(), l) - tl.begin()) < lpos) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "compute_at: consumer '", c, "' of stage '", s.name, "' is computed at loop '", l,
+            "' of '", s.attach_stage, "', outside loop '", s.attach_loop, "'"));
       }
     }
   }
@@ -282,6 +291,16 @@ Expr Lowerer::Guard(const LStage& ls, bool include_reduce) const {
       add(LT(ls.root_value[r], IntImm(s.tensor->shape[r])));
       add(GE(ls.root_value[r], IntImm(0)));
     }
+  }
+  // A split of a non-root loop whose parts do not tile it exactly can step past the end of
+  // that loop even when the root stays in range (k.1 of extent 3 split by 2 runs 0..3).
+  for (const Relation& rel : s.relations) {
+    if (rel.kind != Relation::kSplit) continue;
+    const std::string& in = rel.inputs[0];
+    if (std::count(s.root_loops.begin(), s.root_loops.end(), in)) continue;  // guarded above
+    if (ls.ext.at(rel.outputs[0]) * ls.ext.at(rel.outputs[1]) == ls.ext.at(in)) continue;
+    if (s.loops.at(in).reduce && !include_reduce) continue;
+    add(LT(ls.value.at(in), IntImm(ls.ext.at(in))));
   }
   return cond;
 }

@@ -401,15 +401,24 @@ absl::Status Schedule::ComputeAt(const std::string& stage, const std::string& ta
   for (const std::string& c : consumers) {
     const Stage* s = FindStage(c);
     bool inside = false;
+    std::string via_loop;  // the loop of `target` that the consumer lives in
     for (; s; s = s->attach == AttachKind::kAt ? FindStage(s->attach_stage) : nullptr) {
       if (s->name == target) {
         inside = true;
         break;
       }
+      via_loop = s->attach == AttachKind::kAt ? s->attach_loop : "";
     }
     if (!inside) {
       return Err("compute_at", stage,
                  "consumer '" + c + "' is not computed inside target '" + target + "'");
+    }
+    const auto& tl = tgt->leaves;
+    if (c != target && std::find(tl.begin(), tl.end(), via_loop) <
+                           std::find(tl.begin(), tl.end(), loop)) {
+      return LoopErr("compute_at", target, loop,
+                     "consumer '" + c + "' of stage '" + stage + "' is computed at loop '" +
+                         via_loop + "', outside this loop");
     }
   }
   st.attach = AttachKind::kAt;
