@@ -12,8 +12,8 @@
 #include "bench/bench_util.h"
 #include "bench/gemm_baselines.h"
 #include "codegen/host.h"
-#include "ir/ops.h"
 #include "fmt/format.h"
+#include "ir/ops.h"
 
 using namespace lathe;  // NOLINT
 
@@ -104,10 +104,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   row("lathe (hand-written trace)", tuned.median_s, tuned.gflops);
-  if (blas.ok()) row("openblas sgemm", blas->median_s, blas->gflops);
-  else fmt::print("openblas: {}\n", blas.status().ToString());
-  if (dnnl.ok()) row("onednn sgemm", dnnl->median_s, dnnl->gflops);
-  else fmt::print("onednn: {}\n", dnnl.status().ToString());
+  if (blas.ok())
+    row("openblas sgemm", blas->median_s, blas->gflops);
+  else
+    fmt::print("openblas: {}\n", blas.status().ToString());
+  if (dnnl.ok())
+    row("onednn sgemm", dnnl->median_s, dnnl->gflops);
+  else
+    fmt::print("onednn: {}\n", dnnl.status().ToString());
   fmt::print("\nJIT compile of the trace (lower + O3 + ORC): median {:.1f} ms over {} runs\n",
              bench::MedianOf(compile_ms), compiles);
   return 0;

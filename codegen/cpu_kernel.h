@@ -34,8 +34,7 @@ absl::StatusOr<std::string> EmitLlvmIr(const std::vector<ir::LoweredFunc>& funcs
 absl::Status WriteObjectFile(const std::vector<ir::LoweredFunc>& funcs, const std::string& path);
 // A self-contained shared library exporting one symbol per function, with the runtime linked
 // in; it needs nothing beyond libc, libm and libpthread.
-absl::Status WriteSharedLibrary(const std::vector<ir::LoweredFunc>& funcs,
-                                const std::string& path);
+absl::Status WriteSharedLibrary(const std::vector<ir::LoweredFunc>& funcs, const std::string& path);
 
 }  // namespace lathe::codegen
 

@@ -101,8 +101,8 @@ llvm::AllocaInst* CodeGen::EntryAlloca(llvm::Type* t, llvm::Value* count, uint64
   return a;
 }
 
-absl::StatusOr<llvm::Function*> CodeGen::EmitBodyFunction(const std::string& name,
-                                                          const Stmt& body, const Scope& scope) {
+absl::StatusOr<llvm::Function*> CodeGen::EmitBodyFunction(const std::string& name, const Stmt& body,
+                                                          const Scope& scope) {
   std::vector<llvm::Type*> params;
   for (size_t i = 0; i < scope.vars.size(); ++i) params.push_back(i64_);
   for (const BufferNode* b : scope.bufs) params.push_back(LType(b->dtype)->getPointerTo());
@@ -161,8 +161,9 @@ absl::Status CodeGen::AddFunction(const LoweredFunc& f) {
   b_.SetInsertPoint(entry);
   llvm::Value* args = fn->getArg(0);
   llvm::Value* n = fn->getArg(1);
-  llvm::Value* ok = b_.CreateAnd(b_.CreateICmpEQ(n, b_.getInt32(f.args.size())),
-                                 b_.CreateICmpNE(args, llvm::Constant::getNullValue(args->getType())));
+  llvm::Value* ok =
+      b_.CreateAnd(b_.CreateICmpEQ(n, b_.getInt32(f.args.size())),
+                   b_.CreateICmpNE(args, llvm::Constant::getNullValue(args->getType())));
   b_.CreateCondBr(ok, good, bad);
   b_.SetInsertPoint(bad);
   b_.CreateRet(b_.getInt32(1));
@@ -275,8 +276,8 @@ absl::Status CodeGen::EmitAllocate(const Stmt& s) {
   absl::Status st = Emit(s->body);
   bufs_.erase(buf.get());
   if (heap) {
-    llvm::FunctionCallee fr =
-        mod_.getOrInsertFunction("lathe_free", llvm::FunctionType::get(b_.getVoidTy(), {i8p_}, false));
+    llvm::FunctionCallee fr = mod_.getOrInsertFunction(
+        "lathe_free", llvm::FunctionType::get(b_.getVoidTy(), {i8p_}, false));
     b_.CreateCall(fr, {b_.CreateBitCast(ptr, i8p_)});
   }
   return st;
@@ -364,12 +365,11 @@ absl::Status CodeGen::EmitParallel(const Stmt& s) {
     tb.CreateRet(tb.CreateCall(*body_fn, args));
   }
   llvm::AllocaInst* cl = EntryAlloca(cty, nullptr, 8);
-  for (size_t i = 0; i < values.size(); ++i) b_.CreateStore(values[i], b_.CreateStructGEP(cty, cl, i));
+  for (size_t i = 0; i < values.size(); ++i)
+    b_.CreateStore(values[i], b_.CreateStructGEP(cty, cl, i));
   llvm::FunctionCallee pf = mod_.getOrInsertFunction(
-      "lathe_parallel_for",
-      llvm::FunctionType::get(i32_, {i64_, tfn->getType(), i8p_}, false));
-  llvm::Value* rc =
-      b_.CreateCall(pf, {Emit(s->extent), tfn, b_.CreateBitCast(cl, i8p_)});
+      "lathe_parallel_for", llvm::FunctionType::get(i32_, {i64_, tfn->getType(), i8p_}, false));
+  llvm::Value* rc = b_.CreateCall(pf, {Emit(s->extent), tfn, b_.CreateBitCast(cl, i8p_)});
   ReturnIfNonZero(rc);
   return absl::OkStatus();
 }
@@ -413,7 +413,8 @@ llvm::Value* CodeGen::EmitLoad(const Expr& e) {
     return b_.CreateAlignedLoad(ty, vp, al);
   }
   if (index->kind == ExprKind::kBroadcast && !mask) {
-    llvm::Value* s = b_.CreateAlignedLoad(ElemType(e->type), Address(buf, Emit(index->operands[0])), al);
+    llvm::Value* s =
+        b_.CreateAlignedLoad(ElemType(e->type), Address(buf, Emit(index->operands[0])), al);
     return b_.CreateVectorSplat(lanes, s);
   }
   llvm::Value* ptrs = Address(buf, Emit(index));
@@ -499,17 +500,17 @@ llvm::Value* CodeGen::EmitBinary(const Expr& e) {
       llvm::Value* q = b_.CreateSDiv(a, b);
       llvm::Value* r = b_.CreateSRem(a, b);
       llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
-      llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                                         b_.CreateICmpNE(b_.CreateICmpSLT(r, zero),
-                                                         b_.CreateICmpSLT(b, zero)));
+      llvm::Value* adjust =
+          b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                       b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
       return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
     }
     case ExprKind::kMod: {
       llvm::Value* r = b_.CreateSRem(a, b);
       llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
-      llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                                         b_.CreateICmpNE(b_.CreateICmpSLT(r, zero),
-                                                         b_.CreateICmpSLT(b, zero)));
+      llvm::Value* adjust =
+          b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                       b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
       return b_.CreateSelect(adjust, b_.CreateAdd(r, b), r);
     }
     case ExprKind::kMin:
@@ -592,8 +593,9 @@ llvm::Value* CodeGen::Emit(const Expr& e) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<llvm::Module>> GenerateModule(
-    const std::vector<LoweredFunc>& funcs, llvm::LLVMContext& ctx, const llvm::TargetMachine& tm) {
+absl::StatusOr<std::unique_ptr<llvm::Module>> GenerateModule(const std::vector<LoweredFunc>& funcs,
+                                                             llvm::LLVMContext& ctx,
+                                                             const llvm::TargetMachine& tm) {
   auto mod = std::make_unique<llvm::Module>("lathe", ctx);
   mod->setDataLayout(tm.createDataLayout());
   mod->setTargetTriple(tm.getTargetTriple().str());

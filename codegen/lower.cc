@@ -19,13 +19,13 @@ using namespace lathe::ir;  // NOLINT: lowering speaks IR throughout
 // Per-stage state of one lowering.
 struct LStage {
   const Stage* st = nullptr;
-  int order = 0;                            // position in topological order
-  std::vector<Expr> region_min;             // per spatial axis
-  std::vector<int64_t> region_ext;          // per spatial axis
-  std::map<std::string, int64_t> ext;       // every loop's extent after bound inference
-  std::map<std::string, Expr> var;          // leaf loop -> variable
-  std::map<std::string, Expr> value;        // every loop -> value in leaf variables
-  std::vector<Expr> root_value;             // per root loop: region min + loop value
+  int order = 0;                       // position in topological order
+  std::vector<Expr> region_min;        // per spatial axis
+  std::vector<int64_t> region_ext;     // per spatial axis
+  std::map<std::string, int64_t> ext;  // every loop's extent after bound inference
+  std::map<std::string, Expr> var;     // leaf loop -> variable
+  std::map<std::string, Expr> value;   // every loop -> value in leaf variables
+  std::vector<Expr> root_value;        // per root loop: region min + loop value
   Buffer buffer;
   bool is_arg = false;
 };
@@ -54,7 +54,7 @@ class Lowerer {
   std::string LoopInside(const Stage& x, const std::string& t) const;
 
   const Schedule& sch_;
-  std::vector<LStage> stages_;                 // active (not inlined) stages, topological
+  std::vector<LStage> stages_;  // active (not inlined) stages, topological
   std::map<std::string, LStage*> by_name_;
   std::map<std::string, Buffer> arg_buffers_;  // placeholders and the output
   RangeMap ranges_;                            // every leaf variable -> [0, extent - 1]
@@ -66,14 +66,13 @@ absl::Status Lowerer::Validate() {
     if (s.attach != AttachKind::kAt) continue;
     auto it = by_name_.find(s.attach_stage);
     if (it == by_name_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("compute_at: stage '", s.name,
-                                                     "' is attached to missing stage '",
-                                                     s.attach_stage, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compute_at: stage '", s.name, "' is attached to missing stage '", s.attach_stage, "'"));
     }
     if (!it->second->st->IsLeaf(s.attach_loop)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "compute_at: loop '", s.attach_loop, "' of stage '", s.attach_stage,
-          "' is no longer a leaf loop (stage '", s.name, "' is attached there)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("compute_at: loop '", s.attach_loop, "' of stage '", s.attach_stage,
+                       "' is no longer a leaf loop (stage '", s.name, "' is attached there)"));
     }
     const auto& tl = it->second->st->leaves;
     size_t lpos = std::find(tl.begin(), tl.end(), s.attach_loop) - tl.begin();

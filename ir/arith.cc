@@ -32,7 +32,8 @@ int64_t SatMul(int64_t a, int64_t c) {
 }
 
 int64_t FloorDiv(int64_t a, int64_t b) {
-  if (a == I::kNegInf || a == I::kPosInf) return b > 0 ? a : (a == I::kNegInf ? I::kPosInf : I::kNegInf);
+  if (a == I::kNegInf || a == I::kPosInf)
+    return b > 0 ? a : (a == I::kNegInf ? I::kPosInf : I::kNegInf);
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -239,8 +240,8 @@ Expr SimplifyNode(const Expr& e, const RangeMap& ranges) {
         return Ramp(simp(MakeBinary(k, a->operands[0], b->operands[0])), a->operands[1], n);
       }
       if (is_bc(a) && is_ramp(b)) {
-        return Ramp(simp(MakeBinary(k, a->operands[0], b->operands[0])),
-                    simp(sign(b->operands[1])), n);
+        return Ramp(simp(MakeBinary(k, a->operands[0], b->operands[0])), simp(sign(b->operands[1])),
+                    n);
       }
     } else {
       if (is_ramp(a) && is_bc(b)) {
@@ -469,8 +470,8 @@ bool UsesRanged(const Expr& e, const SymRangeMap& ranges) {
 SymInterval EvalInterval(const Expr& e, const SymRangeMap& ranges) {
   if (!UsesRanged(e, ranges)) return {e, e};
   if (e->kind == ExprKind::kVar) return ranges.at(e.get());
-  if (IsScalarInt(e) && (e->kind == ExprKind::kAdd || e->kind == ExprKind::kSub ||
-                         e->kind == ExprKind::kMul)) {
+  if (IsScalarInt(e) &&
+      (e->kind == ExprKind::kAdd || e->kind == ExprKind::kSub || e->kind == ExprKind::kMul)) {
     Linear l = ToLinear(e);
     if (!(l.terms.size() == 1 && l.terms[0].first == e && l.terms[0].second == 1)) {
       Expr mn = IntImm(l.c), mx = IntImm(l.c);

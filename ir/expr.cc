@@ -42,15 +42,16 @@ void MatchLanes(Expr& a, Expr& b) {
 }  // namespace
 
 std::string Type::ToString() const {
-  std::string s = kind == ScalarKind::kFloat32 ? "float32" : kind == ScalarKind::kInt64 ? "int64"
-                                                                                         : "bool";
+  std::string s = kind == ScalarKind::kFloat32 ? "float32"
+                  : kind == ScalarKind::kInt64 ? "int64"
+                                               : "bool";
   if (lanes > 1) s += "x" + std::to_string(lanes);
   return s;
 }
 
 const char* ExprKindName(ExprKind kind) {
   switch (kind) {
-#define LATHE_X(name) \
+#define LATHE_X(name)     \
   case ExprKind::k##name: \
     return #name;
     LATHE_EXPR_KINDS(LATHE_X)
@@ -227,8 +228,9 @@ Expr Broadcast(Expr value, int lanes) {
 Expr ReduceIdentity(ReduceOp op, Type t) {
   double inf = std::numeric_limits<double>::infinity();
   if (t.is_float()) {
-    return op == ReduceOp::kSum ? FloatImm(0.0) : op == ReduceOp::kMax ? FloatImm(-inf)
-                                                                        : FloatImm(inf);
+    return op == ReduceOp::kSum   ? FloatImm(0.0)
+           : op == ReduceOp::kMax ? FloatImm(-inf)
+                                  : FloatImm(inf);
   }
   int64_t big = std::numeric_limits<int64_t>::max();
   return op == ReduceOp::kSum ? IntImm(0) : op == ReduceOp::kMax ? IntImm(-big) : IntImm(big);

@@ -83,9 +83,9 @@ std::string ToText(const Expr& e) {
       return s;
     }
     case ExprKind::kReduce: {
-      const char* op = e->reduce_op == ReduceOp::kSum ? "sum" : e->reduce_op == ReduceOp::kMax
-                                                                    ? "max"
-                                                                    : "min";
+      const char* op = e->reduce_op == ReduceOp::kSum   ? "sum"
+                       : e->reduce_op == ReduceOp::kMax ? "max"
+                                                        : "min";
       std::string axes;
       for (const IterVar& iv : e->reduce_axes) {
         axes += fmt::format(", {} in 0..{}", iv->var->name, iv->extent);
@@ -119,14 +119,13 @@ std::string ToText(const Stmt& s, int indent) {
   switch (s->kind) {
     case StmtKind::kFor: {
       std::string head = fmt::format("{}{} {} in {}..{}", pad, ForKindName(s->for_kind),
-                                     s->var->name, ToText(s->min),
-                                     ToText(s->extent));
+                                     s->var->name, ToText(s->min), ToText(s->extent));
       if (!s->thread_tag.empty()) head += " (" + s->thread_tag + ")";
       return head + " {\n" + ToText(s->body, indent + 1) + pad + "}\n";
     }
     case StmtKind::kStore: {
-      std::string s1 = fmt::format("{}{}[{}] = {}", pad, s->buffer->name, ToText(s->index),
-                                   ToText(s->value));
+      std::string s1 =
+          fmt::format("{}{}[{}] = {}", pad, s->buffer->name, ToText(s->index), ToText(s->value));
       if (s->predicate) s1 += " if " + ToText(s->predicate);
       return s1 + "\n";
     }
@@ -170,7 +169,8 @@ std::string ToText(const Tensor& t) {
   for (size_t i = 0; i < t->axes.size(); ++i) axes += (i ? ", " : "") + t->axes[i]->var->name;
   if (t->is_placeholder()) {
     std::string shape;
-    for (size_t i = 0; i < t->shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t->shape[i]);
+    for (size_t i = 0; i < t->shape.size(); ++i)
+      shape += (i ? ", " : "") + std::to_string(t->shape[i]);
     return fmt::format("{} = placeholder[{}]", t->name, shape);
   }
   return fmt::format("{}[{}] = {}", t->name, axes, ToText(t->body));

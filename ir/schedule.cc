@@ -208,7 +208,8 @@ absl::StatusOr<std::string> Schedule::Fuse(const std::string& stage,
     if (li.reduce != st.loops[loops[0]].reduce) {
       return LoopErr("fuse", stage, l, "cannot fuse a reduce loop with a spatial loop");
     }
-    if (li.kind != ForKind::kSerial) return LoopErr("fuse", stage, l, "cannot fuse an annotated loop");
+    if (li.kind != ForKind::kSerial)
+      return LoopErr("fuse", stage, l, "cannot fuse an annotated loop");
   }
   std::string name = absl::StrJoin(loops, "+");
   if (st.loops.count(name)) return LoopErr("fuse", stage, name, "loop already exists");
@@ -292,7 +293,8 @@ absl::Status Schedule::Bind(const std::string& stage, const std::string& loop,
   if (!kTags.count(tag)) return LoopErr("bind", stage, loop, "unknown thread tag '" + tag + "'");
   for (const auto& [name, li] : (*st_or)->loops) {
     if (li.thread_tag == tag && name != loop && tag != "vthread") {
-      return LoopErr("bind", stage, loop, "tag '" + tag + "' is already bound to loop '" + name + "'");
+      return LoopErr("bind", stage, loop,
+                     "tag '" + tag + "' is already bound to loop '" + name + "'");
     }
   }
   auto s = Annotate(**st_or, "bind", loop, ForKind::kThreadBinding, tag);
@@ -331,8 +333,7 @@ absl::StatusOr<std::string> Schedule::CacheWrite(const std::string& stage,
   return name;
 }
 
-absl::StatusOr<std::string> Schedule::CacheRead(const std::string& tensor,
-                                                const std::string& scope,
+absl::StatusOr<std::string> Schedule::CacheRead(const std::string& tensor, const std::string& scope,
                                                 const std::vector<std::string>& consumers) {
   const Tensor* src = workload_.Find(tensor);
   const Stage* src_stage = FindStage(tensor);
@@ -360,9 +361,8 @@ absl::StatusOr<std::string> Schedule::CacheRead(const std::string& tensor,
   Stage cache;
   cache.name = name;
   cache.tensor = Compute(
-      name, t->shape,
-      [&](const std::vector<Expr>& v) { return TensorRead(tname, dtype, v); }, "elementwise",
-      axis_names);
+      name, t->shape, [&](const std::vector<Expr>& v) { return TensorRead(tname, dtype, v); },
+      "elementwise", axis_names);
   cache.scope = scope;
   InitLoops(cache);
   size_t first = stages_.size();
@@ -414,8 +414,8 @@ absl::Status Schedule::ComputeAt(const std::string& stage, const std::string& ta
                  "consumer '" + c + "' is not computed inside target '" + target + "'");
     }
     const auto& tl = tgt->leaves;
-    if (c != target && std::find(tl.begin(), tl.end(), via_loop) <
-                           std::find(tl.begin(), tl.end(), loop)) {
+    if (c != target &&
+        std::find(tl.begin(), tl.end(), via_loop) < std::find(tl.begin(), tl.end(), loop)) {
       return LoopErr("compute_at", target, loop,
                      "consumer '" + c + "' of stage '" + stage + "' is computed at loop '" +
                          via_loop + "', outside this loop");
@@ -482,9 +482,11 @@ absl::StatusOr<std::string> Schedule::RFactor(const std::string& stage, const st
     if (red->reduce_axes[i]->var->name == axis) which = static_cast<int>(i);
   }
   if (which < 0) return LoopErr("rfactor", stage, axis, "no such reduce axis");
-  if (factor < 1) return LoopErr("rfactor", stage, axis, absl::StrCat("factor ", factor, " is not positive"));
+  if (factor < 1)
+    return LoopErr("rfactor", stage, axis, absl::StrCat("factor ", factor, " is not positive"));
   std::string name = stage + ".rf";
-  if (FindStage(name) || workload_.Find(name)) return Err("rfactor", stage, "stage '" + name + "' exists");
+  if (FindStage(name) || workload_.Find(name))
+    return Err("rfactor", stage, "stage '" + name + "' exists");
   const IterVar& k = red->reduce_axes[which];
   int64_t outer = (k->extent + factor - 1) / factor;
   IterVar ki = MakeIterVar(axis + ".rf", factor);
@@ -579,13 +581,12 @@ absl::Status ApplyInstruction(Schedule& sch, const Instruction& i) {
 
 absl::StatusOr<Schedule> ApplyTrace(const Workload& workload, const Trace& trace) {
   if (!trace.workload.empty() && trace.workload != workload.canonical) {
-    return absl::InvalidArgumentError("trace is for workload '" + trace.workload +
-                                      "', not '" + workload.canonical + "'");
+    return absl::InvalidArgumentError("trace is for workload '" + trace.workload + "', not '" +
+                                      workload.canonical + "'");
   }
   if (trace.version > kTraceVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("trace version ", trace.version,
-                                                   " is newer than supported (", kTraceVersion,
-                                                   ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace version ", trace.version, " is newer than supported (", kTraceVersion, ")"));
   }
   Schedule sch(workload, trace.target);
   for (size_t n = 0; n < trace.instructions.size(); ++n) {

@@ -45,12 +45,12 @@ struct Relation {
 enum class AttachKind : uint8_t { kRoot, kInline, kAt };
 
 struct Stage {
-  std::string name;  // the name of the tensor it computes
-  Tensor tensor;     // its current definition
+  std::string name;                     // the name of the tensor it computes
+  Tensor tensor;                        // its current definition
   std::vector<std::string> root_loops;  // axes, then reduce axes
   std::vector<std::string> leaves;      // current loop order, outermost first
   std::map<std::string, LoopInfo> loops;
-  std::vector<Relation> relations;      // in application order
+  std::vector<Relation> relations;  // in application order
   AttachKind attach = AttachKind::kRoot;
   std::string attach_stage, attach_loop;
   std::string scope = "global";
@@ -73,8 +73,7 @@ class Schedule {
   const Trace& trace() const { return trace_; }
 
   // Splits `loop` into factors.size()+1 loops; factors are the inner extents (each >= 1).
-  absl::StatusOr<std::vector<std::string>> Split(const std::string& stage,
-                                                 const std::string& loop,
+  absl::StatusOr<std::vector<std::string>> Split(const std::string& stage, const std::string& loop,
                                                  const std::vector<int64_t>& factors);
   // Reorders the given leaf loops among the positions they occupy.
   absl::Status Reorder(const std::string& stage, const std::vector<std::string>& loops);

@@ -38,8 +38,8 @@ Tensor Placeholder(std::string name, std::vector<int64_t> shape, Type dtype = Ty
 // Builds a computed tensor; `fn` receives one index variable per dimension. Axis variable
 // names are `axis_names[i]` when given, else i0, i1, ...
 Tensor Compute(std::string name, std::vector<int64_t> shape,
-               const std::function<Expr(const std::vector<Expr>&)>& fn, std::string tag = "injective",
-               std::vector<std::string> axis_names = {});
+               const std::function<Expr(const std::vector<Expr>&)>& fn,
+               std::string tag = "injective", std::vector<std::string> axis_names = {});
 
 // Reads element `indices` of tensor `t`.
 Expr Read(const Tensor& t, std::vector<Expr> indices);

@@ -28,9 +28,9 @@ void TraceToProto(const Trace& trace, lathe::v1::Trace* out) {
 absl::StatusOr<Trace> TraceFromProto(const lathe::v1::Trace& msg) {
   if (msg.version() == 0) return absl::InvalidArgumentError("trace has no version");
   if (msg.version() > kTraceVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("trace version ", msg.version(), " is newer than this lathe supports (",
-                     kTraceVersion, "); upgrade lathe"));
+    return absl::InvalidArgumentError(absl::StrCat("trace version ", msg.version(),
+                                                   " is newer than this lathe supports (",
+                                                   kTraceVersion, "); upgrade lathe"));
   }
   Trace t;
   t.version = msg.version();

@@ -26,7 +26,9 @@ struct Type {
   Type WithLanes(int n) const { return {kind, n}; }
   Type Element() const { return {kind, 1}; }
   // Size of one element in bytes.
-  int bytes() const { return kind == ScalarKind::kFloat32 ? 4 : kind == ScalarKind::kInt64 ? 8 : 1; }
+  int bytes() const {
+    return kind == ScalarKind::kFloat32 ? 4 : kind == ScalarKind::kInt64 ? 8 : 1;
+  }
 
   bool operator==(const Type& o) const { return kind == o.kind && lanes == o.lanes; }
   bool operator!=(const Type& o) const { return !(*this == o); }

@@ -49,7 +49,9 @@ int RunBuild(const BuildOptions& o) {
     return Fail(2, "unknown --emit '" + o.emit + "' (expected so, obj, llvm, cuda or ptx)");
   }
   if (o.target != "cpu") {
-    return Fail(1, "target '" + o.target + "' is not supported by this build (cpu only; the cuda backend is not built yet)");
+    return Fail(
+        1, "target '" + o.target +
+               "' is not supported by this build (cpu only; the cuda backend is not built yet)");
   }
   if (o.emit == "cuda" || o.emit == "ptx") {
     return Fail(2, "--emit " + o.emit + " needs a cuda target");

@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
   b->add_option("--out", build.out, "output file")->required();
   b->add_option("--name", build.name, "exported symbol (default: lathe_<op>_<key>)");
   b->add_option("--target", build.target, "cpu (default), cuda, cuda:N, cuda:sm_XX");
-  b->add_option("--db", build.db_path, "tuning database (default: $LATHE_DB or "
-                                       "~/.local/share/lathe/tuning.db)");
+  b->add_option("--db", build.db_path,
+                "tuning database (default: $LATHE_DB or "
+                "~/.local/share/lathe/tuning.db)");
   b->add_option("--trace", build.trace_file, "build this schedule trace (JSON) instead");
   b->add_option("--schedule", build.schedule, "'default' builds the untuned schedule");
   b->add_option("--emit", build.emit, "so (default), obj, llvm, cuda, ptx");

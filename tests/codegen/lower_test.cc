@@ -460,7 +460,8 @@ TEST(LowerTest, InvalidTracesFailNamingThePrimitiveAndLoop) {
   // Malformed JSON and unknown fields.
   EXPECT_FALSE(ir::TraceFromJson("").ok());
   EXPECT_FALSE(ir::TraceFromJson(R"({"version": 1, "bogus": 3})").ok());
-  EXPECT_FALSE(ir::TraceFromJson(R"({"instructions": [{"kind": "split", "factors": ["x"]}]})").ok());
+  EXPECT_FALSE(
+      ir::TraceFromJson(R"({"instructions": [{"kind": "split", "factors": ["x"]}]})").ok());
 }
 
 TEST(LowerTest, ComputeAtLoopSplitAfterwardsFailsToLower) {

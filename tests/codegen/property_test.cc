@@ -26,35 +26,42 @@ struct OpCase {
 // Small odd shapes, primes and extents of 1 keep every kernel quick to build and run.
 const std::vector<OpCase>& Cases() {
   static const std::vector<OpCase> kCases = {
-      {"matmul", {"matmul:m=7,n=13,k=5", "matmul:m=1,n=17,k=3", "matmul:m=16,n=8,k=11",
-                  "matmul:m=5,n=1,k=1", "matmul:m=3,n=24,k=2"}},
-      {"matmul_bias", {"matmul:m=9,n=5,k=7,epilogue=bias", "matmul:m=1,n=1,k=13,epilogue=bias",
-                       "matmul:m=12,n=16,k=4,epilogue=bias"}},
+      {"matmul",
+       {"matmul:m=7,n=13,k=5", "matmul:m=1,n=17,k=3", "matmul:m=16,n=8,k=11", "matmul:m=5,n=1,k=1",
+        "matmul:m=3,n=24,k=2"}},
+      {"matmul_bias",
+       {"matmul:m=9,n=5,k=7,epilogue=bias", "matmul:m=1,n=1,k=13,epilogue=bias",
+        "matmul:m=12,n=16,k=4,epilogue=bias"}},
       {"matmul_relu", {"matmul:m=11,n=3,k=6,epilogue=relu", "matmul:m=8,n=8,k=1,epilogue=relu"}},
-      {"matmul_bias_relu", {"matmul:m=6,n=10,k=9,epilogue=bias_relu",
-                            "matmul:m=2,n=31,k=3,epilogue=bias_relu"}},
-      {"batch_matmul", {"batch_matmul:b=2,m=5,n=7,k=3", "batch_matmul:b=1,m=8,n=4,k=9,epilogue=bias",
-                        "batch_matmul:b=3,m=1,n=5,k=2,epilogue=relu"}},
-      {"conv2d_nchw", {"conv2d:n=1,c=3,h=7,w=5,k=4,r=3,s=3,pad=1",
-                       "conv2d:n=2,c=2,h=9,w=8,k=3,r=3,s=3,stride=2,pad=1,dilation=2",
-                       "conv2d:n=1,c=4,h=6,w=6,k=4,r=3,s=3,pad=1,groups=4",
-                       "conv2d:n=1,c=6,h=5,w=7,k=4,r=1,s=3,groups=2,epilogue=bias_relu",
-                       "conv2d:n=1,c=1,h=1,w=1,k=1,r=1,s=1",
-                       "conv2d:n=1,c=2,h=8,w=7,k=5,r=2,s=3,stride=3,epilogue=relu"}},
-      {"conv2d_nhwc", {"conv2d:n=1,c=3,h=7,w=5,k=4,r=3,s=3,pad=1,layout=nhwc",
-                       "conv2d:n=2,c=4,h=7,w=9,k=2,r=3,s=2,stride=2,pad=1,groups=2,layout=nhwc",
-                       "conv2d:n=1,c=2,h=9,w=6,k=3,r=2,s=2,dilation=3,layout=nhwc,epilogue=bias",
-                       "conv2d:n=1,c=1,h=1,w=1,k=1,r=1,s=1,layout=nhwc"}},
-      {"pool2d_max", {"pool2d:n=1,c=3,h=9,w=7,r=3,s=3,stride=2,pad=1",
-                      "pool2d:n=2,c=2,h=5,w=5,r=2,s=2,stride=1",
-                      "pool2d:n=1,c=2,h=7,w=6,r=3,s=2,stride=2,pad=1,layout=nhwc",
-                      "pool2d:n=1,c=1,h=1,w=1,r=1,s=1"}},
-      {"pool2d_avg", {"pool2d:n=1,c=3,h=8,w=7,r=3,s=3,stride=2,pad=1,kind=avg",
-                      "pool2d:n=2,c=2,h=5,w=6,r=2,s=2,stride=2,kind=avg",
-                      "pool2d:n=1,c=4,h=6,w=5,r=3,s=3,pad=2,kind=avg,layout=nhwc"}},
+      {"matmul_bias_relu",
+       {"matmul:m=6,n=10,k=9,epilogue=bias_relu", "matmul:m=2,n=31,k=3,epilogue=bias_relu"}},
+      {"batch_matmul",
+       {"batch_matmul:b=2,m=5,n=7,k=3", "batch_matmul:b=1,m=8,n=4,k=9,epilogue=bias",
+        "batch_matmul:b=3,m=1,n=5,k=2,epilogue=relu"}},
+      {"conv2d_nchw",
+       {"conv2d:n=1,c=3,h=7,w=5,k=4,r=3,s=3,pad=1",
+        "conv2d:n=2,c=2,h=9,w=8,k=3,r=3,s=3,stride=2,pad=1,dilation=2",
+        "conv2d:n=1,c=4,h=6,w=6,k=4,r=3,s=3,pad=1,groups=4",
+        "conv2d:n=1,c=6,h=5,w=7,k=4,r=1,s=3,groups=2,epilogue=bias_relu",
+        "conv2d:n=1,c=1,h=1,w=1,k=1,r=1,s=1",
+        "conv2d:n=1,c=2,h=8,w=7,k=5,r=2,s=3,stride=3,epilogue=relu"}},
+      {"conv2d_nhwc",
+       {"conv2d:n=1,c=3,h=7,w=5,k=4,r=3,s=3,pad=1,layout=nhwc",
+        "conv2d:n=2,c=4,h=7,w=9,k=2,r=3,s=2,stride=2,pad=1,groups=2,layout=nhwc",
+        "conv2d:n=1,c=2,h=9,w=6,k=3,r=2,s=2,dilation=3,layout=nhwc,epilogue=bias",
+        "conv2d:n=1,c=1,h=1,w=1,k=1,r=1,s=1,layout=nhwc"}},
+      {"pool2d_max",
+       {"pool2d:n=1,c=3,h=9,w=7,r=3,s=3,stride=2,pad=1", "pool2d:n=2,c=2,h=5,w=5,r=2,s=2,stride=1",
+        "pool2d:n=1,c=2,h=7,w=6,r=3,s=2,stride=2,pad=1,layout=nhwc",
+        "pool2d:n=1,c=1,h=1,w=1,r=1,s=1"}},
+      {"pool2d_avg",
+       {"pool2d:n=1,c=3,h=8,w=7,r=3,s=3,stride=2,pad=1,kind=avg",
+        "pool2d:n=2,c=2,h=5,w=6,r=2,s=2,stride=2,kind=avg",
+        "pool2d:n=1,c=4,h=6,w=5,r=3,s=3,pad=2,kind=avg,layout=nhwc"}},
       {"softmax", {"softmax:m=3,n=7", "softmax:m=1,n=1", "softmax:m=5,n=13", "softmax:m=2,n=32"}},
-      {"layer_norm", {"layer_norm:m=3,n=11", "layer_norm:m=1,n=2", "layer_norm:m=4,n=8,eps=0.001",
-                      "layer_norm:m=5,n=17"}},
+      {"layer_norm",
+       {"layer_norm:m=3,n=11", "layer_norm:m=1,n=2", "layer_norm:m=4,n=8,eps=0.001",
+        "layer_norm:m=5,n=17"}},
   };
   return kCases;
 }
@@ -66,7 +73,9 @@ int TracesPerOp() {
   return n > 0 ? n : 50;
 }
 
-uint64_t Seed(size_t op, int n) { return 0x5eed0000ULL + op * 100003ULL + static_cast<uint64_t>(n); }
+uint64_t Seed(size_t op, int n) {
+  return 0x5eed0000ULL + op * 100003ULL + static_cast<uint64_t>(n);
+}
 
 std::string Lowered(const ir::Schedule& sch) {
   auto f = codegen::Lower(sch, "kernel");
@@ -107,8 +116,8 @@ TEST_P(RandomTraceTest, BuildsAgreesWithReferenceAndRoundTrips) {
         ir::Trace small = testing::MinimizeTrace(w, sch.trace(), fails);
         auto small_sch = ir::ApplyTrace(w, small);
         if (small_sch.ok() && minimized.insert(ir::TraceToJson(small)).second) {
-          extra = "\nminimized (" + testing::BuildAndCheck(*small_sch, seed).ToString() + "):" +
-                  Report(*small_sch);
+          extra = "\nminimized (" + testing::BuildAndCheck(*small_sch, seed).ToString() +
+                  "):" + Report(*small_sch);
         }
       }
       ADD_FAILURE() << "random schedule fails on " << w.canonical << ": " << st << Report(sch)
@@ -184,9 +193,9 @@ TEST(PropertyGeneratorTest, IsDeterministicAndCoversEveryPrimitive) {
       }
     }
   }
-  for (const char* k : {"split", "reorder", "fuse", "parallel", "vectorize", "unroll",
-                        "cache_write", "cache_read", "compute_at", "compute_inline", "rfactor",
-                        "storage_scope"}) {
+  for (const char* k :
+       {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "cache_write", "cache_read",
+        "compute_at", "compute_inline", "rfactor", "storage_scope"}) {
     EXPECT_GT(kinds[k], 0) << "the generator never emits " << k;
   }
   EXPECT_EQ(kinds["bind"], 0) << "bind is GPU-only";

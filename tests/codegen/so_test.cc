@@ -1,14 +1,13 @@
 // Shared libraries written by the CPU backend: self-contained, correct, the C ABI honoured
 // (wrong num_args refused without touching memory), safe to call from several threads.
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "codegen/cpu_kernel.h"
 #include "codegen/link.h"

@@ -37,9 +37,9 @@ TEST(ScheduleTest, ErrorsNameThePrimitiveStageAndLoop) {
   EXPECT_NE(s.status().message().find("'C'"), std::string::npos);
   EXPECT_FALSE(sch.Split("C", "i", {0}).ok());
   EXPECT_FALSE(sch.Split("nope", "i", {2}).ok());
-  EXPECT_FALSE(sch.Parallel("C", "k").ok());  // a reduce loop
+  EXPECT_FALSE(sch.Parallel("C", "k").ok());     // a reduce loop
   EXPECT_FALSE(sch.Fuse("C", {"i", "k"}).ok());  // not adjacent / mixed kinds
-  EXPECT_FALSE(sch.ComputeInline("C").ok());  // output
+  EXPECT_FALSE(sch.ComputeInline("C").ok());     // output
   EXPECT_TRUE(sch.trace().instructions.empty()) << "failed primitives must not be recorded";
 }
 

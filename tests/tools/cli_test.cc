@@ -1,5 +1,6 @@
 // The lathe CLI as a user runs it: exit codes and outputs of `lathe build` and friends.
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,8 +8,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace {
 
