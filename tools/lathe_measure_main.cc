@@ -1,0 +1,7 @@
+// lathe-measure: the sandboxed measurement child. Spawned by lathe::worker::Measurer, it
+// reads framed MeasureRequests on stdin and answers MeasureResults on stdout.
+#include <unistd.h>
+
+#include "worker/measure_child.h"
+
+int main() { return lathe::worker::RunMeasureChild(STDIN_FILENO, STDOUT_FILENO); }
