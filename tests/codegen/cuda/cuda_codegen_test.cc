@@ -1,0 +1,169 @@
+// CUDA C generation and launch plans: every op's default GPU schedule generates, plans are as
+// expected, invalid GPU mappings and over-limit launches are rejected with clear messages.
+#include "codegen/cuda/cuda_codegen.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+
+#include "codegen/cuda/cuda_build.h"
+#include "codegen/cuda/gpu_schedule.h"
+#include "codegen/lower.h"
+#include "ir/printer.h"
+#include "ops.h"
+
+namespace lathe::codegen::cuda {
+namespace {
+
+class CudaCodegenOpTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaCodegenOpTest, DefaultScheduleGenerates) {
+  auto w = ir::MakeWorkload(GetParam());
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto sch = DefaultGpuSchedule(*w);
+  ASSERT_TRUE(sch.ok()) << sch.status();
+  auto src = BuildCudaSource(*sch, "kernel");
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_FALSE(src->plan.kernels.empty());
+  EXPECT_NE(src->source.find("extern \"C\" __global__"), std::string::npos);
+  EXPECT_TRUE(CheckLaunchLimits(src->plan).ok()) << ToText(src->plan);
+  for (const KernelLaunch& k : src->plan.kernels) {
+    EXPECT_LE(k.threads_per_block(), 256) << k.name;
+    EXPECT_EQ(k.shared_bytes, 0) << k.name;
+  }
+}
+
+TEST_P(CudaCodegenOpTest, RandomSchedulesGenerate) {
+  auto w = ir::MakeWorkload(GetParam());
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    auto sch = RandomGpuSchedule(*w, seed);
+    ASSERT_TRUE(sch.ok()) << sch.status();
+    auto src = BuildCudaSource(*sch, "kernel");
+    ASSERT_TRUE(src.ok()) << "seed " << seed << ": " << src.status() << "\n"
+                          << ir::ToText(*codegen::Lower(*sch, "kernel"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaCodegenOpTest, ::testing::ValuesIn(testing::CudaTestOps()),
+                         [](const auto& info) { return testing::OpTestName(info.param); });
+
+TEST(CudaCodegenTest, MatmulDefaultPlan) {
+  auto w = ir::MakeWorkload("matmul:m=17,n=31,k=13");
+  ASSERT_TRUE(w.ok());
+  auto sch = DefaultGpuSchedule(*w);
+  ASSERT_TRUE(sch.ok()) << sch.status();
+  auto src = BuildCudaSource(*sch, "mm");
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(ToText(src->plan),
+            "plan mm(A, B, C)\n"
+            "  kernel mm_k0 grid(3, 1, 1) block(256, 1, 1) shared 0 args(A, B, C)\n")
+      << src->source;
+  EXPECT_NE(src->source.find("const float* __restrict__ A"), std::string::npos);
+  EXPECT_NE(src->source.find("float* __restrict__ C"), std::string::npos);
+}
+
+TEST(CudaCodegenTest, SoftmaxKernelsAndTemporaries) {
+  auto w = ir::MakeWorkload("softmax:m=5,n=17");
+  ASSERT_TRUE(w.ok());
+  auto sch = DefaultGpuSchedule(*w);
+  ASSERT_TRUE(sch.ok()) << sch.status();
+  auto src = BuildCudaSource(*sch, "sm");
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(src->plan.kernels.size(), 3u) << ToText(src->plan);
+  ASSERT_EQ(src->plan.temporaries.size(), 2u) << ToText(src->plan);
+  EXPECT_EQ(src->plan.temporaries[0].bytes, 20);
+  EXPECT_NE(src->source.find("LATHE_INF"), std::string::npos);  // max identity is -inf
+  EXPECT_NE(src->source.find("expf("), std::string::npos);
+}
+
+TEST(CudaCodegenTest, UnboundNestIsRejected) {
+  auto w = ir::MakeWorkload("matmul:m=4,n=4,k=4");
+  ASSERT_TRUE(w.ok());
+  ir::Schedule sch(*w, "cuda");
+  auto src = BuildCudaSource(sch, "k");
+  ASSERT_FALSE(src.ok());
+  EXPECT_EQ(src.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(src.status().message().find("not bound to GPU"), std::string::npos) << src.status();
+}
+
+TEST(CudaCodegenTest, SharedInsideThreadLoopIsRejected) {
+  auto w = ir::MakeWorkload("matmul:m=8,n=8,k=8");
+  ASSERT_TRUE(w.ok());
+  ir::Schedule sch(*w, "cuda");
+  auto cr = sch.CacheRead("A", "shared", {"C"});
+  ASSERT_TRUE(cr.ok());
+  ASSERT_TRUE(sch.Bind("C", "i", "blockIdx.x").ok());
+  ASSERT_TRUE(sch.Bind("C", "j", "threadIdx.x").ok());
+  ASSERT_TRUE(sch.ComputeAt(*cr, "C", "j").ok());
+  auto src = BuildCudaSource(sch, "k");
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.status().message().find("shared buffer"), std::string::npos) << src.status();
+}
+
+TEST(CudaCodegenTest, FloorDivisionOfPossiblyNegativeOperandsUsesHelpers) {
+  // Padded convolution indices subtract the padding: the generator must not use C division
+  // where the operand may be negative.
+  auto w = ir::MakeWorkload("conv2d:n=1,c=8,h=13,w=13,k=8,r=3,s=3,stride=2,pad=1,dilation=2");
+  ASSERT_TRUE(w.ok());
+  auto sch = DefaultGpuSchedule(*w);
+  ASSERT_TRUE(sch.ok());
+  auto src = BuildCudaSource(*sch, "k");
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_NE(src->prelude.find("lathe_floordiv"), std::string::npos);
+}
+
+TEST(CudaCodegenTest, LaunchLimitsRejectBeforeMeasurement) {
+  LaunchPlan plan;
+  plan.name = "p";
+  KernelLaunch k;
+  k.name = "p_k0";
+  k.block[0] = 2048;
+  plan.kernels.push_back(k);
+  absl::Status st = CheckLaunchLimits(plan);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("2048 threads per block"), std::string::npos) << st;
+
+  plan.kernels[0].block[0] = 1;
+  plan.kernels[0].block[2] = 128;
+  st = CheckLaunchLimits(plan);
+  EXPECT_NE(st.message().find("block dimension z = 128"), std::string::npos) << st;
+
+  plan.kernels[0].block[2] = 1;
+  plan.kernels[0].shared_bytes = 64 * 1024;
+  st = CheckLaunchLimits(plan);
+  EXPECT_NE(st.message().find("65536 bytes of shared memory"), std::string::npos) << st;
+  GpuLimits hopper;
+  hopper.max_shared_per_block = 227 * 1024;
+  EXPECT_TRUE(CheckLaunchLimits(plan, hopper).ok());
+
+  plan.kernels[0].shared_bytes = 0;
+  plan.kernels[0].grid[1] = 70000;
+  st = CheckLaunchLimits(plan);
+  EXPECT_NE(st.message().find("grid dimension y = 70000"), std::string::npos) << st;
+}
+
+TEST(CudaCodegenTest, OversizedScheduleIsRejectedByLimits) {
+  auto w = ir::MakeWorkload("matmul:m=64,n=64,k=8");
+  ASSERT_TRUE(w.ok());
+  ir::Schedule sch(*w, "cuda");
+  auto f = sch.Fuse("C", {"i", "j"});
+  ASSERT_TRUE(f.ok());
+  auto parts = sch.Split("C", *f, {2048});
+  ASSERT_TRUE(parts.ok());
+  ASSERT_TRUE(sch.Bind("C", (*parts)[0], "blockIdx.x").ok());
+  ASSERT_TRUE(sch.Bind("C", (*parts)[1], "threadIdx.x").ok());
+  auto src = BuildCudaSource(sch, "k");
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(CheckLaunchLimits(src->plan).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(CudaCodegenTest, ArchOfTarget) {
+  EXPECT_EQ(*ArchOfTarget("cuda:sm_80"), "sm_80");
+  EXPECT_FALSE(ArchOfTarget("cuda:0").ok());
+  EXPECT_FALSE(ArchOfTarget("cuda:sm_x").ok());
+  EXPECT_FALSE(ArchOfTarget("cpu").ok());
+}
+
+}  // namespace
+}  // namespace lathe::codegen::cuda
