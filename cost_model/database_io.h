@@ -1,0 +1,51 @@
+// \file
+// The cost model and the tuning database: saving a device class's model as the database's
+// cost-model blob, loading it back, and warm-starting a model from the measured records of a
+// device class (each record's trace is replayed and lowered to get its features).
+#ifndef LATHE_COST_MODEL_DATABASE_IO_H_
+#define LATHE_COST_MODEL_DATABASE_IO_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cost_model/features.h"
+#include "cost_model/xgb_model.h"
+#include "db/database.h"
+#include "ir/stmt.h"
+
+namespace lathe::cost_model {
+
+// The blob format this build writes and reads: "lathe-xgb-ubj-f<kFeatureVersion>".
+std::string BlobFormat();
+
+// Saves (replaces) the model of `device_class`. FailedPrecondition for an untrained model;
+// the database's status on a write failure.
+absl::Status SaveToDatabase(db::Database& db, const std::string& device_class,
+                            const CostModel& model);
+
+// The saved model of `device_class`. NotFound when none is saved; InvalidArgument when the
+// saved blob has another format (an older feature layout) or is corrupt.
+absl::StatusOr<CostModel> LoadFromDatabase(db::Database& db, const std::string& device_class,
+                                           CostModelOptions options = {});
+
+// Replays a trace (JSON text) on its workload and lowers it: the program a record measured.
+absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json);
+
+struct TrainFromDatabaseStats {
+  int64_t records = 0;  // ok records of the device class
+  int64_t used = 0;     // of which replayed, lowered and featurized
+  int64_t skipped = 0;  // traces that no longer replay or lower (logged nowhere; counted)
+};
+
+// Adds every ok record of `device_class` to `model` (throughput 1 / median latency, grouped
+// by workload key) and trains it. Records whose trace fails to replay are skipped and
+// counted. FailedPrecondition when too few records remain to train.
+absl::StatusOr<TrainFromDatabaseStats> TrainFromDatabase(db::Database& db,
+                                                         const std::string& device_class,
+                                                         CostModel& model);
+
+}  // namespace lathe::cost_model
+
+#endif  // LATHE_COST_MODEL_DATABASE_IO_H_

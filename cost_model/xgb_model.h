@@ -1,0 +1,100 @@
+// \file
+// The learned cost model (DESIGN.md "Cost model"): gradient-boosted trees (XGBoost, `hist`)
+// over per-store features (features.h). A program's score is the mean of the predictions of
+// its store rows; every row is trained towards its program's label, the program's throughput
+// normalised by the best throughput measured for the same workload (so labels lie in [0, 1]
+// and scores rank candidates of one workload; they are not latencies).
+//
+// The model keeps the data it was given and retrains from scratch when the data grew by
+// `retrain_growth` (20 %) since the last training. Keep one model per device class.
+// No XGBoost type appears here.
+//
+// Thread-safety: Predict() may run concurrently with other Predict() calls; Update(), Train()
+// and moves need exclusive access.
+#ifndef LATHE_COST_MODEL_XGB_MODEL_H_
+#define LATHE_COST_MODEL_XGB_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cost_model/features.h"
+
+namespace lathe::cost_model {
+
+struct CostModelOptions {
+  double eta = 0.2;
+  int max_depth = 10;
+  int max_rounds = 300;
+  // Stop when the validation RMSE has not improved for this many rounds (0: never).
+  int early_stopping_rounds = 25;
+  // Fraction of programs held out for early stopping (when there are at least 40 programs).
+  double validation_fraction = 0.1;
+  double min_child_weight = 1;
+  double subsample = 1.0;
+  // Retrain when the number of programs grew by at least this fraction since the last
+  // training.
+  double retrain_growth = 0.2;
+  // No training below this many programs with a positive label.
+  int min_programs = 8;
+  int nthread = 0;  // 0: XGBoost's default
+  uint64_t seed = 1;
+};
+
+class CostModel {
+ public:
+  explicit CostModel(CostModelOptions options = {});
+  ~CostModel();
+  CostModel(CostModel&&) noexcept;
+  CostModel& operator=(CostModel&&) noexcept;
+
+  // Adds measured programs: features, throughput (any unit proportional to 1 / latency,
+  // e.g. GFLOP/s; 0 for a failed candidate) and the workload key each belongs to. Retrains
+  // when the data grew enough (see CostModelOptions). InvalidArgument when the three lists
+  // differ in length, a matrix has the wrong width, or a throughput is negative or not finite;
+  // an XGBoost failure is returned as Internal and leaves the previous model in place.
+  absl::Status Update(const std::vector<FeatureMatrix>& programs,
+                      const std::vector<double>& throughputs,
+                      const std::vector<std::string>& workload_keys);
+  // Trains now on all data held, whatever its growth. FailedPrecondition with fewer than
+  // `min_programs` programs.
+  absl::Status Train();
+
+  // One score per program, higher is better. A program without rows scores 0.
+  // FailedPrecondition when the model is not trained; InvalidArgument for a matrix of the
+  // wrong width.
+  absl::StatusOr<std::vector<float>> Predict(const std::vector<FeatureMatrix>& programs) const;
+
+  // The trained model as bytes (XGBoost UBJSON with a small lathe header that records the
+  // feature layout version). FailedPrecondition when not trained.
+  absl::StatusOr<std::string> Save() const;
+  // A model from Save()'s bytes. InvalidArgument for bytes that are not such a model (wrong
+  // header, other feature version, corrupt XGBoost data); never crashes.
+  static absl::StatusOr<CostModel> Load(const std::string& bytes, CostModelOptions options = {});
+
+  bool trained() const;
+  // Programs held for training, and how many the current model was trained on (for a loaded
+  // model: the count recorded when it was saved).
+  int64_t num_programs() const;
+  int64_t trained_on() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Per-program labels: throughput / (best throughput of the same workload key); 0 where the
+// best is 0. Exposed for tests.
+std::vector<float> NormalizeByWorkload(const std::vector<double>& throughputs,
+                                       const std::vector<std::string>& workload_keys);
+
+// Fraction of pairs (i, j) with labels[i] != labels[j] that `scores` orders as the labels
+// do; 1 when there are no such pairs. Exposed for tests and benchmarks.
+double PairwiseAccuracy(const std::vector<float>& scores, const std::vector<float>& labels);
+
+}  // namespace lathe::cost_model
+
+#endif  // LATHE_COST_MODEL_XGB_MODEL_H_
