@@ -1,11 +1,13 @@
 #include "codegen/llvm_codegen.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/host.h"
 #include "codegen/llvm_target.h"
 #include "codegen/lower.h"
 #include "ir/arith.h"
@@ -21,6 +23,14 @@ namespace lathe::codegen {
 namespace {
 
 using namespace lathe::ir;  // NOLINT
+
+// LLVM 14's x86 backend loads masked-off lanes of masked loads whose width splits into a
+// partial native vector (9 lanes on AVX2). Powers of two and whole native vectors are safe;
+// other masked accesses take the gather/scatter path, which it scalarizes correctly.
+bool SafeMaskedWidth(int lanes) {
+  int native = std::max(4, codegen::HostCpu().vector_bits / 32);
+  return llvm::isPowerOf2_32(static_cast<uint32_t>(lanes)) || lanes % native == 0;
+}
 
 // Allocations up to this size live on the stack of the function that runs them.
 constexpr int64_t kMaxStackBytes = 512 * 1024;
@@ -234,7 +244,7 @@ absl::Status CodeGen::Emit(const Stmt& s) {
       }
       llvm::Value* mask = s->predicate ? Mask(s->predicate, lanes) : nullptr;
       llvm::Align al(buf->dtype.bytes());
-      bool odd_mask = mask && !llvm::isPowerOf2_32(static_cast<uint32_t>(lanes));
+      bool odd_mask = mask && !SafeMaskedWidth(lanes);
       if (llvm::Value* base = odd_mask ? nullptr : ContiguousAddress(buf, s->index)) {
         llvm::Value* vp = b_.CreateBitCast(base, val->getType()->getPointerTo());
         if (mask) {
@@ -403,10 +413,7 @@ llvm::Value* CodeGen::EmitLoad(const Expr& e) {
   if (lanes == 1) return b_.CreateAlignedLoad(ty, Address(buf, Emit(index)), al);
   llvm::Value* mask = e->operands.size() > 1 ? Mask(e->operands[1], lanes) : nullptr;
   llvm::Value* zero = llvm::Constant::getNullValue(ty);
-  // LLVM 14's x86 backend loads masked-off lanes of some non-power-of-two masked loads
-  // (9 lanes on AVX2); those go through the gather path, which it scalarizes correctly.
-  bool odd_mask = mask && !llvm::isPowerOf2_32(static_cast<uint32_t>(lanes));
-  llvm::Value* base = odd_mask ? nullptr : ContiguousAddress(buf, index);
+  llvm::Value* base = mask && !SafeMaskedWidth(lanes) ? nullptr : ContiguousAddress(buf, index);
   if (base) {
     llvm::Value* vp = b_.CreateBitCast(base, ty->getPointerTo());
     if (mask) return b_.CreateMaskedLoad(ty, vp, al, mask, zero);

@@ -13,6 +13,8 @@ void TraceToProto(const Trace& trace, lathe::v1::Trace* out) {
   out->set_version(trace.version);
   out->set_workload(trace.workload);
   out->set_target(trace.target);
+  out->set_sketch(trace.sketch + 1);  // 0 on the wire means "none"
+  for (int64_t d : trace.decisions) out->add_decisions(d);
   for (const Instruction& inst : trace.instructions) {
     lathe::v1::Instruction* m = out->add_instructions();
     m->set_kind(inst.kind);
@@ -36,6 +38,8 @@ absl::StatusOr<Trace> TraceFromProto(const lathe::v1::Trace& msg) {
   t.version = msg.version();
   t.workload = msg.workload();
   t.target = msg.target().empty() ? "cpu" : msg.target();
+  t.sketch = msg.sketch() - 1;
+  t.decisions.assign(msg.decisions().begin(), msg.decisions().end());
   for (const auto& m : msg.instructions()) {
     Instruction inst;
     inst.kind = m.kind();

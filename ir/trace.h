@@ -48,6 +48,10 @@ struct Trace {
   std::string workload;  // canonical spec
   std::string target = "cpu";
   std::vector<Instruction> instructions;
+  // The search-space sketch and decisions that produced the trace (-1 and empty when it was
+  // written by hand).
+  int32_t sketch = -1;
+  std::vector<int64_t> decisions;
 
   bool operator==(const Trace&) const = default;
 };

@@ -1,0 +1,49 @@
+// \file
+// Evolutionary search over a SearchSpace, ranked by the learned cost model (Ansor's
+// defaults: population 2048, 4 generations, mutation probability 0.85, ε-greedy 0.05).
+// Each round starts from the best measured candidates and random samples, evolves them by
+// mutation with fitness-proportional selection under the model's scores, and returns the
+// best-scored candidates never measured before plus an ε share of random ones.
+#ifndef LATHE_TUNER_SEARCH_H_
+#define LATHE_TUNER_SEARCH_H_
+
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cost_model/xgb_model.h"
+#include "tuner/space.h"
+
+namespace lathe::tuner {
+
+struct SearchOptions {
+  int population = 2048;
+  int generations = 4;
+  double mutation_prob = 0.85;
+  double eps_greedy = 0.05;
+};
+
+struct SearchStats {
+  double seconds = 0;  // wall time of the round
+  int scored = 0;      // candidates scored by the model
+  int invalid = 0;     // samples or mutations that failed to apply or lower
+};
+
+// Returns up to `batch` distinct candidates whose trace JSON is not in `measured`. `seeds`
+// are good measured candidates to start from (may be empty); `model` may be untrained, in
+// which case the round is random sampling.
+absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
+                                                 const cost_model::CostModel& model,
+                                                 const std::vector<Candidate>& seeds,
+                                                 const std::set<std::string>& measured, int batch,
+                                                 const SearchOptions& options, std::mt19937_64& rng,
+                                                 SearchStats* stats = nullptr);
+
+// The canonical key of a candidate for deduplication: its trace's compact JSON.
+std::string CandidateKey(const Candidate& c);
+
+}  // namespace lathe::tuner
+
+#endif  // LATHE_TUNER_SEARCH_H_

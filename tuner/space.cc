@@ -1,0 +1,411 @@
+#include "tuner/space.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/host.h"
+
+namespace lathe::tuner {
+
+namespace {
+
+using ir::Schedule;
+using ir::Stage;
+
+// One decision: its name (for logs) and the values it may take.
+struct Slot {
+  std::string name;
+  std::vector<int64_t> choices;
+};
+
+// Candidate tile sizes for a loop of extent `e`: small values, multiples of the vector width,
+// and the extent itself when small; capped so that register tiles stay plausible.
+// Divisors of the extent come first: a tile that does not divide its loop needs guards in
+// the innermost body. Extents with few divisors (primes) also get a few powers of two.
+std::vector<int64_t> TileChoices(int64_t e, int lanes, int64_t cap, bool inner) {
+  std::set<int64_t> c;
+  for (int64_t d = 1; d <= std::min<int64_t>(e, cap); ++d) {
+    if (e % d == 0) c.insert(d);
+  }
+  if (c.size() < 4) c.insert({2, 4, 8, 16});
+  if (inner) {
+    for (int m = 1; m <= 8; ++m) c.insert(static_cast<int64_t>(m) * lanes);
+  }
+  std::vector<int64_t> out;
+  for (int64_t v : c) {
+    if (v <= e && v <= cap) out.push_back(v);
+  }
+  if (out.empty()) out.push_back(1);
+  return out;
+}
+
+// The structure of a workload that the sketch rules found.
+struct Analysis {
+  std::vector<std::string> inline_stages;  // injective, not the output
+  std::vector<std::string> pad_stages;     // paddings: inlined, or computed once at root
+  std::string out;                         // the output stage (tiled, parallel)
+  std::string acc;                         // its accumulator: a reduction computed at the tile
+  bool cache_write = false;                // acc is created by cache_write(out, local)
+  std::vector<std::string> side;           // other stages, consumers first (compute_at or root)
+  std::vector<std::string> pack;           // inputs of acc worth packing
+};
+
+class CpuSpace : public SearchSpace {
+ public:
+  CpuSpace(ir::Workload w, CpuTarget t) : workload_(std::move(w)), target_(t) {}
+
+  absl::Status Init();
+  const ir::Workload& workload() const override { return workload_; }
+  int num_sketches() const override { return 1; }
+  absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
+  absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
+  absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const override;
+  absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const override;
+
+ private:
+  int AddSlot(std::string name, std::vector<int64_t> choices) {
+    slots_.push_back({std::move(name), std::move(choices)});
+    return static_cast<int>(slots_.size()) - 1;
+  }
+  absl::StatusOr<Candidate> Finish(Candidate c) const {
+    auto s = Apply(c);
+    if (!s.ok()) return s.status();
+    c.trace = s->trace();
+    c.trace.sketch = c.sketch;
+    c.trace.decisions = c.decisions;
+    return c;
+  }
+
+  ir::Workload workload_;
+  CpuTarget target_;
+  Analysis an_;
+  std::vector<Slot> slots_;
+  // Slot indices.
+  std::vector<std::string> out_axes_;
+  std::vector<int> tile_slot_;  // per output axis
+  int parallel_slot_ = -1;      // how many outer loops to fuse into the parallel loop
+  int swap_slot_ = -1;          // swap the two innermost outer loops
+  int vec_slot_ = -1;           // vectorize the innermost tile loops
+  int unroll_slot_ = -1;        // unroll the accumulator's outer spatial tile loops
+  int unroll_k_slot_ = -1;      // unroll factor of the innermost reduce loop
+  std::vector<int> pack_slot_;  // per packed input: 0 = no, else outer loop depth + 1
+  std::vector<int> side_slot_;  // per side stage: 0 = root, 1 = at the first outer loop
+  std::vector<int> pad_slot_;   // per padding: 0 = inline, 1 = root
+};
+
+absl::Status CpuSpace::Init() {
+  Schedule sch(workload_);
+  const auto& stages = sch.stages();
+  const Stage* out = nullptr;
+  for (const Stage& s : stages) {
+    if (s.is_output) out = &s;
+  }
+  if (!out) return absl::InternalError("workload has no output stage");
+  an_.out = out->name;
+  // The accumulator: the output itself when it reduces, else a reduction of the same shape
+  // that only the output reads (a fused epilogue).
+  if (out->tensor->is_reduction()) {
+    an_.acc = out->name + ".local";
+    an_.cache_write = true;
+  } else {
+    for (const Stage& s : stages) {
+      if (!s.tensor->is_reduction() || s.tensor->shape != out->tensor->shape) continue;
+      auto consumers = sch.Consumers(s.name);
+      if (consumers.size() == 1 && consumers[0] == out->name) an_.acc = s.name;
+    }
+  }
+  for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
+    const Stage& s = *it;
+    if (s.is_output || s.name == an_.acc) continue;
+    if (!s.tensor->is_reduction()) {
+      if (s.tensor->tag == "pad") {
+        an_.pad_stages.push_back(s.name);
+        continue;
+      }
+      an_.inline_stages.push_back(s.name);
+    } else {
+      an_.side.push_back(s.name);
+    }
+  }
+  // Inputs of the accumulator with two or more dimensions are packing candidates.
+  const Stage* acc_def =
+      an_.cache_write ? out : (an_.acc.empty() ? nullptr : sch.FindStage(an_.acc));
+  if (acc_def) {
+    for (const std::string& t : ir::ReadTensors(acc_def->tensor->body)) {
+      const ir::Tensor* tt = workload_.Find(t);
+      if (tt && (*tt)->is_placeholder() && (*tt)->shape.size() >= 2) an_.pack.push_back(t);
+    }
+  }
+
+  out_axes_ = std::vector<std::string>(out->root_loops.begin(),
+                                       out->root_loops.begin() + out->tensor->axes.size());
+  int lanes = target_.vector_lanes;
+  for (size_t a = 0; a < out_axes_.size(); ++a) {
+    int64_t e = out->tensor->shape[a];
+    bool inner = a + 1 == out_axes_.size();
+    tile_slot_.push_back(
+        AddSlot("tile." + out_axes_[a], TileChoices(e, lanes, inner ? 64 : 32, inner)));
+  }
+  std::vector<int64_t> par;
+  for (size_t p = 1; p <= out_axes_.size(); ++p) par.push_back(static_cast<int64_t>(p));
+  parallel_slot_ = AddSlot("parallel_depth", par);
+  swap_slot_ = AddSlot(
+      "swap_outer", out_axes_.size() >= 2 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0});
+  vec_slot_ = AddSlot("vectorize", {1, 1, 0});
+  unroll_slot_ = AddSlot("unroll", {1, 0});
+  unroll_k_slot_ = AddSlot(
+      "unroll_k", an_.acc.empty() ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2, 4, 8});
+  for (const std::string& t : an_.pack) {
+    std::vector<int64_t> depth = {0};
+    for (size_t d = 1; d <= out_axes_.size(); ++d) depth.push_back(static_cast<int64_t>(d));
+    pack_slot_.push_back(AddSlot("pack." + t, depth));
+  }
+  for (const std::string& s : an_.side) side_slot_.push_back(AddSlot("at." + s, {0, 1}));
+  for (const std::string& s : an_.pad_stages) pad_slot_.push_back(AddSlot("root." + s, {0, 1}));
+  return absl::OkStatus();
+}
+
+#define LATHE_TRY(expr)        \
+  do {                         \
+    auto _st = (expr);         \
+    if (!_st.ok()) return _st; \
+  } while (0)
+#define LATHE_TRY_VALUE(var, expr)              \
+  auto var##_or = (expr);                       \
+  if (!var##_or.ok()) return var##_or.status(); \
+  auto var = *var##_or
+
+absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
+  if (c.decisions.size() != slots_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("candidate has ", c.decisions.size(),
+                                                   " decisions, the space has ", slots_.size()));
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const auto& ch = slots_[i].choices;
+    if (std::find(ch.begin(), ch.end(), c.decisions[i]) == ch.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decision ", slots_[i].name, "=", c.decisions[i], " is not in the space"));
+    }
+  }
+  auto d = [&](int slot) { return c.decisions[slot]; };
+  Schedule s(workload_);
+  for (const std::string& st : an_.inline_stages) LATHE_TRY(s.ComputeInline(st));
+  for (size_t p = 0; p < an_.pad_stages.size(); ++p) {
+    const std::string& st = an_.pad_stages[p];
+    if (d(pad_slot_[p]) == 0) {
+      LATHE_TRY(s.ComputeInline(st));
+      continue;
+    }
+    // Computed once per call at root: the two outermost loops in parallel, the innermost
+    // split into whole vectors.
+    const Stage* ps = s.FindStage(st);
+    std::vector<std::string> loops = ps->root_loops;
+    std::string par = loops[0];
+    if (loops.size() >= 3) {
+      auto f = s.Fuse(st, {loops[0], loops[1]});
+      if (!f.ok()) return f.status();
+      par = *f;
+    }
+    LATHE_TRY(s.Parallel(st, par));
+    LATHE_TRY_VALUE(vp, s.Split(st, loops.back(), {target_.vector_lanes}));
+    LATHE_TRY(s.Vectorize(st, vp[1]));
+  }
+  if (an_.cache_write) LATHE_TRY(s.CacheWrite(an_.out, "local").status());
+  std::vector<std::string> pack_stages;
+  for (size_t p = 0; p < an_.pack.size(); ++p) {
+    if (d(pack_slot_[p]) == 0) {
+      pack_stages.emplace_back();
+      continue;
+    }
+    LATHE_TRY_VALUE(name, s.CacheRead(an_.pack[p], "global", {an_.acc}));
+    pack_stages.push_back(name);
+  }
+
+  // The output: tiles, outer loops first, the outermost ones fused and parallel.
+  const std::string& o = an_.out;
+  size_t n = out_axes_.size();
+  std::vector<std::string> outer, inner;
+  for (size_t a = 0; a < n; ++a) {
+    LATHE_TRY_VALUE(parts, s.Split(o, out_axes_[a], {d(tile_slot_[a])}));
+    outer.push_back(parts[0]);
+    inner.push_back(parts[1]);
+  }
+  if (d(swap_slot_) && n >= 2) std::swap(outer[n - 1], outer[n - 2]);
+  std::vector<std::string> order = outer;
+  order.insert(order.end(), inner.begin(), inner.end());
+  LATHE_TRY(s.Reorder(o, order));
+  size_t depth = static_cast<size_t>(d(parallel_slot_));
+  std::vector<std::string> outer_loops;  // after fusion
+  if (depth >= 2) {
+    LATHE_TRY_VALUE(fused,
+                    s.Fuse(o, std::vector<std::string>(outer.begin(), outer.begin() + depth)));
+    outer_loops.push_back(fused);
+  } else {
+    outer_loops.push_back(outer[0]);
+  }
+  for (size_t a = depth < 2 ? 1 : depth; a < n; ++a) outer_loops.push_back(outer[a]);
+  LATHE_TRY(s.Parallel(o, outer_loops[0]));
+  // Vector loops whose width is not a whole number of registers (or a power of two) need
+  // masked or gathered tails that cost more than they save.
+  int64_t vt = d(tile_slot_[n - 1]);
+  bool vec =
+      d(vec_slot_) != 0 && vt > 1 && (vt % target_.vector_lanes == 0 || (vt & (vt - 1)) == 0);
+  if (vec && d(tile_slot_[n - 1]) > 1) LATHE_TRY(s.Vectorize(o, inner[n - 1]));
+  const std::string& tile_loop = outer_loops.back();
+
+  // The accumulator, computed for one tile: reduce loops outside, the tile inside.
+  if (!an_.acc.empty()) {
+    const std::string& a = an_.acc;
+    LATHE_TRY(s.ComputeAt(a, o, tile_loop));
+    const Stage* as = s.FindStage(a);
+    std::vector<std::string> spatial(as->root_loops.begin(),
+                                     as->root_loops.begin() + as->tensor->axes.size());
+    std::vector<std::string> reduce(as->root_loops.begin() + as->tensor->axes.size(),
+                                    as->root_loops.end());
+    std::vector<std::string> aorder = reduce;
+    int64_t uk = d(unroll_k_slot_);
+    std::string kin;
+    if (uk > 1 && !reduce.empty()) {
+      LATHE_TRY_VALUE(kp, s.Split(a, reduce.back(), {uk}));
+      aorder.back() = kp[0];
+      kin = kp[1];
+      aorder.push_back(kin);
+    }
+    aorder.insert(aorder.end(), spatial.begin(), spatial.end());
+    LATHE_TRY(s.Reorder(a, aorder));
+    if (!kin.empty()) LATHE_TRY(s.Unroll(a, kin));
+    // Straight-line code per reduce step: unrolled tile rows x vectors per row x unroll_k.
+    // Past a few times the register file it only spills and slows the JIT down.
+    // Rows are unrolled only around a vector loop: unrolled copies of scalar loops only bloat.
+    bool unroll_rows = d(unroll_slot_) != 0 && vec;
+    int64_t body =
+        uk * (vec ? (d(tile_slot_[n - 1]) + target_.vector_lanes - 1) / target_.vector_lanes : 1);
+    if (unroll_rows) {
+      for (size_t i = 0; i + 1 < n; ++i) {
+        if (d(tile_slot_[i]) <= 16) body *= d(tile_slot_[i]);
+      }
+    }
+    if (body > 8 * target_.vector_registers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("register tile of ", body, " vector operations per step is too large"));
+    }
+    if (unroll_rows) {
+      for (size_t i = 0; i + 1 < spatial.size(); ++i) {
+        // Extents here are nominal (the full axis); the region is one tile.
+        if (d(tile_slot_[i]) > 1 && d(tile_slot_[i]) <= 16) LATHE_TRY(s.Unroll(a, spatial[i]));
+      }
+    }
+    if (vec && d(tile_slot_[n - 1]) > 1 && as->loops.at(spatial.back()).extent <= 1024) {
+      LATHE_TRY(s.Vectorize(a, spatial.back()));
+    }
+    // Packed inputs: copied once per outer loop iteration at the chosen depth.
+    for (size_t p = 0; p < pack_stages.size(); ++p) {
+      if (pack_stages[p].empty()) continue;
+      size_t at =
+          std::min<size_t>(static_cast<size_t>(d(pack_slot_[p])) - 1, outer_loops.size() - 1);
+      LATHE_TRY(s.ComputeAt(pack_stages[p], o, outer_loops[at]));
+      const Stage* ps = s.FindStage(pack_stages[p]);
+      std::string last = ps->root_loops.back();
+      LATHE_TRY_VALUE(pp, s.Split(pack_stages[p], last, {target_.vector_lanes}));
+      LATHE_TRY(s.Vectorize(pack_stages[p], pp[1]));
+    }
+  }
+
+  // Other reductions (softmax, layer_norm statistics): at root in parallel, or per tile row.
+  for (size_t i = 0; i < an_.side.size(); ++i) {
+    const std::string& st = an_.side[i];
+    auto consumers = s.Consumers(st);
+    bool at = d(side_slot_[i]) != 0;
+    if (at) {
+      absl::Status ok = s.ComputeAt(st, o, outer_loops[0]);
+      if (ok.ok()) continue;
+    }
+    const Stage* ss = s.FindStage(st);
+    if (!ss->tensor->axes.empty() && ss->tensor->shape[0] > 1) {
+      LATHE_TRY(s.Parallel(st, ss->root_loops[0]));
+    }
+  }
+  return s;
+}
+
+absl::StatusOr<Candidate> CpuSpace::Sample(std::mt19937_64& rng) const {
+  absl::Status last;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    Candidate c;
+    for (const Slot& s : slots_) {
+      std::uniform_int_distribution<size_t> pick(0, s.choices.size() - 1);
+      c.decisions.push_back(s.choices[pick(rng)]);
+    }
+    auto f = Finish(std::move(c));
+    if (f.ok()) return f;
+    last = f.status();
+  }
+  return absl::InternalError("no valid sample in 64 attempts: " + std::string(last.message()));
+}
+
+absl::StatusOr<Candidate> CpuSpace::Mutate(const Candidate& base, std::mt19937_64& rng) const {
+  absl::Status last = absl::InternalError("space has no decision to mutate");
+  for (int attempt = 0; attempt < 32; ++attempt) {
+    Candidate c = base;
+    std::uniform_int_distribution<size_t> which(0, slots_.size() - 1);
+    // Usually one decision, sometimes two.
+    int changes = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 2 : 1;
+    bool changed = false;
+    for (int k = 0; k < changes; ++k) {
+      size_t i = which(rng);
+      const auto& ch = slots_[i].choices;
+      if (ch.size() < 2) continue;
+      // Prefer a neighbouring value: tile sizes move by a step up or down.
+      auto pos = std::find(ch.begin(), ch.end(), c.decisions[i]) - ch.begin();
+      std::uniform_int_distribution<int> step(-2, 2);
+      int64_t np = std::clamp<int64_t>(pos + step(rng), 0, static_cast<int64_t>(ch.size()) - 1);
+      if (np == pos) np = (pos + 1) % static_cast<int64_t>(ch.size());
+      c.decisions[i] = ch[np];
+      changed = true;
+    }
+    if (!changed) continue;
+    auto f = Finish(std::move(c));
+    if (f.ok()) return f;
+    last = f.status();
+  }
+  return last;
+}
+
+absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {
+  if (trace.sketch < 0 || trace.sketch >= num_sketches()) {
+    return absl::InvalidArgumentError("trace was not produced by the search space");
+  }
+  Candidate c;
+  c.sketch = trace.sketch;
+  c.decisions = trace.decisions;
+  auto f = Finish(c);
+  if (!f.ok()) return f.status();
+  if (f->trace.instructions != trace.instructions) {
+    return absl::InvalidArgumentError("trace does not match its decisions in this search space");
+  }
+  return f;
+}
+
+}  // namespace
+
+CpuTarget HostCpuTarget() {
+  const codegen::CpuInfo& cpu = codegen::HostCpu();
+  CpuTarget t;
+  t.vector_lanes = std::max(1, cpu.vector_bits / 32);
+  t.cores = std::max(1, cpu.cores);
+  t.vector_registers = cpu.vector_bits >= 512 ? 32 : 16;
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<SearchSpace>> SearchSpace::Create(const ir::Workload& workload,
+                                                                 const CpuTarget& target) {
+  auto s = std::make_unique<CpuSpace>(workload, target);
+  if (auto st = s->Init(); !st.ok()) return st;
+  return std::unique_ptr<SearchSpace>(std::move(s));
+}
+
+}  // namespace lathe::tuner

@@ -1,0 +1,65 @@
+// \file
+// The CPU search space of a workload: sketches derived from the operator definition (tiling
+// of the output with a local accumulator for reductions, inlined elementwise stages and
+// paddings, packing of reduction inputs into compact panels, parallel outer loops,
+// vectorized and unrolled inner loops), each with a vector of integer decisions. A
+// candidate is (sketch, decisions); applying it replays the primitives into a Schedule whose
+// trace records them. Sampling draws decisions at random; mutation perturbs them (tile
+// sizes, unroll, parallel granularity, compute location, packing).
+//
+// Thread-safety: a SearchSpace is immutable after Create; its methods may run concurrently.
+#ifndef LATHE_TUNER_SPACE_H_
+#define LATHE_TUNER_SPACE_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/schedule.h"
+#include "ir/trace.h"
+#include "ir/workload.h"
+
+namespace lathe::tuner {
+
+// What the space needs to know of the device.
+struct CpuTarget {
+  int vector_lanes = 8;  // float32 lanes of the widest vector register
+  int cores = 2;
+  int vector_registers = 16;
+};
+CpuTarget HostCpuTarget();
+
+struct Candidate {
+  int sketch = 0;
+  std::vector<int64_t> decisions;
+  ir::Trace trace;  // filled by Apply / Sample / Mutate
+};
+
+class SearchSpace {
+ public:
+  // Analyses the workload's stages and builds its sketches. Fails only for workloads whose
+  // structure no sketch rule covers.
+  static absl::StatusOr<std::unique_ptr<SearchSpace>> Create(const ir::Workload& workload,
+                                                             const CpuTarget& target);
+  virtual ~SearchSpace() = default;
+
+  virtual const ir::Workload& workload() const = 0;
+  virtual int num_sketches() const = 0;
+
+  // The schedule of `c` (and c's trace, when `c` is non-const via the other overloads).
+  virtual absl::StatusOr<ir::Schedule> Apply(const Candidate& c) const = 0;
+  // A random valid candidate, trace filled in.
+  virtual absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const = 0;
+  // A valid neighbour of `c` (one or more decisions changed), trace filled in.
+  virtual absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const = 0;
+  // The candidate that produced `trace`, to seed the search from stored records; fails for
+  // traces that no sketch of this space produces.
+  virtual absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const = 0;
+};
+
+}  // namespace lathe::tuner
+
+#endif  // LATHE_TUNER_SPACE_H_
