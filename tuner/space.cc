@@ -32,6 +32,8 @@ std::vector<int64_t> TileChoices(int64_t e, int lanes, int64_t cap, bool inner) 
     if (e % d == 0) c.insert(d);
   }
   if (c.size() < 4) c.insert({2, 4, 8, 16});
+  // Row counts of register micro-kernels (6x16 on AVX2) rarely divide the extent.
+  if (!inner) c.insert({3, 4, 5, 6, 8});
   if (inner) {
     for (int m = 1; m <= 8; ++m) c.insert(static_cast<int64_t>(m) * lanes);
   }
