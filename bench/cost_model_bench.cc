@@ -8,6 +8,7 @@
 // compared with the measured best; plus feature extraction, training and prediction times.
 //
 // Usage: cost_model_bench [programs_per_workload=200] [seed=1] [time_budget_s=180]
+//                         [xgboost_threads=1]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -236,6 +237,66 @@ void Collect(const std::string& spec, int count, uint64_t seed, double budget_s,
   std::printf("%-50s %d programs (%.1f s)\n", spec.c_str(), got, Seconds(start));
 }
 
+// Trains on the training programs and prints ranking figures on the held-out ones, per
+// workload. False when training or prediction fails.
+bool Evaluate(const cost_model::CostModelOptions& options, const std::vector<std::string>& specs,
+              const std::vector<cost_model::FeatureMatrix>& train_x,
+              const std::vector<double>& train_y, const std::vector<std::string>& train_k,
+              const std::vector<cost_model::FeatureMatrix>& test_x,
+              const std::vector<double>& test_y, const std::vector<std::string>& test_k) {
+  cost_model::CostModel model(options);
+  Clock::time_point t = Clock::now();
+  absl::Status st = model.Update(train_x, train_y, train_k);
+  const double train_s = Seconds(t);
+  if (!st.ok() || !model.trained()) {
+    std::fprintf(stderr, "training failed: %s\n", st.ToString().c_str());
+    return false;
+  }
+  t = Clock::now();
+  auto scores = model.Predict(test_x);
+  const double predict_s = Seconds(t);
+  if (!scores.ok()) {
+    std::fprintf(stderr, "prediction failed: %s\n", scores.status().ToString().c_str());
+    return false;
+  }
+  std::printf("train: %zu programs in %.2f s; predict: %zu programs in %.2f ms (%.1f us/program)\n",
+              train_x.size(), train_s, test_x.size(), predict_s * 1e3,
+              test_x.empty() ? 0.0 : predict_s * 1e6 / test_x.size());
+  for (const std::string& spec : specs) {
+    const std::string key = ir::WorkloadKey(ir::MakeWorkload(spec)->canonical);
+    std::vector<float> s, l;
+    for (size_t i = 0; i < test_x.size(); ++i) {
+      if (test_k[i] != key) continue;
+      s.push_back((*scores)[i]);
+      l.push_back(static_cast<float>(test_y[i]));
+    }
+    if (s.empty()) continue;
+    std::vector<size_t> by_true(s.size()), by_pred(s.size());
+    std::iota(by_true.begin(), by_true.end(), 0);
+    std::iota(by_pred.begin(), by_pred.end(), 0);
+    std::sort(by_true.begin(), by_true.end(), [&](size_t a, size_t b) { return l[a] > l[b]; });
+    std::sort(by_pred.begin(), by_pred.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
+    std::printf("%s: %zu held out, pairwise accuracy %.3f, best %.2f GFLOP/s, median %.2f\n",
+                spec.c_str(), s.size(), cost_model::PairwiseAccuracy(s, l), l[by_true[0]],
+                l[by_true[by_true.size() / 2]]);
+    for (size_t k : {1, 5, 10}) {
+      if (k > s.size()) continue;
+      std::set<size_t> truth(by_true.begin(), by_true.begin() + k);
+      int hit = 0;
+      float best_pred = 0;
+      for (size_t j = 0; j < k; ++j) {
+        hit += truth.count(by_pred[j]);
+        best_pred = std::max(best_pred, l[by_pred[j]]);
+      }
+      std::printf(
+          "  top-%zu recall %.2f; best of the predicted top-%zu runs at %.0f %% of the "
+          "best\n",
+          k, static_cast<double>(hit) / k, k, 100.0 * best_pred / l[by_true[0]]);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 }  // namespace lathe::bench
 
@@ -275,56 +336,25 @@ int main(int argc, char** argv) {
     (test ? test_y : train_y).push_back(s.throughput);
     (test ? test_k : train_k).push_back(s.workload);
   }
-  cost_model::CostModelOptions options;
-  cost_model::CostModel model(options);
-  Clock::time_point t = Clock::now();
-  absl::Status st = model.Update(train_x, train_y, train_k);
-  const double train_s = Seconds(t);
-  if (!st.ok() || !model.trained()) {
-    std::fprintf(stderr, "training failed: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  t = Clock::now();
-  auto scores = model.Predict(test_x);
-  const double predict_s = Seconds(t);
-  if (!scores.ok()) {
-    std::fprintf(stderr, "prediction failed: %s\n", scores.status().ToString().c_str());
-    return 1;
-  }
-  std::printf("train: %zu programs in %.2f s; predict: %zu programs in %.2f ms (%.1f us/program)\n",
-              train_x.size(), train_s, test_x.size(), predict_s * 1e3,
-              test_x.empty() ? 0.0 : predict_s * 1e6 / test_x.size());
-
-  for (size_t wi = 0; wi < specs.size(); ++wi) {
-    const std::string key = ir::WorkloadKey(ir::MakeWorkload(specs[wi])->canonical);
-    std::vector<float> s, l;
-    for (size_t i = 0; i < test_x.size(); ++i) {
-      if (test_k[i] != key) continue;
-      s.push_back((*scores)[i]);
-      l.push_back(static_cast<float>(test_y[i]));
-    }
-    if (s.empty()) continue;
-    std::vector<size_t> by_true(s.size()), by_pred(s.size());
-    std::iota(by_true.begin(), by_true.end(), 0);
-    std::iota(by_pred.begin(), by_pred.end(), 0);
-    std::sort(by_true.begin(), by_true.end(), [&](size_t a, size_t b) { return l[a] > l[b]; });
-    std::sort(by_pred.begin(), by_pred.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
-    std::printf("%s: %zu held out, pairwise accuracy %.3f, best %.2f GFLOP/s, median %.2f\n",
-                specs[wi].c_str(), s.size(), cost_model::PairwiseAccuracy(s, l), l[by_true[0]],
-                l[by_true[by_true.size() / 2]]);
-    for (size_t k : {1, 5, 10}) {
-      if (k > s.size()) continue;
-      std::set<size_t> truth(by_true.begin(), by_true.begin() + k);
-      int hit = 0;
-      float best_pred = 0;
-      for (size_t j = 0; j < k; ++j) {
-        hit += truth.count(by_pred[j]);
-        best_pred = std::max(best_pred, l[by_pred[j]]);
-      }
-      std::printf(
-          "  top-%zu recall %.2f; best of the predicted top-%zu runs at %.0f %% of the "
-          "best\n",
-          k, static_cast<double>(hit) / k, k, 100.0 * best_pred / l[by_true[0]]);
+  struct Config {
+    const char* name;
+    cost_model::CostModelOptions options;
+  };
+  std::vector<Config> configs;
+  cost_model::CostModelOptions base;
+  base.nthread = argc > 4 ? std::atoi(argv[4]) : 1;
+  configs.push_back({"default (eta 0.2, depth 10, 200 rounds)", base});
+  cost_model::CostModelOptions stop = base;
+  stop.early_stopping_min_programs = 0;
+  configs.push_back({"early stopping (50 rounds patience, 15 % held out)", stop});
+  cost_model::CostModelOptions shallow = base;
+  shallow.max_depth = 6;
+  shallow.eta = 0.1;
+  configs.push_back({"200 rounds, eta 0.1, depth 6", shallow});
+  for (const Config& config : configs) {
+    std::printf("\n== %s\n", config.name);
+    if (!Evaluate(config.options, specs, train_x, train_y, train_k, test_x, test_y, test_k)) {
+      return 1;
     }
   }
   return 0;

@@ -153,7 +153,8 @@ struct CostModel::Impl {
     std::mt19937_64 rng(options.seed);
     std::shuffle(idx.begin(), idx.end(), rng);
     size_t num_valid = 0;
-    if (options.early_stopping_rounds > 0 && idx.size() >= 40) {
+    if (options.early_stopping_rounds > 0 &&
+        static_cast<int>(idx.size()) >= options.early_stopping_min_programs) {
       num_valid =
           static_cast<size_t>(static_cast<double>(idx.size()) * options.validation_fraction);
     }

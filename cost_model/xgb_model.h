@@ -28,19 +28,27 @@ namespace lathe::cost_model {
 struct CostModelOptions {
   double eta = 0.2;
   int max_depth = 10;
-  int max_rounds = 300;
-  // Stop when the validation RMSE has not improved for this many rounds (0: never).
-  int early_stopping_rounds = 25;
-  // Fraction of programs held out for early stopping (when there are at least 40 programs).
-  double validation_fraction = 0.1;
+  int max_rounds = 200;
+  // Stop when the validation RMSE has not improved for this many rounds (0: never). The
+  // RMSE of a small held-out set is noisy and only loosely tied to ranking, so the patience
+  // is long and it needs enough programs (cost_model_bench, 320 programs: stopping on 10-15 %
+  // held out ranked worse than 200 full rounds).
+  int early_stopping_rounds = 50;
+  // Fraction of programs held out for early stopping (when there are at least
+  // `early_stopping_min_programs`).
+  double validation_fraction = 0.15;
+  int early_stopping_min_programs = 500;
   double min_child_weight = 1;
   double subsample = 1.0;
   // Retrain when the number of programs grew by at least this fraction since the last
   // training.
   double retrain_growth = 0.2;
-  // No training below this many programs with a positive label.
+  // No training below this many programs with at least one store row.
   int min_programs = 8;
-  int nthread = 0;  // 0: XGBoost's default
+  // XGBoost's OpenMP threads (0: one per core). One is the default: training a few thousand
+  // rows takes well under a second, and OpenMP threads spin-wait, which on a loaded machine
+  // made training 10-30x slower in cost_model_bench.
+  int nthread = 1;
   uint64_t seed = 1;
 };
 
