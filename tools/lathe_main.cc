@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "tools/cli_build.h"
 #include "tools/cli_db.h"
+#include "tools/cli_tune.h"
 
 namespace {
 
@@ -61,8 +62,23 @@ int main(int argc, char** argv) {
   d->add_option("--db", db_path, "tuning database");
   d->add_flag("--json", db_json, "print one JSON object (stats)");
 
-  CLI::App* t = app.add_subcommand("tune", "tune a workload (not available yet)");
-  t->allow_extras();
+  lathe::tools::TuneCliOptions tune;
+  CLI::App* t = app.add_subcommand("tune", "tune a workload on this machine (embedded tuner)");
+  t->add_option("--workload", tune.workload, "workload spec, e.g. matmul:m=512,n=512,k=512")
+      ->required();
+  t->add_option("--target", tune.target, "cpu (default)");
+  t->add_option("--trials", tune.trials, "candidates to measure in this run (default 300)");
+  t->add_option("--db", tune.db_path,
+                "tuning database (default: $LATHE_DB or "
+                "~/.local/share/lathe/tuning.db)");
+  t->add_option("--tuner", tune.tuner, "submit to a lathed daemon (not available yet)");
+  t->add_flag("--json", tune.json, "print one JSON object on stdout");
+  t->add_option("--plot", tune.plot, "write the tuning curve as an SVG file");
+  t->add_option("--batch", tune.batch, "candidates per search round (default 64)");
+  t->add_option("--seed", tune.seed, "random seed of the search (default: from the clock)");
+  t->add_option("--min-repeat-ms", tune.min_repeat_ms,
+                "time each candidate for at least this long (default 100)");
+  t->add_flag("--no-baseline", tune.no_baseline, "do not measure the library baseline");
   CLI::App* wk = app.add_subcommand("workers", "list a daemon's workers (not available yet)");
   wk->allow_extras();
   CLI::App* jb = app.add_subcommand("jobs", "list a daemon's jobs (not available yet)");
@@ -86,7 +102,7 @@ int main(int argc, char** argv) {
     return lathe::tools::RunQuery(query);
   }
   if (d->parsed()) return lathe::tools::RunDb(db_sub, db_path, db_file, db_json);
-  if (t->parsed()) return NotBuiltYet("tune");
+  if (t->parsed()) return lathe::tools::RunTune(tune);
   if (wk->parsed()) return NotBuiltYet("workers");
   if (jb->parsed()) return NotBuiltYet("jobs");
   return kUsageError;

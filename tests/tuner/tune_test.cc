@@ -1,0 +1,266 @@
+// The embedded tuning loop with real components: a real SQLite file in a temporary directory
+// and the real sandboxed measurement child; and `lathe tune` run as a user runs it.
+#include "tuner/tune.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "db/record.h"
+#include "ir/trace.h"
+#include "ir/workload.h"
+
+namespace lathe::tuner {
+namespace {
+
+constexpr char kSpec[] = "matmul:m=32,n=32,k=32";
+
+class TuneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe_tune_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    db_path_ = dir_ + "/sub/tuning.db";  // the directory is created by Tune
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  TuneOptions Options(int trials, uint64_t seed) const {
+    TuneOptions o;
+    o.workload = kSpec;
+    o.trials = trials;
+    o.batch = 8;
+    o.db_path = db_path_;
+    o.seed = seed;
+    o.min_repeat_ms = 2;
+    o.measure_child = LATHE_MEASURE_BIN;
+    // A small search keeps the test fast; the loop is what is under test.
+    o.search.population = 128;
+    o.search.generations = 1;
+    return o;
+  }
+
+  // Every stored record, in insertion order.
+  std::vector<db::Record> Records() const {
+    std::vector<db::Record> out;
+    auto database = db::Database::Open(db_path_);
+    EXPECT_TRUE(database.ok()) << database.status();
+    if (!database.ok()) return out;
+    absl::Status st = (*database)->ForEachRecord([&](const db::Record& r) {
+      out.push_back(r);
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  }
+
+  std::string dir_;
+  std::string db_path_;
+};
+
+// The program a stored trace describes (the search's deduplication key).
+std::string ProgramKey(const std::string& trace_json) {
+  absl::StatusOr<ir::Trace> t = ir::TraceFromJson(trace_json);
+  EXPECT_TRUE(t.ok()) << t.status();
+  Candidate c;
+  if (t.ok()) c.trace = *t;
+  return CandidateKey(c);
+}
+
+TEST_F(TuneTest, MeasuresDistinctTracesAndResumesWithoutRepeating) {
+  absl::StatusOr<TuneResult> first = Tune(Options(24, 1));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->trials, 24);
+  EXPECT_EQ(first->total_measured, 24);
+  EXPECT_FALSE(first->stopped_early);
+  ASSERT_TRUE(first->has_best) << "no ok record among 24 candidates";
+  EXPECT_GT(first->best_gflops, 0);
+  EXPECT_GT(first->best_latency_us, 0);
+  EXPECT_FALSE(first->best_trace_json.empty());
+  ASSERT_EQ(first->curve.size(), 24u);
+  for (size_t i = 1; i < first->curve.size(); ++i) {
+    EXPECT_EQ(first->curve[i].first, static_cast<int>(i) + 1);
+    EXPECT_GE(first->curve[i].second, first->curve[i - 1].second) << "the curve is a best-so-far";
+  }
+
+  std::vector<db::Record> records = Records();
+  ASSERT_EQ(records.size(), 24u);
+  std::set<std::string> traces, ids;
+  const std::string canonical = ir::MakeWorkload(kSpec)->canonical;
+  for (const db::Record& r : records) {
+    traces.insert(ProgramKey(r.trace_json));
+    ids.insert(r.candidate_id);
+    EXPECT_EQ(r.workload, canonical);
+    EXPECT_EQ(r.device_class, first->device_class);
+    EXPECT_EQ(r.lathe_version, "0.1.0");
+    EXPECT_EQ(r.worker.rfind("embedded@", 0), 0u) << r.worker;
+    EXPECT_GT(r.flops, 0);
+    EXPECT_GT(r.measured_at_ms, 0);
+    if (r.error_class == db::ErrorClass::kOk) {
+      EXPECT_GT(r.median_us, 0);
+      EXPECT_FALSE(r.repeats_us.empty());
+    }
+  }
+  EXPECT_EQ(traces.size(), 24u) << "a trace was measured twice";
+  EXPECT_EQ(ids.size(), 24u);
+
+  // The same seed again: the search proposes the same candidates first, and the run must skip
+  // every one already measured.
+  absl::StatusOr<TuneResult> second = Tune(Options(16, 1));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->trials, 16);
+  EXPECT_EQ(second->total_measured, 40);
+  EXPECT_GE(second->best_gflops, first->best_gflops) << "the best includes earlier runs";
+
+  records = Records();
+  ASSERT_EQ(records.size(), 40u);
+  traces.clear();
+  ids.clear();
+  for (const db::Record& r : records) {
+    traces.insert(ProgramKey(r.trace_json));
+    ids.insert(r.candidate_id);
+  }
+  EXPECT_EQ(traces.size(), 40u) << "the resumed run measured a trace twice";
+  EXPECT_EQ(ids.size(), 40u);
+
+  // The model was saved for the device class (there were ok records to train on).
+  auto database = db::Database::Open(db_path_);
+  ASSERT_TRUE(database.ok());
+  auto blob = (*database)->GetCostModel(first->device_class);
+  ASSERT_TRUE(blob.ok());
+  EXPECT_TRUE(blob->has_value());
+}
+
+TEST_F(TuneTest, StopFlagEndsTheRunAndKeepsWhatWasMeasured) {
+  std::atomic<bool> stop{false};
+  TuneOptions o = Options(40, 7);
+  o.stop = &stop;
+  int rounds = 0;
+  o.on_progress = [&](const TuneProgress& p) {
+    EXPECT_EQ(p.trials_target, 40);
+    if (p.end_of_round) {
+      ++rounds;
+      stop = true;
+    }
+  };
+  absl::StatusOr<TuneResult> r = Tune(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->stopped_early);
+  EXPECT_EQ(rounds, 1);
+  EXPECT_EQ(r->trials, 8);
+  EXPECT_EQ(Records().size(), 8u);
+
+  // Stopping in the middle of a round commits the candidates measured so far.
+  stop = false;
+  o.on_progress = [&](const TuneProgress& p) {
+    if (!p.end_of_round && p.trials_done == 3) stop = true;
+  };
+  r = Tune(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->stopped_early);
+  EXPECT_EQ(r->trials, 3);
+  EXPECT_EQ(r->total_measured, 11);
+  EXPECT_EQ(Records().size(), 11u);
+}
+
+TEST_F(TuneTest, BadOptionsAreInvalidArgument) {
+  TuneOptions o = Options(4, 1);
+  o.workload = "matmul:m=32,n=32";
+  absl::StatusOr<TuneResult> r = Tune(o);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  o.workload = "nosuchop:m=1";
+  EXPECT_TRUE(absl::IsInvalidArgument(Tune(o).status()));
+  o.workload = kSpec;
+  o.trials = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(Tune(o).status()));
+}
+
+TEST(CandidateIdTest, DependsOnTraceAndDeviceClass) {
+  EXPECT_EQ(CandidateId("k", "{}", "cpu:a"), CandidateId("k", "{}", "cpu:a"));
+  EXPECT_NE(CandidateId("k", "{}", "cpu:a"), CandidateId("k", "{ }", "cpu:a"));
+  EXPECT_NE(CandidateId("k", "{}", "cpu:a"), CandidateId("k", "{}", "cpu:b"));
+  EXPECT_EQ(CandidateId("k", "{}", "cpu:a").rfind("k:", 0), 0u);
+}
+
+// --- the CLI ---
+
+struct CliRun {
+  int code = -1;
+  std::string out;
+};
+
+// Runs `lathe ARGS`; stdout only, or stdout and stderr together.
+CliRun Lathe(const std::string& args, bool with_stderr) {
+  std::string cmd = std::string(LATHE_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST_F(TuneTest, CliTunesPrintsJsonAndPlots) {
+  std::string svg = dir_ + "/curve.svg";
+  CliRun r = Lathe(
+      "tune --workload matmul:m=16,n=16,k=16 --trials 8 --batch 8 --min-repeat-ms 2 "
+      "--seed 5 --json --db " +
+          db_path_ + " --plot " + svg,
+      /*with_stderr=*/false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout is not one JSON object: " << r.out;
+  EXPECT_EQ(j.value("workload", ""), "matmul:epilogue=none,k=16,m=16,n=16");
+  EXPECT_FALSE(j.value("device_class", "").empty());
+  EXPECT_EQ(j.value("trials", -1), 8);
+  ASSERT_TRUE(j.contains("best_latency_us") && j["best_latency_us"].is_number());
+  EXPECT_GT(j["best_latency_us"].get<double>(), 0);
+  EXPECT_GT(j.value("best_gflops", 0.0), 0);
+  EXPECT_TRUE(j.contains("errors") && j["errors"].is_object());
+  EXPECT_EQ(j.value("db", ""), db_path_);
+  EXPECT_TRUE(j.contains("best_trace"));
+  EXPECT_EQ(j.value("stopped_early", true), false);
+
+  std::ifstream in(svg);
+  ASSERT_TRUE(in) << "no plot written";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str().rfind("<svg", 0), 0u);
+  EXPECT_NE(ss.str().find("<polyline"), std::string::npos);
+
+  // The human-readable summary names the store and how to build the kernel.
+  r = Lathe(
+      "tune --workload matmul:m=16,n=16,k=16 --trials 1 --batch 1 --min-repeat-ms 2 "
+      "--no-baseline --db " +
+          db_path_,
+      /*with_stderr=*/true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(db_path_), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lathe build --workload"), std::string::npos) << r.out;
+}
+
+TEST(TuneCliTest, ExitCodes) {
+  EXPECT_EQ(Lathe("tune --workload matmul:m=0,n=1,k=1 --db /nonexistent/x.db", true).code, 2);
+  EXPECT_EQ(Lathe("tune --workload bogus --db /nonexistent/x.db", true).code, 2);
+  EXPECT_EQ(Lathe("tune", true).code, 2);
+  CliRun r = Lathe("tune --workload matmul:m=8,n=8,k=8 --tuner 127.0.0.1:1", true);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("not available"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace lathe::tuner

@@ -1,0 +1,364 @@
+#include "tuner/tune.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/host.h"
+#include "codegen/lower.h"
+#include "cost_model/database_io.h"
+#include "cost_model/features.h"
+#include "cost_model/xgb_model.h"
+#include "db/database.h"
+#include "db/record.h"
+#include "ir/trace.h"
+#include "ir/workload.h"
+#include "lathe/v1/measure.pb.h"
+#include "tuner/space.h"
+#include "worker/measurer.h"
+
+namespace lathe::tuner {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Fnv1a64Hex(const std::string& bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
+  return buf;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string WorkerName() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == 0) return "embedded@localhost";
+  return absl::StrCat("embedded@", host);
+}
+
+db::ErrorClass FromProto(lathe::v1::ErrorClass e) {
+  switch (e) {
+    case lathe::v1::OK:
+      return db::ErrorClass::kOk;
+    case lathe::v1::INVALID_SCHEDULE:
+      return db::ErrorClass::kInvalidSchedule;
+    case lathe::v1::COMPILE_ERROR:
+      return db::ErrorClass::kCompileError;
+    case lathe::v1::TIMEOUT:
+      return db::ErrorClass::kTimeout;
+    case lathe::v1::WRONG_ANSWER:
+      return db::ErrorClass::kWrongAnswer;
+    default:
+      return db::ErrorClass::kRuntimeError;
+  }
+}
+
+bool Stopped(const std::atomic<bool>* stop) {
+  return stop != nullptr && stop->load(std::memory_order_relaxed);
+}
+
+// The cost-model features of a candidate's lowered program.
+absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& space,
+                                                            const Candidate& c) {
+  absl::StatusOr<ir::Schedule> sch = space.Apply(c);
+  if (!sch.ok()) return sch.status();
+  absl::StatusOr<ir::LoweredFunc> f = codegen::Lower(*sch, "kernel");
+  if (!f.ok()) return f.status();
+  return cost_model::ExtractFeatures(*f);
+}
+
+// The starting model: the device class's saved model (plus this workload's ok records as its
+// training data, so that its first retraining does not start from nothing), else one trained
+// on every ok record of the device class, else an untrained model (the first rounds sample
+// at random).
+cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w,
+                                   const std::string& device_class) {
+  absl::StatusOr<cost_model::CostModel> loaded =
+      cost_model::LoadFromDatabase(database, device_class);
+  if (loaded.ok()) {
+    cost_model::CostModel model = std::move(*loaded);
+    absl::StatusOr<std::vector<db::Record>> history = database.TopK(w.key, device_class, 1 << 20);
+    if (history.ok() && !history->empty()) {
+      std::vector<cost_model::FeatureMatrix> programs;
+      std::vector<double> throughputs;
+      std::vector<std::string> keys;
+      for (const db::Record& r : *history) {
+        absl::StatusOr<ir::LoweredFunc> f = cost_model::LowerTraceJson(r.trace_json);
+        if (!f.ok() || r.median_us <= 0) continue;
+        absl::StatusOr<cost_model::FeatureMatrix> m = cost_model::ExtractFeatures(*f);
+        if (!m.ok()) continue;
+        programs.push_back(std::move(*m));
+        throughputs.push_back(1.0 / r.median_us);
+        keys.push_back(w.key);
+      }
+      // A failed retraining keeps the loaded model, which is what we want here.
+      (void)model.Update(programs, throughputs, keys);
+    }
+    return model;
+  }
+  cost_model::CostModel model;
+  // FailedPrecondition (too few records) leaves the data in the model, untrained.
+  (void)cost_model::TrainFromDatabase(database, device_class, model);
+  return model;
+}
+
+// Candidates to start the search from: the best stored records that this space reproduces.
+std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
+                                         const ir::Workload& w, const std::string& device_class,
+                                         int k) {
+  std::vector<Candidate> seeds;
+  absl::StatusOr<std::vector<db::Record>> top = database.TopK(w.key, device_class, k);
+  if (!top.ok()) return seeds;
+  for (const db::Record& r : *top) {
+    absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r.trace_json);
+    if (!t.ok()) continue;
+    absl::StatusOr<Candidate> c = space.FromTrace(*t);
+    if (c.ok()) seeds.push_back(std::move(*c));
+  }
+  return seeds;
+}
+
+// The search's deduplication key (CandidateKey) of a stored trace: the same program whatever
+// sketch and decisions produced it. Unreadable traces keep their text as the key.
+std::string KeyOfStoredTrace(const std::string& trace_json) {
+  absl::StatusOr<ir::Trace> t = ir::TraceFromJson(trace_json);
+  if (!t.ok()) return trace_json;
+  Candidate c;
+  c.trace = std::move(*t);
+  return CandidateKey(c);
+}
+
+}  // namespace
+
+std::string CandidateId(const std::string& workload_key, const std::string& program_key,
+                        const std::string& device_class) {
+  return absl::StrCat(workload_key, ":", Fnv1a64Hex(program_key), ":", Fnv1a64Hex(device_class));
+}
+
+absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
+  const Clock::time_point start = Clock::now();
+  if (options.trials < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("trials ", options.trials, " (need >= 1)"));
+  }
+  if (options.batch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch ", options.batch, " (need >= 1)"));
+  }
+  if (options.db_path.empty()) return absl::InvalidArgumentError("empty database path");
+  absl::StatusOr<ir::Workload> workload = ir::MakeWorkload(options.workload);
+  if (!workload.ok()) return workload.status();
+  const ir::Workload& w = *workload;
+  const std::string device_class =
+      options.device_class.empty() ? codegen::HostDeviceClass() : options.device_class;
+
+  std::filesystem::path parent = std::filesystem::path(options.db_path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create directory ", parent.string(), ": ", ec.message()));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(options.db_path);
+  if (!opened.ok()) return opened.status();
+  db::Database& database = **opened;
+
+  absl::StatusOr<std::unique_ptr<SearchSpace>> space = SearchSpace::Create(w, HostCpuTarget());
+  if (!space.ok()) return space.status();
+
+  absl::StatusOr<std::vector<std::string>> already = database.MeasuredTraces(w.key, device_class);
+  if (!already.ok()) return already.status();
+  // Keys of every program measured for the workload on the device class (CandidateKey form).
+  std::set<std::string> measured;
+  for (const std::string& t : *already) measured.insert(KeyOfStoredTrace(t));
+
+  TuneResult result;
+  result.workload = w.canonical;
+  result.workload_key = w.key;
+  result.device_class = device_class;
+  result.db_path = database.path();
+
+  double best_gflops = 0, best_latency_us = 0;
+  if (absl::StatusOr<std::optional<db::Record>> b = database.Best(w.key, device_class);
+      b.ok() && b->has_value()) {
+    best_gflops = (*b)->Gflops();
+    best_latency_us = (*b)->median_us;
+  }
+
+  cost_model::CostModel model = InitialModel(database, w, device_class);
+
+  worker::MeasurerOptions mopts;
+  mopts.child_path = options.measure_child;
+  mopts.timeout_s = options.timeout_s;
+  absl::StatusOr<std::unique_ptr<worker::Measurer>> measurer = worker::Measurer::Create(mopts);
+  if (!measurer.ok()) return measurer.status();
+
+  const uint64_t seed =
+      options.seed != 0
+          ? options.seed
+          : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^ std::random_device{}();
+  std::mt19937_64 rng(seed);
+  const std::string worker_name = WorkerName();
+
+  int errors = 0;
+  std::set<std::string> this_run;  // candidate ids measured by this run
+  auto progress = [&](int round, bool end_of_round) {
+    if (!options.on_progress) return;
+    TuneProgress p;
+    p.trials_done = result.trials;
+    p.trials_target = options.trials;
+    p.round = round;
+    p.end_of_round = end_of_round;
+    p.errors = errors;
+    p.best_gflops = best_gflops;
+    p.best_latency_us = best_latency_us;
+    p.total_measured = static_cast<int64_t>(measured.size());
+    p.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (result.trials > 0) {
+      p.eta_s = p.elapsed_s / result.trials * (options.trials - result.trials);
+    }
+    options.on_progress(p);
+  };
+
+  for (int round = 1; result.trials < options.trials; ++round) {
+    if (Stopped(options.stop)) {
+      result.stopped_early = true;
+      break;
+    }
+    std::vector<Candidate> seeds =
+        SeedsFromDatabase(database, **space, w, device_class, options.seed_records);
+    const int want = std::min(options.batch, options.trials - result.trials);
+    absl::StatusOr<std::vector<Candidate>> batch =
+        NextBatch(**space, model, seeds, measured, want, options.search, rng);
+    if (!batch.ok()) return batch.status();
+
+    std::vector<db::Record> records;
+    std::vector<cost_model::FeatureMatrix> programs;
+    std::vector<double> throughputs;
+    std::set<std::string> in_round;
+    for (const Candidate& c : *batch) {
+      if (Stopped(options.stop)) {
+        result.stopped_early = true;
+        break;
+      }
+      // The search promises unmeasured candidates; a repeat would be a wasted trial.
+      const std::string key = CandidateKey(c);
+      if (measured.count(key) || !in_round.insert(key).second) continue;
+      // The stored trace keeps the sketch and decisions, so later runs can seed from it.
+      const std::string trace_json = ir::TraceToJson(c.trace);
+      lathe::v1::MeasureRequest req;
+      req.set_candidate_id(CandidateId(w.key, key, device_class));
+      req.set_workload(w.canonical);
+      req.set_trace_json(trace_json);
+      req.set_min_repeat_ms(options.min_repeat_ms);
+      absl::StatusOr<lathe::v1::MeasureResult> m = (*measurer)->Measure(req);
+      if (!m.ok()) {
+        // The sandbox itself failed: keep what this round measured, then report.
+        if (!records.empty()) (void)database.InsertBatch(records);
+        return m.status();
+      }
+
+      db::Record r;
+      r.candidate_id = req.candidate_id();
+      r.workload = w.canonical;
+      r.workload_key = w.key;
+      r.device_class = device_class;
+      r.trace_json = trace_json;
+      r.repeats_us.assign(m->repeats_us().begin(), m->repeats_us().end());
+      r.median_us = m->median_us();
+      r.cv = m->cv();
+      r.flops = w.flops;
+      r.error_class = FromProto(m->error_class());
+      r.error_msg = m->error_msg();
+      r.worker = worker_name;
+      r.lathe_version = kLatheVersion;
+      r.measured_at_ms = NowUnixMs();
+      if (r.error_class == db::ErrorClass::kOk && !(r.median_us > 0)) {
+        r.error_class = db::ErrorClass::kRuntimeError;
+        r.error_msg = "ok result without a positive median latency";
+      }
+      if (r.error_class != db::ErrorClass::kOk && !(r.median_us >= 0)) r.median_us = 0;
+
+      ++result.trials;
+      measured.insert(key);
+      this_run.insert(r.candidate_id);
+      if (r.error_class == db::ErrorClass::kOk) {
+        const double g = r.Gflops();
+        if (g > best_gflops) {
+          best_gflops = g;
+          best_latency_us = r.median_us;
+        }
+      } else {
+        ++errors;
+        ++result.errors[std::string(db::ErrorClassName(r.error_class))];
+      }
+      result.curve.emplace_back(result.trials, best_gflops);
+
+      absl::StatusOr<cost_model::FeatureMatrix> f = CandidateFeatures(**space, c);
+      if (f.ok()) {
+        programs.push_back(std::move(*f));
+        throughputs.push_back(r.error_class == db::ErrorClass::kOk ? 1.0 / r.median_us : 0.0);
+      }
+      records.push_back(std::move(r));
+      progress(round, /*end_of_round=*/false);
+    }
+
+    if (!records.empty()) {
+      absl::StatusOr<std::vector<db::InsertResult>> ins = database.InsertBatch(records);
+      if (!ins.ok()) return ins.status();
+    }
+    if (result.stopped_early) {
+      progress(round, /*end_of_round=*/true);
+      break;
+    }
+    if (records.empty()) {
+      // Nothing new to measure: the space (as the search sees it) is exhausted.
+      result.space_exhausted = true;
+      break;
+    }
+    if (!programs.empty()) {
+      std::vector<std::string> keys(programs.size(), w.key);
+      // A failed retraining keeps the previous model; tuning goes on with it.
+      (void)model.Update(programs, throughputs, keys);
+      if (model.trained()) (void)cost_model::SaveToDatabase(database, device_class, model);
+    }
+    progress(round, /*end_of_round=*/true);
+  }
+
+  result.total_measured = static_cast<int64_t>(measured.size());
+  absl::StatusOr<std::optional<db::Record>> best = database.Best(w.key, device_class);
+  if (!best.ok()) return best.status();
+  if (best->has_value()) {
+    const db::Record& b = **best;
+    result.has_best = true;
+    result.best_latency_us = b.median_us;
+    result.best_gflops = b.Gflops();
+    result.best_trace_json = b.trace_json;
+    result.best_candidate_id = b.candidate_id;
+    result.best_from_this_run = this_run.count(b.candidate_id) > 0;
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace lathe::tuner

@@ -1,0 +1,105 @@
+// \file
+// The embedded tuning loop (CONTRACT.md "lathe tune" without --tuner): one workload tuned on
+// this machine against a local SQLite database. Each round asks the evolutionary search for a
+// batch of candidates never measured before, measures them one by one in a sandboxed child
+// process, commits the round's records in one transaction, feeds them to the cost model and
+// saves the model. A run resumes where earlier runs stopped: traces already in the database
+// are never measured again, the best records seed the search, and the saved cost model
+// warm-starts the ranking.
+//
+// Thread-safety: Tune() is a blocking call; separate calls may run concurrently on different
+// databases (SQLite serializes writers on the same file).
+#ifndef LATHE_TUNER_TUNE_H_
+#define LATHE_TUNER_TUNE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tuner/search.h"
+
+namespace lathe::tuner {
+
+// The version string recorded with every measurement.
+inline constexpr char kLatheVersion[] = "0.1.0";
+
+// Where a run stands; passed to TuneOptions::on_progress after every measured candidate and
+// once more at the end of every round (end_of_round = true).
+struct TuneProgress {
+  int trials_done = 0;         // measured in this run
+  int trials_target = 0;       // requested for this run
+  int round = 0;               // 1-based round of the current batch
+  bool end_of_round = false;   // the round's records are committed
+  int errors = 0;              // failed candidates in this run
+  double best_gflops = 0;      // best so far, earlier runs included (0: none yet)
+  double best_latency_us = 0;  // its median latency
+  int64_t total_measured = 0;  // traces measured for the workload, earlier runs included
+  double elapsed_s = 0;        // since the run started
+  double eta_s = -1;           // estimated time left; < 0 when unknown
+};
+
+struct TuneOptions {
+  std::string workload;      // spec, e.g. "matmul:m=256,n=256,k=256"
+  int trials = 300;          // candidates to measure in this run
+  int batch = 64;            // candidates per round
+  std::string db_path;       // created (with its directory) when missing; required
+  std::string device_class;  // empty: codegen::HostDeviceClass()
+  uint64_t seed = 0;         // 0: seeded from the clock
+  SearchOptions search;
+  double min_repeat_ms = 100;  // per candidate; tests use a few ms
+  double timeout_s = 60;       // deadline of one candidate (build, check, timing)
+  // Seeds the search from at most this many of the best stored records.
+  int seed_records = 16;
+  // The measurement child binary; empty: found as worker::FindMeasureChild() says.
+  std::string measure_child;
+  std::function<void(const TuneProgress&)> on_progress;
+  // When set and true, the run stops after the candidate being measured (its round's
+  // measurements are committed) and returns with stopped_early. May be set from a signal
+  // handler.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct TuneResult {
+  std::string workload;      // canonical spec
+  std::string workload_key;  // its database key
+  std::string device_class;
+  int trials = 0;              // measured in this run
+  int64_t total_measured = 0;  // traces measured for the workload, earlier runs included
+  bool has_best = false;       // false when no ok record exists at all
+  double best_latency_us = 0;  // best ok record, earlier runs included
+  double best_gflops = 0;
+  std::string best_trace_json;
+  std::string best_candidate_id;
+  bool best_from_this_run = false;
+  // Failed candidates of this run, by error class name ("compile_error", ...).
+  std::map<std::string, int> errors;
+  // (trial index in this run, 1-based; best GFLOP/s so far, earlier runs included).
+  std::vector<std::pair<int, double>> curve;
+  std::string db_path;
+  bool stopped_early = false;    // the stop flag ended the run
+  bool space_exhausted = false;  // the search found no unmeasured candidate
+  double seconds = 0;            // wall time of the run
+};
+
+// Tunes `options.workload`. InvalidArgument for a malformed spec or bad options (trials or
+// batch < 1, empty db path); the database's status when it cannot be opened or written;
+// Unavailable when the measurement child cannot be started. Records committed before a
+// failure stay in the database. A run in which every candidate failed still succeeds
+// (has_best tells whether any ok record exists).
+absl::StatusOr<TuneResult> Tune(const TuneOptions& options);
+
+// The id under which a measurement is stored: "<workload key>:<hash of the program key>:<hash
+// of the device class>", where the program key is the search's CandidateKey (the trace JSON
+// without the sketch and decisions that produced it). Re-measuring the same program on the
+// same device class is therefore idempotent, and other device classes keep their own records.
+std::string CandidateId(const std::string& workload_key, const std::string& program_key,
+                        const std::string& device_class);
+
+}  // namespace lathe::tuner
+
+#endif  // LATHE_TUNER_TUNE_H_
