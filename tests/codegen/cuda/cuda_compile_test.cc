@@ -37,13 +37,14 @@ TEST_P(CudaCompileOpTest, DefaultScheduleCompilesToCubin) {
   }
 }
 
-TEST_P(CudaCompileOpTest, RandomSchedulesCompileToCubin) {
-  SKIP_WITHOUT_NVRTC();
-  auto w = ir::MakeWorkload(GetParam());
+// Generates `count` random schedules of `spec` that fit the default launch limits, compiles
+// them together for sm_80 and sm_90, and checks every one generates and compiles.
+void CompileRandomSchedules(const std::string& spec, int count) {
+  auto w = ir::MakeWorkload(spec);
   ASSERT_TRUE(w.ok()) << w.status();
   std::string kernels;
   int valid = 0, rejected = 0;
-  for (uint64_t seed = 0; valid < 50 && seed < 400; ++seed) {
+  for (uint64_t seed = 0; valid < count && seed < 400; ++seed) {
     auto sch = RandomGpuSchedule(*w, seed);
     ASSERT_TRUE(sch.ok()) << sch.status();
     auto src = BuildCudaSource(*sch, "s" + std::to_string(seed));
@@ -55,13 +56,29 @@ TEST_P(CudaCompileOpTest, RandomSchedulesCompileToCubin) {
     kernels += src->kernels;
     ++valid;
   }
-  EXPECT_EQ(valid, 50) << rejected << " schedules over the launch limits";
+  EXPECT_EQ(valid, count) << rejected << " schedules over the launch limits";
   std::string source = CudaPrelude() + kernels;
   for (const char* arch : {"sm_80", "sm_90"}) {
     auto cubin = CompileToCubin(source, arch);
     ASSERT_TRUE(cubin.ok()) << arch << ": " << cubin.status().message().substr(0, 4000);
   }
 }
+
+TEST_P(CudaCompileOpTest, RandomSchedulesCompileToCubin) {
+  SKIP_WITHOUT_NVRTC();
+  CompileRandomSchedules(GetParam(), 10);
+}
+
+// The long variant (label e2e): 50 random schedules per workload.
+class E2eCudaCompileOpTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(E2eCudaCompileOpTest, FiftyRandomSchedulesCompileToCubin) {
+  SKIP_WITHOUT_NVRTC();
+  CompileRandomSchedules(GetParam(), 50);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, E2eCudaCompileOpTest, ::testing::ValuesIn(testing::CudaTestOps()),
+                         [](const auto& info) { return testing::OpTestName(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaCompileOpTest, ::testing::ValuesIn(testing::CudaTestOps()),
                          [](const auto& info) { return testing::OpTestName(info.param); });
