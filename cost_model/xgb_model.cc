@@ -91,6 +91,17 @@ double ParseEval(const char* text) {
 
 constexpr char kMagic[] = "lathe-xgb";
 
+// FNV-1a 64 of the model body: XGBoost's UBJSON reader may read past the end of a truncated
+// buffer, so damaged bytes must be caught before they reach it.
+uint64_t Checksum(const char* data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 }  // namespace
 
 struct CostModel::Impl {
@@ -304,7 +315,8 @@ absl::StatusOr<std::string> CostModel::Save() const {
   LATHE_XGB(XGBoosterSaveModelToBuffer(impl_->booster.get(), R"({"format": "ubj"})", &len, &buf),
             "save model");
   std::string out =
-      absl::StrCat(kMagic, " ", kFeatureVersion, " ", kNumFeatures, " ", impl_->trained_on, "\n");
+      absl::StrCat(kMagic, " ", kFeatureVersion, " ", kNumFeatures, " ", impl_->trained_on, " ",
+                   len, " ", absl::Hex(Checksum(buf, len)), "\n");
   out.append(buf, len);
   return out;
 }
@@ -316,8 +328,10 @@ absl::StatusOr<CostModel> CostModel::Load(const std::string& bytes, CostModelOpt
                                : absl::StrSplit(bytes.substr(0, std::min<size_t>(eol, 200)), ' ');
   int version = 0, width = 0;
   int64_t trained_on = 0;
-  if (header.size() != 4 || header[0] != kMagic || !absl::SimpleAtoi(header[1], &version) ||
-      !absl::SimpleAtoi(header[2], &width) || !absl::SimpleAtoi(header[3], &trained_on)) {
+  uint64_t body_size = 0, checksum = 0;
+  if (header.size() != 6 || header[0] != kMagic || !absl::SimpleAtoi(header[1], &version) ||
+      !absl::SimpleAtoi(header[2], &width) || !absl::SimpleAtoi(header[3], &trained_on) ||
+      !absl::SimpleAtoi(header[4], &body_size) || !absl::SimpleHexAtoi(header[5], &checksum)) {
     return absl::InvalidArgumentError("cost model bytes: not a lathe xgboost model (bad header)");
   }
   if (version != kFeatureVersion || width != kNumFeatures) {
@@ -325,9 +339,17 @@ absl::StatusOr<CostModel> CostModel::Load(const std::string& bytes, CostModelOpt
         "cost model bytes: feature layout version ", version, " with ", width,
         " features; this build uses version ", kFeatureVersion, " with ", kNumFeatures));
   }
+  const size_t body = eol + 1;
+  if (bytes.size() - body != body_size) {
+    return absl::InvalidArgumentError(absl::StrCat("cost model bytes: the model holds ",
+                                                   bytes.size() - body, " bytes; its header says ",
+                                                   body_size, " (truncated?)"));
+  }
+  if (Checksum(bytes.data() + body, bytes.size() - body) != checksum) {
+    return absl::InvalidArgumentError("cost model bytes: checksum mismatch (corrupt model)");
+  }
   absl::StatusOr<Booster> b = NewBooster({});
   if (!b.ok()) return b.status();
-  const size_t body = eol + 1;
   if (absl::Status st =
           XgbStatus(XGBoosterLoadModelFromBuffer(b->get(), bytes.data() + body,
                                                  static_cast<bst_ulong>(bytes.size() - body)),

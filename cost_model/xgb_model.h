@@ -76,11 +76,13 @@ class CostModel {
   // wrong width.
   absl::StatusOr<std::vector<float>> Predict(const std::vector<FeatureMatrix>& programs) const;
 
-  // The trained model as bytes (XGBoost UBJSON with a small lathe header that records the
-  // feature layout version). FailedPrecondition when not trained.
+  // The trained model as bytes (XGBoost UBJSON after a one-line lathe header recording the
+  // feature layout version, the body's size and an FNV-1a checksum). FailedPrecondition when
+  // not trained.
   absl::StatusOr<std::string> Save() const;
   // A model from Save()'s bytes. InvalidArgument for bytes that are not such a model (wrong
-  // header, other feature version, corrupt XGBoost data); never crashes.
+  // header, other feature version, truncated or damaged body, XGBoost data it rejects);
+  // damaged bytes are caught by the checksum before XGBoost parses them.
   static absl::StatusOr<CostModel> Load(const std::string& bytes, CostModelOptions options = {});
 
   bool trained() const;

@@ -1,6 +1,7 @@
 // Tests of the XGBoost cost model: learning a known function, ranking held-out programs,
 // persistence (bytes and database), error handling.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -145,23 +146,39 @@ TEST(CostModelTest, CorruptBytesGiveAnErrorNotACrash) {
   auto bytes = model.Save();
   ASSERT_TRUE(bytes.ok());
   const size_t body = bytes->find('\n') + 1;
+  const std::string model_body = bytes->substr(body);
+  // A header that matches `b` (size and checksum), so that XGBoost itself sees the body.
+  auto with_header = [](const std::string& b) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (char c : b) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 0x100000001b3ull;
+    }
+    char hex[32];
+    std::snprintf(hex, sizeof(hex), "%llx", static_cast<unsigned long long>(h));
+    return "lathe-xgb 1 164 5 " + std::to_string(b.size()) + " " + hex + "\n" + b;
+  };
+  std::string flipped = *bytes;
+  flipped[body + model_body.size() / 2] ^= 0x5a;
   std::vector<std::string> bad = {
       "",
       "garbage",
-      "lathe-xgb 1 164 5\n",
-      "lathe-xgb 999 164 5\n" + bytes->substr(body),
-      "lathe-xgb 1 12 5\n" + bytes->substr(body),
-      bytes->substr(0, body) + "{not a model",
-      bytes->substr(0, body + (bytes->size() - body) / 2),
-      bytes->substr(0, body) + std::string(1000, '\xff'),
+      "lathe-xgb 1 164 5 0 0\n",
+      "lathe-xgb 999 164 5 0 0\n" + model_body,
+      "lathe-xgb 1 12 5 0 0\n" + model_body,
+      bytes->substr(0, body + model_body.size() / 2),  // truncated
+      flipped,
+      with_header("{not a model"),
+      with_header(std::string(1000, '\xff')),
+      with_header(model_body.substr(0, model_body.size() / 2)),
   };
   for (const std::string& b : bad) {
     auto m = CostModel::Load(b);
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << b.substr(0, 40);
     EXPECT_NE(m.status().message().find("cost model bytes"), std::string::npos) << m.status();
   }
-  // XGBoost's own message comes through for a corrupt body.
-  auto m = CostModel::Load(bytes->substr(0, body) + "{not a model");
+  // XGBoost's own message comes through for a body it rejects.
+  auto m = CostModel::Load(with_header("{not a model"));
   EXPECT_NE(m.status().message().find("xgboost"), std::string::npos) << m.status();
 }
 
