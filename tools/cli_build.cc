@@ -16,6 +16,11 @@
 #include "ir/workload.h"
 #include "tools/cli_db.h"
 
+#ifdef LATHE_HAVE_CUDA_BACKEND
+#include "codegen/cuda/cuda_build.h"
+#include "codegen/cuda/gpu_schedule.h"
+#endif
+
 namespace lathe::tools {
 
 namespace {
@@ -48,13 +53,30 @@ int RunBuild(const BuildOptions& o) {
       o.emit != "ptx") {
     return Fail(2, "unknown --emit '" + o.emit + "' (expected so, obj, llvm, cuda or ptx)");
   }
-  if (o.target != "cpu") {
-    return Fail(
-        1, "target '" + o.target +
-               "' is not supported by this build (cpu only; the cuda backend is not built yet)");
+  bool cuda = o.target.rfind("cuda", 0) == 0;
+  if (!cuda && o.target != "cpu") {
+    return Fail(2,
+                "unknown --target '" + o.target + "' (expected cpu, cuda, cuda:N or cuda:sm_XX)");
   }
-  if (o.emit == "cuda" || o.emit == "ptx") {
-    return Fail(2, "--emit " + o.emit + " needs a cuda target");
+  bool gpu_emit = o.emit == "cuda" || o.emit == "ptx";
+  if (cuda && !gpu_emit) {
+    return Fail(2, "--target " + o.target + " builds --emit cuda or --emit ptx, not " + o.emit);
+  }
+  if (!cuda && gpu_emit) return Fail(2, "--emit " + o.emit + " needs a cuda target");
+  std::string arch;
+  if (cuda) {
+#ifdef LATHE_HAVE_CUDA_BACKEND
+    auto a = codegen::cuda::ArchOfTarget(o.target);
+    if (!a.ok()) return Fail(2, std::string(a.status().message()));
+    arch = *a;
+    if (o.trace_file.empty() && o.schedule.empty()) {
+      return Fail(2,
+                  "a cuda build needs --schedule default or --trace FILE (the database holds "
+                  "no gpu records yet)");
+    }
+#else
+    return Fail(1, "this build has no cuda backend (configure with -DLATHE_BUILD_CUDA=ON)");
+#endif
   }
   std::string name = o.name.empty() ? "lathe_" + w->spec.op + "_" + w->key : o.name;
   if (!ValidSymbol(name)) return Fail(2, "--name '" + name + "' is not a valid C identifier");
@@ -92,8 +114,23 @@ int RunBuild(const BuildOptions& o) {
     fmt::print(stderr, "lathe build: using the best record ({:.1f} us, measured by {})\n",
                r->record->median_us, r->record->worker);
   }
-  auto sch = ir::ApplyTrace(*w, trace);
+  absl::StatusOr<ir::Schedule> sch = ir::ApplyTrace(*w, trace);
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  if (cuda && o.schedule == "default") sch = codegen::cuda::DefaultGpuSchedule(*w);
+#endif
   if (!sch.ok()) return Fail(1, "invalid schedule: " + std::string(sch.status().message()));
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  if (cuda) {
+    auto text = o.emit == "cuda" ? codegen::cuda::BuildCudaText(*sch, name)
+                                 : codegen::cuda::BuildPtx(*sch, name, arch);
+    if (!text.ok()) return Fail(1, "invalid schedule: " + std::string(text.status().message()));
+    std::ofstream out(o.out, std::ios::trunc | std::ios::binary);
+    out << *text;
+    if (!out) return Fail(1, "cannot write " + o.out);
+    fmt::print("{}: {} ({}, {}) for {}\n", o.out, name, o.emit, arch, w->canonical);
+    return 0;
+  }
+#endif
   auto f = codegen::Lower(*sch, name);
   if (!f.ok()) return Fail(1, "invalid schedule: " + std::string(f.status().message()));
   absl::Status st;

@@ -111,3 +111,36 @@ TEST_F(CliTest, BuildFromAnEmptyDatabaseExitsThree) {
 }
 
 }  // namespace
+
+namespace {
+
+#ifdef LATHE_HAVE_CUDA_BACKEND
+TEST_F(CliTest, CudaBuildsWithoutAGpu) {
+  Result r = Lathe(
+      "build --workload matmul:m=64,n=64,k=64 --target cuda:sm_80 --emit ptx "
+      "--schedule default --out " +
+      dir_ + "/mm.ptx");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(dir_ + "/mm.ptx");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(".target sm_80"), std::string::npos) << text.substr(0, 400);
+  r = Lathe(
+      "build --workload softmax:m=8,n=40 --target cuda:sm_90 --emit cuda --schedule default "
+      "--out " +
+      dir_ + "/sm.cu");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream cu(dir_ + "/sm.cu");
+  std::string src((std::istreambuf_iterator<char>(cu)), std::istreambuf_iterator<char>());
+  EXPECT_NE(src.find("__global__"), std::string::npos);
+  r = Lathe(
+      "build --workload matmul:m=8,n=8,k=8 --target cuda:sm_80 --emit so --schedule default "
+      "--out " +
+      dir_ + "/x.so");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = Lathe("build --workload matmul:m=8,n=8,k=8 --target tpu --schedule default --out " + dir_ +
+            "/x.so");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+#endif
+
+}  // namespace
