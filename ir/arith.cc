@@ -397,9 +397,65 @@ bool CanProve(const Expr& cond, const RangeMap& ranges) {
   return false;
 }
 
-Expr Simplify(const Expr& e, const RangeMap& ranges) {
-  return Rewrite(e, [&](const Expr& x) { return SimplifyNode(x, ranges); });
+namespace {
+
+Expr SimplifyImpl(const Expr& e, const RangeMap& ranges);
+
+bool IsLinearKind(const Expr& e) {
+  return IsScalarInt(e) &&
+         (e->kind == ExprKind::kAdd || e->kind == ExprKind::kSub || e->kind == ExprKind::kMul);
 }
+
+// The linear form of `e` with every non-linear atom simplified: one pass over an additive
+// tree instead of re-canonicalising it at each of its nodes.
+Linear ToLinearSimplified(const Expr& e, const RangeMap& ranges) {
+  Linear l;
+  switch (e->kind) {
+    case ExprKind::kIntImm:
+      l.c = e->int_value;
+      return l;
+    case ExprKind::kAdd:
+    case ExprKind::kSub:
+      l = ToLinearSimplified(e->operands[0], ranges);
+      l.Merge(ToLinearSimplified(e->operands[1], ranges), e->kind == ExprKind::kAdd ? 1 : -1);
+      return l;
+    case ExprKind::kMul: {
+      Linear a = ToLinearSimplified(e->operands[0], ranges);
+      Linear b = ToLinearSimplified(e->operands[1], ranges);
+      if (b.is_const()) {
+        l.Merge(a, b.c);
+      } else if (a.is_const()) {
+        l.Merge(b, a.c);
+      } else {
+        l.AddTerm(Mul(FromLinear(a), FromLinear(b)), 1);
+      }
+      return l;
+    }
+    default: {
+      Expr s = SimplifyImpl(e, ranges);
+      if (IsLinearKind(s)) return ToLinear(s);
+      if (s->kind == ExprKind::kIntImm) {
+        l.c = s->int_value;
+        return l;
+      }
+      l.AddTerm(s, 1);
+      return l;
+    }
+  }
+}
+
+Expr SimplifyImpl(const Expr& e, const RangeMap& ranges) {
+  if (IsLinearKind(e)) return FromLinear(ToLinearSimplified(e, ranges));
+  if (e->operands.empty()) return SimplifyNode(e, ranges);
+  std::vector<Expr> ops;
+  ops.reserve(e->operands.size());
+  for (const Expr& o : e->operands) ops.push_back(SimplifyImpl(o, ranges));
+  return SimplifyNode(WithOperands(e, std::move(ops)), ranges);
+}
+
+}  // namespace
+
+Expr Simplify(const Expr& e, const RangeMap& ranges) { return SimplifyImpl(e, ranges); }
 
 namespace {
 

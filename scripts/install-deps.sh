@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
   libopenblas-dev libdnnl-dev
+  libgoogle-perftools-dev
 )
 
 missing=()

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -21,30 +23,78 @@ struct Scored {
   float score = 0;
 };
 
-// Lowers and extracts features of every candidate, on all cores. Candidates that fail get
-// no features (ok[i] == false).
-void Featurize(const std::vector<Candidate>& cands, const SearchSpace& space,
-               std::vector<cost_model::FeatureMatrix>* feats, std::vector<char>* ok) {
-  feats->assign(cands.size(), {});
-  ok->assign(cands.size(), 0);
+// Runs fn(i) for i in [0, n) on every core.
+void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
   unsigned nthreads = std::max(1u, std::thread::hardware_concurrency());
   auto work = [&](size_t begin) {
-    for (size_t i = begin; i < cands.size(); i += nthreads) {
-      auto sch = space.Apply(cands[i]);
-      if (!sch.ok()) continue;
-      auto f = codegen::Lower(*sch, "candidate");
-      if (!f.ok()) continue;
-      auto m = cost_model::ExtractFeatures(*f);
-      if (!m.ok()) continue;
-      (*feats)[i] = std::move(*m);
-      (*ok)[i] = 1;
-    }
+    for (size_t i = begin; i < n; i += nthreads) fn(i);
   };
   std::vector<std::thread> threads;
-  for (unsigned t = 1; t < nthreads; ++t) threads.emplace_back(work, t);
+  for (unsigned t = 1; t < nthreads && t < n; ++t) threads.emplace_back(work, t);
   work(0);
   for (auto& t : threads) t.join();
 }
+
+// Features of a candidate's lowered program, memoised by decisions: evolved populations
+// repeat themselves.
+class FeatureCache {
+ public:
+  explicit FeatureCache(const SearchSpace& space) : space_(space) {}
+
+  // Fills feats/ok for `cands` (ok[i] == 0 when the candidate does not lower).
+  void Featurize(const std::vector<Candidate>& cands, std::vector<cost_model::FeatureMatrix>* feats,
+                 std::vector<char>* ok) {
+    feats->assign(cands.size(), {});
+    ok->assign(cands.size(), 0);
+    std::vector<size_t> todo;
+    std::map<std::vector<int64_t>, size_t> first;  // decisions -> index computed this call
+    std::vector<size_t> alias(cands.size(), SIZE_MAX);
+    for (size_t i = 0; i < cands.size(); ++i) {
+      auto it = cache_.find(cands[i].decisions);
+      if (it != cache_.end()) {
+        (*ok)[i] = it->second.has_value();
+        if (it->second) (*feats)[i] = *it->second;
+        continue;
+      }
+      auto [f, fresh] = first.emplace(cands[i].decisions, i);
+      if (fresh) {
+        todo.push_back(i);
+      } else {
+        alias[i] = f->second;
+      }
+    }
+    ParallelFor(todo.size(), [&](size_t t) {
+      size_t i = todo[t];
+      const Candidate& c = cands[i];
+      absl::StatusOr<ir::Schedule> applied = absl::UnknownError("");
+      const ir::Schedule* sch = c.schedule.get();
+      if (!sch) {
+        applied = space_.Apply(c);
+        if (!applied.ok()) return;
+        sch = &*applied;
+      }
+      auto f = codegen::Lower(*sch, "candidate");
+      if (!f.ok()) return;
+      auto m = cost_model::ExtractFeatures(*f);
+      if (!m.ok()) return;
+      (*feats)[i] = std::move(*m);
+      (*ok)[i] = 1;
+    });
+    for (size_t i : todo) {
+      cache_[cands[i].decisions] =
+          (*ok)[i] ? std::optional<cost_model::FeatureMatrix>((*feats)[i]) : std::nullopt;
+    }
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (alias[i] == SIZE_MAX) continue;
+      (*ok)[i] = (*ok)[alias[i]];
+      (*feats)[i] = (*feats)[alias[i]];
+    }
+  }
+
+ private:
+  const SearchSpace& space_;
+  std::map<std::vector<int64_t>, std::optional<cost_model::FeatureMatrix>> cache_;
+};
 
 }  // namespace
 
@@ -93,34 +143,62 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
 
   // Initial population: the seeds and random samples.
   std::vector<Candidate> pop(seeds.begin(), seeds.end());
-  while (static_cast<int>(pop.size()) < options.population) {
-    auto c = space.Sample(rng);
-    if (!c.ok()) {
+  size_t fresh = options.population > static_cast<int>(pop.size())
+                     ? static_cast<size_t>(options.population) - pop.size()
+                     : 0;
+  std::vector<uint64_t> sample_seed(fresh);
+  for (uint64_t& x : sample_seed) x = rng();
+  std::vector<std::optional<Candidate>> sampled(fresh);
+  ParallelFor(fresh, [&](size_t i) {
+    std::mt19937_64 local(sample_seed[i]);
+    auto c = space.Sample(local);
+    if (c.ok()) sampled[i] = std::move(*c);
+  });
+  for (auto& c : sampled) {
+    if (c) {
+      pop.push_back(std::move(*c));
+    } else {
       ++st.invalid;
-      if (st.invalid > options.population) break;
-      continue;
     }
-    pop.push_back(std::move(*c));
   }
-  std::unordered_map<std::string, Scored> best;  // every unmeasured candidate seen, by key
+  std::map<std::vector<int64_t>, Scored> best;  // every unmeasured candidate seen
+  std::map<std::vector<int64_t>, bool> is_measured;
+  auto measured_already = [&](const Candidate& c) {
+    auto it = is_measured.find(c.decisions);
+    if (it != is_measured.end()) return it->second;
+    bool m = measured.count(CandidateKey(c)) > 0;
+    is_measured.emplace(c.decisions, m);
+    return m;
+  };
+  FeatureCache cache(space);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int gen = 0; gen <= options.generations && !pop.empty(); ++gen) {
     std::vector<cost_model::FeatureMatrix> feats;
     std::vector<char> ok;
-    Featurize(pop, space, &feats, &ok);
-    auto scores = model.Predict(feats);
-    if (!scores.ok()) return scores.status();
+    cache.Featurize(pop, &feats, &ok);
+    // Predict() is thread-safe: score halves of the population on separate cores.
+    absl::StatusOr<std::vector<float>> scores;
+    {
+      size_t half = feats.size() / 2;
+      std::vector<cost_model::FeatureMatrix> tail(std::make_move_iterator(feats.begin() + half),
+                                                  std::make_move_iterator(feats.end()));
+      feats.resize(half);
+      absl::StatusOr<std::vector<float>> tail_scores;
+      std::thread t([&] { tail_scores = model.Predict(tail); });
+      scores = model.Predict(feats);
+      t.join();
+      if (!scores.ok()) return scores.status();
+      if (!tail_scores.ok()) return tail_scores.status();
+      scores->insert(scores->end(), tail_scores->begin(), tail_scores->end());
+    }
     st.scored += static_cast<int>(pop.size());
     std::vector<double> fitness(pop.size());
     for (size_t i = 0; i < pop.size(); ++i) {
       float s = ok[i] ? (*scores)[i] : -1e9f;
       if (!ok[i]) ++st.invalid;
       fitness[i] = ok[i] ? std::max(1e-6, static_cast<double>(s)) : 0;
-      if (!ok[i]) continue;
-      std::string k = CandidateKey(pop[i]);
-      if (measured.count(k)) continue;
-      auto it = best.find(k);
-      if (it == best.end()) best.emplace(k, Scored{pop[i], k, s});
+      if (!ok[i] || best.count(pop[i].decisions) || measured_already(pop[i])) continue;
+      best.emplace(pop[i].decisions, Scored{pop[i], "", s});
     }
     if (gen == options.generations) break;
     // Next generation: parents drawn in proportion to their scores, mutated with
@@ -128,28 +206,39 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     std::discrete_distribution<size_t> pick(fitness.begin(), fitness.end());
     bool any = std::any_of(fitness.begin(), fitness.end(), [](double f) { return f > 0; });
     if (!any) break;
-    std::vector<Candidate> next;
-    next.reserve(pop.size());
+    // Parents and seeds are drawn here, in order, so the round is deterministic; the
+    // mutations (each replays a schedule) run on every core.
+    std::vector<size_t> parent(pop.size());
+    std::vector<uint64_t> seed(pop.size());
+    std::vector<char> mutate(pop.size());
     for (size_t i = 0; i < pop.size(); ++i) {
-      const Candidate& parent = pop[pick(rng)];
-      if (unit(rng) < options.mutation_prob) {
-        auto m = space.Mutate(parent, rng);
-        if (m.ok()) {
-          next.push_back(std::move(*m));
-          continue;
-        }
-        ++st.invalid;
-      }
-      next.push_back(parent);
+      parent[i] = pick(rng);
+      mutate[i] = unit(rng) < options.mutation_prob;
+      seed[i] = rng();
     }
+    std::vector<Candidate> next(pop.size());
+    std::vector<char> failed(pop.size(), 0);
+    ParallelFor(pop.size(), [&](size_t i) {
+      const Candidate& p = pop[parent[i]];
+      if (mutate[i]) {
+        std::mt19937_64 local(seed[i]);
+        auto m = space.Mutate(p, local);
+        if (m.ok()) {
+          next[i] = std::move(*m);
+          return;
+        }
+        failed[i] = 1;
+      }
+      next[i] = p;
+    });
+    for (char f : failed) st.invalid += f;
     pop = std::move(next);
   }
   std::vector<Scored> ranked;
   ranked.reserve(best.size());
   for (auto& [k, s] : best) ranked.push_back(std::move(s));
-  std::sort(ranked.begin(), ranked.end(), [](const Scored& a, const Scored& b) {
-    return a.score != b.score ? a.score > b.score : a.key < b.key;
-  });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Scored& a, const Scored& b) { return a.score > b.score; });
   int greedy = batch - static_cast<int>(batch * options.eps_greedy + 0.5);
   for (const Scored& s : ranked) {
     if (static_cast<int>(out.size()) >= greedy) break;

@@ -77,6 +77,7 @@ class CpuSpace : public SearchSpace {
     auto s = Apply(c);
     if (!s.ok()) return s.status();
     c.trace = s->trace();
+    c.schedule = std::make_shared<const Schedule>(std::move(*s));
     c.trace.sketch = c.sketch;
     c.trace.decisions = c.decisions;
     return c;

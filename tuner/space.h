@@ -35,7 +35,10 @@ CpuTarget HostCpuTarget();
 struct Candidate {
   int sketch = 0;
   std::vector<int64_t> decisions;
-  ir::Trace trace;  // filled by Apply / Sample / Mutate
+  ir::Trace trace;  // filled by Sample / Mutate / FromTrace
+  // The applied schedule, kept by Sample / Mutate / FromTrace so that the search lowers it
+  // without replaying the trace again; may be null (then Apply it).
+  std::shared_ptr<const ir::Schedule> schedule;
 };
 
 class SearchSpace {
