@@ -205,7 +205,8 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     best_latency_us = (*b)->median_us;
   }
 
-  cost_model::CostModel model = InitialModel(database, w, device_class);
+  cost_model::CostModel model =
+      options.use_cost_model ? InitialModel(database, w, device_class) : cost_model::CostModel();
 
   worker::MeasurerOptions mopts;
   mopts.child_path = options.measure_child;
@@ -336,7 +337,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
       result.space_exhausted = true;
       break;
     }
-    if (!programs.empty()) {
+    if (options.use_cost_model && !programs.empty()) {
       std::vector<std::string> keys(programs.size(), w.key);
       // A failed retraining keeps the previous model; tuning goes on with it.
       (void)model.Update(programs, throughputs, keys);

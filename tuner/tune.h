@@ -51,6 +51,9 @@ struct TuneOptions {
   std::string device_class;  // empty: codegen::HostDeviceClass()
   uint64_t seed = 0;         // 0: seeded from the clock
   SearchOptions search;
+  // False: every round is random sampling (no model is loaded, trained or saved); the
+  // baseline against which benchmarks measure what the cost model buys.
+  bool use_cost_model = true;
   double min_repeat_ms = 100;  // per candidate; tests use a few ms
   double timeout_s = 60;       // deadline of one candidate (build, check, timing)
   // Seeds the search from at most this many of the best stored records.

@@ -141,6 +141,25 @@ TEST_F(TuneTest, MeasuresDistinctTracesAndResumesWithoutRepeating) {
   EXPECT_TRUE(blob->has_value());
 }
 
+TEST_F(TuneTest, WithoutCostModelEveryRoundSamplesAtRandomAndSavesNoModel) {
+  TuneOptions o = Options(24, 3);
+  o.use_cost_model = false;
+  absl::StatusOr<TuneResult> r = Tune(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->trials, 24);
+  ASSERT_EQ(r->curve.size(), 24u);
+  std::set<std::string> traces;
+  for (const db::Record& rec : Records()) traces.insert(ProgramKey(rec.trace_json));
+  EXPECT_EQ(traces.size(), 24u) << "a trace was measured twice";
+
+  // No model was trained or saved, although there were enough ok records for one.
+  auto database = db::Database::Open(db_path_);
+  ASSERT_TRUE(database.ok());
+  auto blob = (*database)->GetCostModel(r->device_class);
+  ASSERT_TRUE(blob.ok());
+  EXPECT_FALSE(blob->has_value());
+}
+
 TEST_F(TuneTest, StopFlagEndsTheRunAndKeepsWhatWasMeasured) {
   std::atomic<bool> stop{false};
   TuneOptions o = Options(40, 7);

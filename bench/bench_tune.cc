@@ -1,0 +1,569 @@
+// \file
+// The tuner against the libraries, measured side by side in one run: lathe's embedded tuning
+// loop (tuner/tune.h, each run on a fresh temporary database) on GEMMs, a BERT FFN matmul with
+// bias and relu, and ResNet-style convolutions, next to the best of OpenBLAS / oneDNN sgemm
+// (matmuls; plain sgemm, no epilogue) or oneDNN's direct convolution in its blocked layout
+// (convs). Then: search efficiency (best-so-far with the cost model against random search,
+// same budget and seed), the cost model's ranking quality on held-out records of these runs,
+// the search's time per round and the model's retraining time.
+//
+// Usage: bench_tune [--quick] [--only NAME[,NAME...]] [--trials N] [--sections LIST]
+//                   [--seed N] [--keep-db]
+//   --quick      64 trials per workload (a smoke run)
+//   --only       workloads by name (see the table), e.g. --only gemm512,conv128
+//   --trials N   trials per workload (overrides the defaults and --quick)
+//   --sections   comma list of tune,efficiency,model,overhead (default: all)
+// Progress goes to stderr, the figures to stdout.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "bench/conv_baselines.h"
+#include "bench/gemm_baselines.h"
+#include "codegen/cpu_kernel.h"
+#include "cost_model/database_io.h"
+#include "cost_model/features.h"
+#include "cost_model/xgb_model.h"
+#include "db/database.h"
+#include "db/record.h"
+#include "ir/check.h"
+#include "ir/reference.h"
+#include "ir/trace.h"
+#include "ir/workload.h"
+#include "tuner/search.h"
+#include "tuner/space.h"
+#include "tuner/tune.h"
+
+namespace lathe::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
+
+struct Workload {
+  const char* name;
+  const char* spec;
+  int trials;     // default budget
+  double target;  // the target ratio (tuned / library throughput); 0: none
+};
+
+const std::vector<Workload>& Workloads() {
+  static const std::vector<Workload> w = {
+      {"gemm1024", "matmul:m=1024,n=1024,k=1024", 1000, 1.0},
+      {"gemm512", "matmul:m=512,n=512,k=512", 300, 0.85},
+      {"bert_ffn", "matmul:m=128,n=768,k=3072,epilogue=bias_relu", 300, 0.80},
+      {"conv64", "conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1", 300, 0},
+      {"conv128", "conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", 300, 0.5},
+      {"conv1x1", "conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1", 300, 0},
+      {"dwconv", "conv2d:n=1,c=32,h=112,w=112,k=32,r=3,s=3,pad=1,groups=32", 300, 0},
+  };
+  return w;
+}
+
+struct Flags {
+  bool quick = false;
+  int trials = 0;  // 0: defaults
+  std::set<std::string> only;
+  std::set<std::string> sections = {"tune", "efficiency", "model", "overhead"};
+  uint64_t seed = 1000;
+  bool keep_db = false;
+};
+
+struct Library {
+  std::string name;
+  double median_s = 0;
+  double gflops = 0;
+  std::string note;
+};
+
+// A finished tuning run and what the later sections need of it.
+struct Run {
+  std::string name, spec, db_path;
+  bool random = false;
+  tuner::TuneResult result;
+  double retimed_s = 0;  // the best record re-timed in this process (0: not re-timed)
+};
+
+// The best library figure for a workload, measured now.
+std::optional<Library> MeasureLibrary(const ir::Workload& w) {
+  Library best;
+  auto keep = [&](const std::string& name, double s, double gflops, const std::string& note) {
+    if (best.median_s == 0 || s < best.median_s) best = {name, s, gflops, note};
+  };
+  if (w.spec.op == "matmul") {
+    const int64_t m = w.spec.Int("m"), n = w.spec.Int("n"), k = w.spec.Int("k");
+    // Throughput on the workload's flops (with an epilogue, the library does less work).
+    if (auto r = OpenBlasSgemm(m, n, k); r.ok()) {
+      keep("openblas", r->median_s, w.flops / r->median_s * 1e-9, "");
+    } else {
+      std::fprintf(stderr, "openblas: %s\n", r.status().ToString().c_str());
+    }
+    if (auto r = OnednnSgemm(m, n, k); r.ok()) {
+      keep("onednn-sgemm", r->median_s, w.flops / r->median_s * 1e-9, "");
+    } else {
+      std::fprintf(stderr, "onednn sgemm: %s\n", r.status().ToString().c_str());
+    }
+    if (w.spec.Str("epilogue") != "none") best.note = "plain sgemm, no epilogue";
+  } else if (w.spec.op == "conv2d") {
+    auto r = OnednnConv(w.canonical);
+    if (!r.ok()) {
+      std::fprintf(stderr, "onednn conv: %s\n", r.status().ToString().c_str());
+      return std::nullopt;
+    }
+    keep("onednn-conv", r->median_s, r->gflops,
+         r->impl + " " + r->src_layout + ", oneDNN " + r->runtime);
+  }
+  if (best.median_s == 0) return std::nullopt;
+  return best;
+}
+
+// Re-times a stored trace in this process (JIT, checked once, median over >= 0.5 s).
+double RetimeTrace(const ir::Workload& w, const std::string& trace_json) {
+  auto f = cost_model::LowerTraceJson(trace_json);
+  if (!f.ok()) return 0;
+  auto k = codegen::JitCompile(*f);
+  if (!k.ok()) return 0;
+  auto args = ir::AllocateArgs(w);
+  ir::FillRandomInputs(args, 7);
+  auto ref = args;
+  if (!ir::ComputeReference(w, ref).ok()) return 0;
+  std::vector<void*> ptrs;
+  for (auto& a : args) ptrs.push_back(a.data());
+  const int n = static_cast<int>(ptrs.size());
+  (*k)->Run(ptrs.data(), n);
+  if (absl::Status st = ir::CheckOutput(args.back(), ref.back(), w.output()->shape); !st.ok()) {
+    std::fprintf(stderr, "re-timed best is wrong: %s\n", st.ToString().c_str());
+    return 0;
+  }
+  return Median(TimeRepeats([&] { (*k)->Run(ptrs.data(), n); }, 0.5));
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/lathe_bench_tune_XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    std::perror("mkdtemp");
+    std::exit(1);
+  }
+  return tmpl;
+}
+
+std::optional<Run> TuneOnce(const std::string& dir, const std::string& name,
+                            const std::string& spec, int trials, uint64_t seed, bool random) {
+  tuner::TuneOptions o;
+  o.workload = spec;
+  o.trials = trials;
+  o.db_path = dir + "/" + name + (random ? "-random" : "") + ".db";
+  o.seed = seed;
+  o.use_cost_model = !random;
+  o.measure_child = LATHE_MEASURE_BIN;
+  o.on_progress = [&](const tuner::TuneProgress& p) {
+    if (!p.end_of_round) return;
+    std::fprintf(stderr, "  %s%s round %d: %d/%d trials, best %.1f GFLOP/s, %d errors, %.0f s\n",
+                 name.c_str(), random ? " (random)" : "", p.round, p.trials_done, p.trials_target,
+                 p.best_gflops, p.errors, p.elapsed_s);
+  };
+  absl::StatusOr<tuner::TuneResult> r = tuner::Tune(o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "tune %s: %s\n", spec.c_str(), r.status().ToString().c_str());
+    return std::nullopt;
+  }
+  Run run;
+  run.name = name;
+  run.spec = spec;
+  run.db_path = o.db_path;
+  run.random = random;
+  run.result = std::move(*r);
+  return run;
+}
+
+// First trial at which the best-so-far reached `fraction` of `reference` (-1: never).
+int TrialsTo(const std::vector<std::pair<int, double>>& curve, double reference, double fraction) {
+  for (const auto& [trial, best] : curve) {
+    if (best >= fraction * reference) return trial;
+  }
+  return -1;
+}
+
+double BestAt(const std::vector<std::pair<int, double>>& curve, int trial) {
+  double best = 0;
+  for (const auto& [t, b] : curve) {
+    if (t <= trial) best = b;
+  }
+  return best;
+}
+
+// Every record of a run's database, featurized: (features, GFLOP/s or 0 when failed).
+struct Program {
+  std::string workload_key;
+  cost_model::FeatureMatrix features;
+  double gflops = 0;
+  std::string trace_json;
+};
+
+std::vector<Program> LoadPrograms(const std::string& db_path) {
+  std::vector<Program> out;
+  auto database = db::Database::Open(db_path);
+  if (!database.ok()) return out;
+  (void)(*database)->ForEachRecord([&](const db::Record& r) {
+    auto f = cost_model::LowerTraceJson(r.trace_json);
+    if (!f.ok()) return absl::OkStatus();
+    auto m = cost_model::ExtractFeatures(*f);
+    if (!m.ok()) return absl::OkStatus();
+    out.push_back({r.workload_key, std::move(*m),
+                   r.error_class == db::ErrorClass::kOk ? r.Gflops() : 0.0, r.trace_json});
+    return absl::OkStatus();
+  });
+  return out;
+}
+
+void PrintModelQuality(const std::vector<Run>& runs, uint64_t seed) {
+  std::printf("\n## Cost model on held-out records (80 %% train / 20 %% test, per workload)\n\n");
+  std::map<std::string, std::vector<Program>> by_workload;
+  std::map<std::string, std::string> names;
+  for (const Run& run : runs) {
+    for (Program& p : LoadPrograms(run.db_path)) {
+      names[p.workload_key] = run.name;
+      by_workload[p.workload_key].push_back(std::move(p));
+    }
+  }
+  std::vector<cost_model::FeatureMatrix> train_x, test_x;
+  std::vector<double> train_y, test_y;
+  std::vector<std::string> train_k, test_k;
+  std::mt19937_64 rng(seed);
+  for (auto& [key, programs] : by_workload) {
+    std::shuffle(programs.begin(), programs.end(), rng);
+    for (size_t i = 0; i < programs.size(); ++i) {
+      const bool test = i % 5 == 0;
+      (test ? test_x : train_x).push_back(programs[i].features);
+      (test ? test_y : train_y).push_back(programs[i].gflops);
+      (test ? test_k : train_k).push_back(key);
+    }
+  }
+  cost_model::CostModel model;
+  const Clock::time_point t = Clock::now();
+  absl::Status st = model.Update(train_x, train_y, train_k);
+  if (st.ok() && !model.trained()) st = model.Train();
+  const double train_s = Seconds(t);
+  if (!st.ok()) {
+    std::printf("training failed: %s\n", st.ToString().c_str());
+    return;
+  }
+  auto scores = model.Predict(test_x);
+  if (!scores.ok()) {
+    std::printf("prediction failed: %s\n", scores.status().ToString().c_str());
+    return;
+  }
+  std::printf("trained on %zu programs in %.2f s; %zu held out\n\n", train_x.size(), train_s,
+              test_x.size());
+  std::printf(
+      "| workload | held out | pairwise acc. | top-1 recall | top-5 recall | "
+      "top-10 recall | best of predicted top-10 |\n|---|---|---|---|---|---|---|\n");
+  double acc_sum = 0;
+  int acc_n = 0;
+  for (const auto& [key, name] : names) {
+    std::vector<float> s, l;
+    for (size_t i = 0; i < test_x.size(); ++i) {
+      if (test_k[i] != key) continue;
+      s.push_back((*scores)[i]);
+      l.push_back(static_cast<float>(test_y[i]));
+    }
+    if (s.size() < 2) continue;
+    std::vector<size_t> by_true(s.size()), by_pred(s.size());
+    std::iota(by_true.begin(), by_true.end(), 0);
+    std::iota(by_pred.begin(), by_pred.end(), 0);
+    std::sort(by_true.begin(), by_true.end(), [&](size_t a, size_t b) { return l[a] > l[b]; });
+    std::sort(by_pred.begin(), by_pred.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
+    const double acc = cost_model::PairwiseAccuracy(s, l);
+    acc_sum += acc;
+    ++acc_n;
+    std::printf("| %s | %zu | %.3f", name.c_str(), s.size(), acc);
+    float best_pred = 0;
+    for (size_t k : {1, 5, 10}) {
+      if (k > s.size()) {
+        std::printf(" | -");
+        continue;
+      }
+      std::set<size_t> truth(by_true.begin(), by_true.begin() + k);
+      int hit = 0;
+      for (size_t j = 0; j < k; ++j) {
+        hit += truth.count(by_pred[j]);
+        best_pred = std::max(best_pred, l[by_pred[j]]);
+      }
+      std::printf(" | %.2f", static_cast<double>(hit) / k);
+    }
+    std::printf(" | %.0f %% |\n", l[by_true[0]] > 0 ? 100.0 * best_pred / l[by_true[0]] : 0.0);
+  }
+  if (acc_n > 0) {
+    std::printf("\nmean pairwise accuracy over %d workloads: %.3f (target >= 0.85)\n", acc_n,
+                acc_sum / acc_n);
+  }
+}
+
+void PrintOverhead(const std::vector<Run>& runs) {
+  std::printf("\n## Search overhead (population 2048, 4 generations, batch 64) and retraining\n\n");
+  // One model on every record of every run, as a long tuning session would hold.
+  std::vector<cost_model::FeatureMatrix> x;
+  std::vector<double> y;
+  std::vector<std::string> k;
+  std::map<std::string, std::vector<Program>> by_name;
+  for (const Run& run : runs) {
+    for (Program& p : LoadPrograms(run.db_path)) {
+      x.push_back(p.features);
+      y.push_back(p.gflops);
+      k.push_back(p.workload_key);
+      by_name[run.name].push_back(std::move(p));
+    }
+  }
+  cost_model::CostModel model;
+  (void)model.Update(x, y, k);
+  Clock::time_point t = Clock::now();
+  absl::Status st = model.Train();
+  const double train_s = Seconds(t);
+  if (!st.ok()) {
+    std::printf("training failed: %s\n", st.ToString().c_str());
+    return;
+  }
+  std::printf("retraining on %zu programs: %.2f s\n\n", x.size(), train_s);
+  std::printf(
+      "| workload | measured | round s (median of 3) | min | max | scored | invalid |\n"
+      "|---|---|---|---|---|---|---|\n");
+  std::set<std::string> done;
+  for (const Run& run : runs) {
+    if (run.random || !done.insert(run.name).second) continue;
+    auto w = ir::MakeWorkload(run.spec);
+    auto space = tuner::SearchSpace::Create(*w, tuner::HostCpuTarget());
+    if (!w.ok() || !space.ok()) continue;
+    std::set<std::string> measured;
+    std::vector<std::pair<double, tuner::Candidate>> scored_seeds;
+    for (const Program& p : by_name[run.name]) {
+      auto trace = ir::TraceFromJson(p.trace_json);
+      if (!trace.ok()) continue;
+      auto c = (*space)->FromTrace(*trace);
+      if (!c.ok()) continue;
+      measured.insert(tuner::CandidateKey(*c));
+      scored_seeds.emplace_back(p.gflops, std::move(*c));
+    }
+    std::sort(scored_seeds.begin(), scored_seeds.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<tuner::Candidate> seeds;
+    for (size_t i = 0; i < scored_seeds.size() && i < 16; ++i) {
+      seeds.push_back(scored_seeds[i].second);
+    }
+    tuner::SearchOptions so;  // the defaults: 2048, 4 generations
+    std::mt19937_64 rng(7);
+    std::vector<double> secs;
+    tuner::SearchStats stats;
+    for (int i = 0; i < 3; ++i) {
+      auto batch = tuner::NextBatch(**space, model, seeds, measured, 64, so, rng, &stats);
+      if (!batch.ok()) break;
+      secs.push_back(stats.seconds);
+    }
+    if (secs.empty()) continue;
+    std::printf("| %s | %zu | %.2f | %.2f | %.2f | %d | %d |\n", run.name.c_str(), measured.size(),
+                Median(secs), *std::min_element(secs.begin(), secs.end()),
+                *std::max_element(secs.begin(), secs.end()), stats.scored, stats.invalid);
+  }
+  std::printf("\ntarget: one round <= 1 s on 2 cores\n");
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--quick") {
+      f.quick = true;
+    } else if (a == "--only") {
+      for (absl::string_view s : absl::StrSplit(value(), ',')) f.only.insert(std::string(s));
+    } else if (a == "--trials") {
+      f.trials = std::atoi(value().c_str());
+    } else if (a == "--sections") {
+      f.sections.clear();
+      for (absl::string_view s : absl::StrSplit(value(), ',')) f.sections.insert(std::string(s));
+    } else if (a == "--seed") {
+      f.seed = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (a == "--keep-db") {
+      f.keep_db = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_tune [--quick] [--only NAME,...] [--trials N] "
+                   "[--sections tune,efficiency,model,overhead] [--seed N] [--keep-db]\n");
+      std::exit(2);
+    }
+  }
+  for (const std::string& n : f.only) {
+    bool known = false;
+    for (const Workload& w : Workloads()) known |= n == w.name;
+    if (!known) {
+      std::fprintf(stderr, "unknown workload %s\n", n.c_str());
+      std::exit(2);
+    }
+  }
+  return f;
+}
+
+int Main(int argc, char** argv) {
+  const Flags flags = ParseFlags(argc, argv);
+  const std::string dir = TempDir();
+  std::fprintf(stderr, "temporary databases in %s\n", dir.c_str());
+  const Clock::time_point start = Clock::now();
+  std::vector<Run> runs;
+
+  // 1. Tuned against the best library.
+  struct Row {
+    const Workload* w;
+    std::optional<Library> lib;
+    const Run* run;
+  };
+  std::vector<Row> rows;
+  runs.reserve(64);
+  uint64_t seed = flags.seed;
+  for (const Workload& wl : Workloads()) {
+    ++seed;
+    if (!flags.only.empty() && !flags.only.count(wl.name)) continue;
+    if (!flags.sections.count("tune") && !flags.sections.count("efficiency") &&
+        !flags.sections.count("model") && !flags.sections.count("overhead")) {
+      break;
+    }
+    auto w = ir::MakeWorkload(wl.spec);
+    if (!w.ok()) return 1;
+    const int trials = flags.trials > 0 ? flags.trials : flags.quick ? 64 : wl.trials;
+    std::fprintf(stderr, "== %s (%s): library\n", wl.name, w->canonical.c_str());
+    std::optional<Library> lib = MeasureLibrary(*w);
+    std::fprintf(stderr, "== %s: tuning %d trials\n", wl.name, trials);
+    std::optional<Run> run = TuneOnce(dir, wl.name, wl.spec, trials, seed, /*random=*/false);
+    if (!run) continue;
+    if (run->result.has_best) run->retimed_s = RetimeTrace(*w, run->result.best_trace_json);
+    runs.push_back(std::move(*run));
+    rows.push_back({&wl, lib, &runs.back()});
+    // Search efficiency: random search with the same budget and seed, on two workloads.
+    if (flags.sections.count("efficiency") &&
+        (std::string(wl.name) == "gemm512" || std::string(wl.name) == "conv128")) {
+      std::fprintf(stderr, "== %s: random search, %d trials\n", wl.name, trials);
+      std::optional<Run> rnd = TuneOnce(dir, wl.name, wl.spec, trials, seed, /*random=*/true);
+      if (rnd) runs.push_back(std::move(*rnd));
+    }
+  }
+
+  std::printf("# bench_tune: lathe's tuner against the libraries (2 threads, float32)\n\n");
+  std::printf(
+      "| workload | library | lib us | lib GFLOP/s | tuned us (db) | tuned us (re-timed) "
+      "| tuned GFLOP/s | ratio | target | trials | tune wall s | trials to 95 %% |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& row : rows) {
+    const tuner::TuneResult& r = row.run->result;
+    auto w = ir::MakeWorkload(row.w->spec);
+    // The tuned figure is the in-process re-timing when it succeeded, else the database's.
+    const double tuned_s = row.run->retimed_s > 0 ? row.run->retimed_s : r.best_latency_us * 1e-6;
+    const double tuned_gflops = tuned_s > 0 ? w->flops / tuned_s * 1e-9 : 0;
+    const double ratio = row.lib && tuned_s > 0 ? row.lib->median_s / tuned_s : 0;
+    const double final_best = r.curve.empty() ? 0 : r.curve.back().second;
+    char target[32] = "-";
+    if (row.w->target > 0) {
+      std::snprintf(target, sizeof target, ">= %.2f %s", row.w->target,
+                    ratio >= row.w->target ? "met" : "MISSED");
+    }
+    std::printf("| %s | %s%s%s | %.0f | %.1f | %.0f | %.0f | %.1f | %.2f | %s | %d | %.0f | %d |\n",
+                row.w->name, row.lib ? row.lib->name.c_str() : "none",
+                row.lib && !row.lib->note.empty() ? " (" : "",
+                row.lib && !row.lib->note.empty() ? (row.lib->note + ")").c_str() : "",
+                row.lib ? row.lib->median_s * 1e6 : 0.0, row.lib ? row.lib->gflops : 0.0,
+                r.best_latency_us, tuned_s * 1e6, tuned_gflops, ratio, target, r.trials, r.seconds,
+                TrialsTo(r.curve, final_best, 0.95));
+  }
+  std::printf(
+      "\nratio = library latency / tuned latency (re-timed in this process, median over "
+      ">= 0.5 s); > 1 means lathe is faster. trials to 95 %% = first trial whose "
+      "best-so-far reached 95 %% of the run's final best.\n");
+  for (const Row& row : rows) {
+    const tuner::TuneResult& r = row.run->result;
+    std::string errors;
+    for (const auto& [cls, n] : r.errors) errors += " " + cls + "=" + std::to_string(n);
+    if (!errors.empty()) std::printf("%s failed candidates:%s\n", row.w->name, errors.c_str());
+  }
+
+  // 2. Search efficiency.
+  if (flags.sections.count("efficiency")) {
+    std::printf("\n## Search efficiency: cost model vs random search (same budget, same seed)\n\n");
+    std::printf(
+        "| workload | trials | best @64 model / random | @128 | @300 (or end) | final "
+        "model / random GFLOP/s | model: trials to 95 %% of the better final | random: "
+        "trials to 95 %% |\n|---|---|---|---|---|---|---|---|\n");
+    for (const Run& rnd : runs) {
+      if (!rnd.random) continue;
+      const Run* model = nullptr;
+      for (const Run& m : runs) {
+        if (!m.random && m.name == rnd.name) model = &m;
+      }
+      if (model == nullptr) continue;
+      const auto& mc = model->result.curve;
+      const auto& rc = rnd.result.curve;
+      const double mf = mc.empty() ? 0 : mc.back().second, rf = rc.empty() ? 0 : rc.back().second;
+      const double ref = std::max(mf, rf);
+      const int end = std::min<int>(300, static_cast<int>(std::min(mc.size(), rc.size())));
+      std::printf(
+          "| %s | %zu | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %d | %d |\n",
+          rnd.name.c_str(), rc.size(), BestAt(mc, 64), BestAt(rc, 64), BestAt(mc, 128),
+          BestAt(rc, 128), BestAt(mc, end), BestAt(rc, end), mf, rf, TrialsTo(mc, ref, 0.95),
+          TrialsTo(rc, ref, 0.95));
+    }
+    for (const Run& run : runs) {
+      if (run.name != "gemm1024" || run.random) continue;
+      const auto& c = run.result.curve;
+      if (c.empty()) continue;
+      std::printf(
+          "\ngemm1024: trials to 95 %% of its %zu-trial best (%.1f GFLOP/s): %d "
+          "(target <= 300)\n",
+          c.size(), c.back().second, TrialsTo(c, c.back().second, 0.95));
+    }
+    std::printf("\nbest-so-far curves (GFLOP/s at trial):\n");
+    for (const Run& run : runs) {
+      std::printf("  %s%s:", run.name.c_str(), run.random ? " random" : "");
+      for (const auto& [t, b] : run.result.curve) {
+        if (t % 32 == 0 || t == static_cast<int>(run.result.curve.size())) {
+          std::printf(" %d:%.0f", t, b);
+        }
+      }
+      std::printf("\n");
+    }
+  }
+
+  if (flags.sections.count("model") && !runs.empty()) PrintModelQuality(runs, flags.seed);
+  if (flags.sections.count("overhead") && !runs.empty()) PrintOverhead(runs);
+
+  std::printf("\ntotal wall time %.0f s\n", Seconds(start));
+  if (!flags.keep_db) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  } else {
+    std::fprintf(stderr, "kept databases in %s\n", dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lathe::bench
+
+int main(int argc, char** argv) { return lathe::bench::Main(argc, argv); }
