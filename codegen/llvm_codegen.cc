@@ -81,6 +81,8 @@ class CodeGen {
   absl::Status EmitAllocate(const Stmt& s);
   llvm::Value* Emit(const Expr& e);
   llvm::Value* EmitBinary(const Expr& e);
+  // Whether a truncated remainder `rem` of a division by `divisor` needs the floor fix-up.
+  llvm::Value* FloorAdjust(llvm::Value* rem, llvm::Value* divisor);
   llvm::Value* EmitLoad(const Expr& e);
   llvm::Value* EmitSelect(const Expr& e);
   llvm::Value* EmitCall(const Expr& e);
@@ -489,6 +491,12 @@ llvm::Value* CodeGen::EmitCall(const Expr& e) {
   return x;
 }
 
+llvm::Value* CodeGen::FloorAdjust(llvm::Value* rem, llvm::Value* divisor) {
+  llvm::Value* zero = llvm::Constant::getNullValue(rem->getType());
+  return b_.CreateAnd(b_.CreateICmpNE(rem, zero), b_.CreateICmpNE(b_.CreateICmpSLT(rem, zero),
+                                                                  b_.CreateICmpSLT(divisor, zero)));
+}
+
 llvm::Value* CodeGen::EmitBinary(const Expr& e) {
   llvm::Value* a = Emit(e->operands[0]);
   llvm::Value* b = Emit(e->operands[1]);
@@ -503,22 +511,14 @@ llvm::Value* CodeGen::EmitBinary(const Expr& e) {
       return f ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
     case ExprKind::kDiv: {
       if (f) return b_.CreateFDiv(a, b);
-      // Floor division: round towards negative infinity.
+      // Floor division: the truncated quotient, one less when the remainder is non-zero and
+      // its sign differs from the divisor's.
       llvm::Value* q = b_.CreateSDiv(a, b);
-      llvm::Value* r = b_.CreateSRem(a, b);
-      llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
-      llvm::Value* adjust =
-          b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                       b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
-      return b_.CreateSub(q, b_.CreateZExt(adjust, a->getType()));
+      return b_.CreateSub(q, b_.CreateZExt(FloorAdjust(b_.CreateSRem(a, b), b), a->getType()));
     }
     case ExprKind::kMod: {
       llvm::Value* r = b_.CreateSRem(a, b);
-      llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
-      llvm::Value* adjust =
-          b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                       b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(b, zero)));
-      return b_.CreateSelect(adjust, b_.CreateAdd(r, b), r);
+      return b_.CreateSelect(FloorAdjust(r, b), b_.CreateAdd(r, b), r);
     }
     case ExprKind::kMin:
       return b_.CreateSelect(f ? b_.CreateFCmpOLT(a, b) : b_.CreateICmpSLT(a, b), a, b);
