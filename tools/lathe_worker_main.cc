@@ -1,0 +1,135 @@
+// lathe-worker: a measurement worker for lathed (CONTRACT.md "The CLI", DESIGN.md "Workers
+// pull"). Registers this machine's devices, pulls tasks, measures them in the sandboxed
+// `lathe-measure` child and reports the results. SIGTERM/SIGINT: stop leasing, finish and
+// report the task in flight, exit 0; a second signal exits at once.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+#include "worker/discovery.h"
+#include "worker/worker_loop.h"
+
+namespace {
+
+constexpr int kFailure = 1;
+constexpr int kUsageError = 2;
+
+bool ReadWholeFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+std::string DefaultSpool() {
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return std::string(home) + "/.local/share/lathe/worker-spool";
+  }
+  return ".lathe-worker-spool";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Signals are taken by one thread with sigwait; block them before any other thread (gRPC's
+  // included) exists. The measurement child is spawned with an empty mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  CLI::App app{"lathe-worker: measures candidates for a lathed tuning daemon"};
+  app.set_version_flag("--version", "lathe-worker 0.1.0");
+  lathe::worker::WorkerOptions opt;
+  std::string token_file, tls_ca, log_level = "info";
+  std::vector<std::string> devices;
+  opt.spool_dir = DefaultSpool();
+  app.add_option("--tuner", opt.tuner, "the lathed daemon, HOST:PORT")->required();
+  app.add_option("--token-file", token_file, "file holding the daemon's shared token");
+  app.add_option("--tls-ca", tls_ca, "PEM CA certificates: connect with TLS");
+  app.add_option("--device", devices,
+                 "device to register: cpu (default), cuda (GPU 0) or cuda:N; repeatable. GPUs "
+                 "are registered but not measured on yet");
+  app.add_option("--max-tasks", opt.max_tasks,
+                 "exit after measuring and reporting this many tasks (0: run until stopped)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", opt.lease_batch, "tasks asked for per lease (default 4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--spool", opt.spool_dir,
+                 "directory for results kept while the daemon is away (default "
+                 "~/.local/share/lathe/worker-spool)");
+  app.add_option("--timeout-s", opt.measurer.timeout_s,
+                 "deadline of one candidate's measurement (default 60)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--log-level", log_level, "trace, debug, info (default), warn, error");
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("lathe-worker"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ lathe-worker: %v");
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  if (!token_file.empty()) {
+    if (!ReadWholeFile(token_file, &opt.token)) {
+      std::fprintf(stderr, "lathe-worker: cannot read the token file %s\n", token_file.c_str());
+      return kFailure;
+    }
+    opt.token = std::string(absl::StripAsciiWhitespace(opt.token));
+    if (opt.token.empty()) {
+      std::fprintf(stderr, "lathe-worker: the token file %s is empty\n", token_file.c_str());
+      return kFailure;
+    }
+  }
+  if (!tls_ca.empty() && !ReadWholeFile(tls_ca, &opt.tls_ca_pem)) {
+    std::fprintf(stderr, "lathe-worker: cannot read the CA file %s\n", tls_ca.c_str());
+    return kFailure;
+  }
+
+  auto selected = lathe::worker::SelectDevices(devices);
+  if (!selected.ok()) {
+    std::fprintf(stderr, "lathe-worker: %s\n", std::string(selected.status().message()).c_str());
+    return selected.status().code() == absl::StatusCode::kInvalidArgument ? kUsageError : kFailure;
+  }
+  opt.devices = std::move(*selected);
+
+  auto worker = lathe::worker::Worker::Create(std::move(opt));
+  if (!worker.ok()) {
+    std::fprintf(stderr, "lathe-worker: %s\n", std::string(worker.status().message()).c_str());
+    return kFailure;
+  }
+
+  std::thread([&signals, w = worker->get()] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("{}: no new tasks; finishing the task in flight (send it again to exit at once)",
+                 strsignal(sig));
+    w->Stop();
+    sigwait(&signals, &sig);
+    spdlog::warn("{} again: exiting now", strsignal(sig));
+    spdlog::shutdown();
+    _exit(128 + sig);
+  }).detach();
+
+  absl::Status st = (*worker)->Run();
+  if (!st.ok()) {
+    std::fprintf(stderr, "lathe-worker: %s\n", std::string(st.message()).c_str());
+    std::_Exit(kFailure);
+  }
+  spdlog::shutdown();
+  // Skips static destructors while the signal thread may still be parked in sigwait.
+  std::_Exit(0);
+}

@@ -1,0 +1,127 @@
+#include "worker/discovery.h"
+
+#include <cstdlib>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/host.h"
+#include "worker/measure_child.h"
+
+#ifdef LATHE_HAVE_CUDA_BACKEND
+#include "codegen/cuda/cuda_driver.h"
+#endif
+
+namespace lathe::worker {
+
+namespace {
+
+constexpr char kNoGpuMeasurement[] = "gpu measurement is not implemented yet";
+
+std::string KiB(int64_t bytes) { return absl::StrCat(bytes / 1024, " KiB"); }
+
+}  // namespace
+
+absl::StatusOr<DeviceSelector> ParseDeviceSelector(const std::string& text) {
+  if (text == "cpu") return DeviceSelector{"cpu", 0};
+  if (text == "cuda") return DeviceSelector{"cuda", 0};
+  if (text.rfind("cuda:", 0) == 0) {
+    int index = -1;
+    if (absl::SimpleAtoi(text.substr(5), &index) && index >= 0) {
+      return DeviceSelector{"cuda", index};
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad device '", text, "': expected cpu, cuda or cuda:N"));
+}
+
+Device DescribeCpu() {
+  const codegen::CpuInfo& cpu = codegen::HostCpu();
+  Device d;
+  d.info.set_device_class(codegen::HostDeviceClass());
+  d.info.set_kind("cpu");
+  d.info.set_index(0);
+  d.info.set_name(cpu.model);
+  d.info.set_cores(cpu.cores);
+  d.info.set_peak_gflops(HostPeakGflops());
+  d.details = absl::StrCat(cpu.model, ", ", cpu.isa, " (", cpu.vector_bits, "-bit), ", cpu.cores,
+                           " cores, L1d ", KiB(cpu.l1d_bytes), ", L2 ", KiB(cpu.l2_bytes), ", L3 ",
+                           KiB(cpu.l3_bytes), ", peak ~", static_cast<int>(d.info.peak_gflops()),
+                           " GFLOP/s");
+  d.can_measure = true;
+  return d;
+}
+
+std::vector<Device> DiscoverGpus() {
+  std::vector<Device> out;
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  auto driver = codegen::cuda::CudaDriver::Get();
+  if (!driver.ok()) return out;
+  auto count = (*driver)->DeviceCount();
+  if (!count.ok()) return out;
+  for (int i = 0; i < *count; ++i) {
+    auto info = (*driver)->Describe(i);
+    if (!info.ok()) continue;
+    Device d;
+    d.info.set_device_class("cuda:" + info->device_class());
+    d.info.set_kind("cuda");
+    d.info.set_index(i);
+    d.info.set_name(info->name);
+    d.info.set_cores(info->sm_count);
+    d.info.set_memory_bytes(info->total_memory);
+    d.details = absl::StrCat(info->name, ", ", info->arch(), ", ", info->sm_count, " SMs, ",
+                             info->total_memory >> 20, " MiB, driver ", (*driver)->Version());
+    d.can_measure = false;
+    d.why_not = kNoGpuMeasurement;
+    out.push_back(std::move(d));
+  }
+#endif
+  return out;
+}
+
+absl::StatusOr<std::vector<Device>> SelectDevices(const std::vector<std::string>& selectors) {
+  std::vector<DeviceSelector> wanted;
+  for (const std::string& s : selectors) {
+    auto sel = ParseDeviceSelector(s);
+    if (!sel.ok()) return sel.status();
+    wanted.push_back(*sel);
+  }
+  if (wanted.empty()) wanted.push_back({"cpu", 0});
+
+  std::vector<Device> gpus;
+  bool gpus_probed = false;
+  std::set<std::pair<std::string, int>> seen;
+  std::vector<Device> out;
+  for (const DeviceSelector& sel : wanted) {
+    if (!seen.insert({sel.kind, sel.index}).second) continue;
+    if (sel.kind == "cpu") {
+      out.push_back(DescribeCpu());
+      continue;
+    }
+    if (!gpus_probed) {
+      gpus = DiscoverGpus();
+      gpus_probed = true;
+    }
+    if (sel.index >= static_cast<int>(gpus.size())) {
+#ifdef LATHE_HAVE_CUDA_BACKEND
+      if (gpus.empty()) {
+        return absl::NotFoundError(
+            absl::StrCat("no GPU cuda:", sel.index,
+                         ": this machine has no NVIDIA GPU (or no usable CUDA driver)"));
+      }
+      return absl::NotFoundError(absl::StrCat("no GPU cuda:", sel.index, ": this machine has ",
+                                              gpus.size(), " (cuda:0..cuda:", gpus.size() - 1,
+                                              ")"));
+#else
+      return absl::NotFoundError(absl::StrCat(
+          "no GPU cuda:", sel.index, ": this lathe-worker was built without the CUDA backend"));
+#endif
+    }
+    out.push_back(gpus[sel.index]);
+  }
+  return out;
+}
+
+}  // namespace lathe::worker

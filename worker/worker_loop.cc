@@ -1,0 +1,548 @@
+#include "worker/worker_loop.h"
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lathe/v1/service.grpc.pb.h"
+#include "spdlog/spdlog.h"
+#include "worker/spool.h"
+
+#ifndef LATHE_VERSION
+#define LATHE_VERSION "0.1.0"
+#endif
+
+namespace lathe::worker {
+
+namespace {
+
+using lathe::v1::WorkerService;
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+bool IsAuthError(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+         s.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+}
+
+// The daemon does not know this worker or lease: it restarted and lost its registrations.
+bool IsUnknownWorker(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::NOT_FOUND ||
+         s.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
+}
+
+std::string Describe(const grpc::Status& s) {
+  return absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())), ": ",
+                      s.error_message());
+}
+
+// Exponential backoff with jitter: the n-th delay is drawn from [d/2, d], d = min * 2^n
+// capped at max.
+class Backoff {
+ public:
+  Backoff(int min_ms, int max_ms) : min_ms_(min_ms), max_ms_(max_ms), next_ms_(min_ms) {}
+  int Next() {
+    int d = next_ms_;
+    next_ms_ = std::min(max_ms_, next_ms_ * 2);
+    std::uniform_int_distribution<int> jitter(d / 2, d);
+    return jitter(rng_);
+  }
+  void Reset() { next_ms_ = min_ms_; }
+
+ private:
+  int min_ms_, max_ms_, next_ms_;
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+class Worker::Impl {
+ public:
+  explicit Impl(WorkerOptions options) : opt_(std::move(options)) {}
+
+  absl::Status Init() {
+    if (opt_.devices.empty()) return absl::InvalidArgumentError("no device to register");
+    if (opt_.tuner.empty()) return absl::InvalidArgumentError("no tuner address");
+    if (opt_.hostname.empty()) opt_.hostname = Hostname();
+    opt_.lease_batch = std::max(1, opt_.lease_batch);
+    if (!opt_.spool_dir.empty()) {
+      auto s = Spool::Open(opt_.spool_dir);
+      if (!s.ok()) return s.status();
+      spool_ = std::move(*s);
+    }
+    for (const Device& d : opt_.devices) {
+      if (!d.can_measure) {
+        measurers_.push_back(nullptr);
+        continue;
+      }
+      auto m = Measurer::Create(opt_.measurer);
+      if (!m.ok()) {
+        return absl::Status(m.status().code(),
+                            absl::StrCat("cannot start the measurement child for ",
+                                         d.info.device_class(), ": ", m.status().message()));
+      }
+      measurers_.push_back(std::move(*m));
+    }
+
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, opt_.backoff_min_ms);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, opt_.backoff_min_ms);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, opt_.backoff_max_ms);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+    if (opt_.tls_ca_pem.empty()) {
+      creds = grpc::InsecureChannelCredentials();
+    } else {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = opt_.tls_ca_pem;
+      creds = grpc::SslCredentials(ssl);
+    }
+    channel_ = grpc::CreateCustomChannel(opt_.tuner, creds, args);
+    stub_ = WorkerService::NewStub(channel_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() {
+    for (const Device& d : opt_.devices) {
+      spdlog::info("device {}: {}", d.info.device_class(), d.details);
+      if (!d.can_measure) {
+        spdlog::warn("device {} is registered but no tasks are leased for it: {}",
+                     d.info.device_class(), d.why_not);
+      }
+    }
+    if (auto st = EnsureRegistered(); !st.ok()) return Finish(st);
+    FlushSpool();
+    std::thread heartbeat([this] { HeartbeatLoop(); });
+    std::vector<std::thread> loops;
+    for (size_t i = 0; i < opt_.devices.size(); ++i) {
+      if (measurers_[i]) loops.emplace_back([this, i] { DeviceLoop(i); });
+    }
+    if (loops.empty()) {
+      // Nothing to measure: stay registered (heartbeats) until stopped.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_; });
+    }
+    for (std::thread& t : loops) t.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    heartbeat.join();
+    absl::Status fatal;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fatal = fatal_;
+    }
+    if (fatal.ok()) FlushSpool();
+    return Finish(fatal);
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+      for (grpc::ClientContext* c : polls_) c->TryCancel();
+    }
+    cv_.notify_all();
+  }
+
+  WorkerStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  std::string worker_id() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return worker_id_;
+  }
+
+ private:
+  absl::Status Finish(absl::Status st) {
+    WorkerStats s = stats();
+    spdlog::info("worker stopped: {} measured, {} reported, {} spooled, {} re-sent from the spool",
+                 s.measured, s.reported, s.spooled, s.resent);
+    if (spool_ && !spool_->Empty()) {
+      spdlog::warn(
+          "results are still waiting in {}; they are re-sent when a worker with this "
+          "spool reaches the tuner",
+          spool_->path());
+    }
+    if (st.code() == absl::StatusCode::kCancelled) return absl::OkStatus();  // stopped
+    return st;
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context(int timeout_ms) const {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    if (!opt_.token.empty()) c->AddMetadata("authorization", "Bearer " + opt_.token);
+    return c;
+  }
+
+  // Sleeps `ms` unless stopping; true when stopping.
+  bool SleepOrStop(int ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_; });
+  }
+
+  bool stopping() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  }
+
+  void Fatal(absl::Status st) {
+    spdlog::error("{}", std::string(st.message()));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fatal_.ok()) fatal_ = st;
+    }
+    Stop();
+  }
+
+  void RefusedToken(const grpc::Status& s, const char* call) {
+    Fatal(absl::Status(
+        static_cast<absl::StatusCode>(s.error_code()),
+        absl::StrCat("the tuner at ", opt_.tuner, " refused this worker's ", call, " (",
+                     Describe(s), "); check --token-file: it must hold the daemon's token")));
+  }
+
+  void MarkUnregistered() {
+    std::lock_guard<std::mutex> lock(mu_);
+    registered_ = false;
+  }
+
+  // Registers (again) unless registered; retries with backoff until it works, the token is
+  // refused (fatal) or the worker stops (Cancelled).
+  absl::Status EnsureRegistered() {
+    std::lock_guard<std::mutex> reg(register_mu_);
+    std::string previous;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (registered_) return absl::OkStatus();
+      previous = worker_id_;
+    }
+    Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
+    for (int attempt = 1;; ++attempt) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return fatal_.ok() ? absl::CancelledError("stopping") : fatal_;
+      }
+      lathe::v1::RegisterRequest req;
+      req.set_hostname(opt_.hostname);
+      req.set_lathe_version(LATHE_VERSION);
+      req.set_worker_id(previous);
+      for (const Device& d : opt_.devices) *req.add_devices() = d.info;
+      lathe::v1::RegisterResponse resp;
+      auto ctx = Context(opt_.rpc_timeout_ms);
+      grpc::Status s = stub_->Register(ctx.get(), req, &resp);
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        worker_id_ = resp.worker_id();
+        if (resp.heartbeat_interval_ms() > 0) heartbeat_ms_ = resp.heartbeat_interval_ms();
+        registered_ = true;
+        ++stats_.registrations;
+        spdlog::info("registered with {} as worker {} ({} device(s), heartbeat every {} ms)",
+                     opt_.tuner, worker_id_, opt_.devices.size(), heartbeat_ms_);
+        return absl::OkStatus();
+      }
+      if (IsAuthError(s)) {
+        RefusedToken(s, "registration");
+        return FromGrpc(s);
+      }
+      int delay = backoff.Next();
+      auto log = attempt == 1 || attempt % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
+      spdlog::log(log, "cannot register with the tuner at {} ({}); retrying in {} ms", opt_.tuner,
+                  Describe(s), delay);
+      SleepOrStop(delay);
+    }
+  }
+
+  void DeviceLoop(size_t i) {
+    const Device& dev = opt_.devices[i];
+    Measurer& measurer = *measurers_[i];
+    const std::string& dc = dev.info.device_class();
+    Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
+    int failures = 0;
+    while (!stopping()) {
+      int want = opt_.lease_batch;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (opt_.max_tasks > 0) {
+          int64_t left = opt_.max_tasks - tasks_leased_;
+          if (left <= 0) break;
+          want = static_cast<int>(std::min<int64_t>(want, left));
+        }
+      }
+      if (!EnsureRegistered().ok()) break;
+
+      lathe::v1::LeaseRequest req;
+      req.set_worker_id(worker_id());
+      req.set_device_class(dc);
+      req.set_max_tasks(want);
+      req.set_wait_ms(opt_.lease_wait_ms);
+      lathe::v1::LeaseResponse lease;
+      auto ctx = Context(opt_.lease_wait_ms + opt_.rpc_timeout_ms);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+        polls_.insert(ctx.get());
+      }
+      grpc::Status s = stub_->Lease(ctx.get(), req, &lease);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        polls_.erase(ctx.get());
+      }
+      if (!s.ok()) {
+        if (stopping()) break;
+        if (IsAuthError(s)) {
+          RefusedToken(s, "lease");
+          break;
+        }
+        if (IsUnknownWorker(s)) {
+          spdlog::info("the tuner does not know worker {} ({}); registering again", worker_id(),
+                       Describe(s));
+          MarkUnregistered();
+          continue;
+        }
+        int delay = backoff.Next();
+        ++failures;
+        auto log = failures == 1 || failures % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
+        spdlog::log(log, "lease for {} failed ({}); retrying in {} ms", dc, Describe(s), delay);
+        SleepOrStop(delay);
+        continue;
+      }
+      if (failures > 0) spdlog::info("the tuner at {} answers again", opt_.tuner);
+      failures = 0;
+      backoff.Reset();
+      if (lease.tasks_size() == 0) continue;
+      ServeLease(dev, measurer, lease);
+    }
+    spdlog::debug("device loop for {} ends", dc);
+  }
+
+  void ServeLease(const Device& dev, Measurer& measurer, const lathe::v1::LeaseResponse& lease) {
+    const std::string& dc = dev.info.device_class();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      active_leases_.insert(lease.lease_id());
+      tasks_leased_ += lease.tasks_size();
+    }
+    spdlog::debug("lease {}: {} task(s) for {}", lease.lease_id(), lease.tasks_size(), dc);
+    lathe::v1::ReportRequest batch;
+    batch.set_lease_id(lease.lease_id());
+    batch.set_device_class(dc);
+    for (int t = 0; t < lease.tasks_size(); ++t) {
+      if (stopping()) {
+        spdlog::info("stopping: {} task(s) of lease {} not started; they return to the queue",
+                     lease.tasks_size() - t, lease.lease_id());
+        break;
+      }
+      const lathe::v1::Task& task = lease.tasks(t);
+      lathe::v1::MeasureRequest req = task.request();  // the test-only fault passes through
+      if (!task.candidate_id().empty()) req.set_candidate_id(task.candidate_id());
+      auto r = measurer.Measure(req);
+      if (!r.ok()) {
+        Fatal(absl::Status(r.status().code(), absl::StrCat("the measurement sandbox failed on ", dc,
+                                                           ": ", r.status().message())));
+        break;
+      }
+      r->set_candidate_id(req.candidate_id());
+      spdlog::debug("{} {}: {} {:.2f} us {}", req.candidate_id(), req.workload(),
+                    lathe::v1::ErrorClass_Name(r->error_class()), r->median_us(), r->error_msg());
+      *batch.add_results() = std::move(*r);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.measured;
+    }
+    if (batch.results_size() > 0) Deliver(std::move(batch));
+    std::lock_guard<std::mutex> lock(mu_);
+    active_leases_.erase(lease.lease_id());
+  }
+
+  // Reports one lease's results; a few quick retries, then the spool.
+  void Deliver(lathe::v1::ReportRequest batch) {
+    grpc::Status s;
+    Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(backoff.Next()));
+      batch.set_worker_id(worker_id());
+      lathe::v1::ReportResponse resp;
+      auto ctx = Context(opt_.rpc_timeout_ms);
+      s = stub_->Report(ctx.get(), batch, &resp);
+      if (s.ok()) {
+        spdlog::debug("reported {} result(s) of lease {}: {} new, {} duplicate(s)",
+                      batch.results_size(), batch.lease_id(), resp.accepted(), resp.duplicates());
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.reported += batch.results_size();
+        return;
+      }
+      if (IsAuthError(s)) {
+        RefusedToken(s, "report");
+        break;
+      }
+      if (IsUnknownWorker(s)) {
+        MarkUnregistered();
+        break;
+      }
+    }
+    if (!spool_) {
+      spdlog::error(
+          "could not report {} result(s) of lease {} ({}) and there is no spool: they "
+          "are lost",
+          batch.results_size(), batch.lease_id(), Describe(s));
+      return;
+    }
+    if (auto st = spool_->Append(batch); !st.ok()) {
+      spdlog::error("could not report {} result(s) of lease {} ({}) nor spool them: {}",
+                    batch.results_size(), batch.lease_id(), Describe(s), std::string(st.message()));
+      return;
+    }
+    spdlog::warn(
+        "could not report {} result(s) of lease {} ({}); kept in {} until the tuner is "
+        "back",
+        batch.results_size(), batch.lease_id(), Describe(s), spool_->path());
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.spooled += batch.results_size();
+  }
+
+  // Re-sends the spooled batches; keeps them all when one fails (resending is harmless).
+  void FlushSpool() {
+    if (!spool_ || spool_->Empty()) return;
+    std::lock_guard<std::mutex> flush(flush_mu_);
+    auto contents = spool_->ReadAll();
+    if (!contents.ok()) {
+      spdlog::error("cannot read the spool: {}", contents.status().ToString());
+      return;
+    }
+    int64_t n = 0;
+    for (lathe::v1::ReportRequest& batch : contents->batches) {
+      batch.set_worker_id(worker_id());
+      lathe::v1::ReportResponse resp;
+      auto ctx = Context(opt_.rpc_timeout_ms);
+      grpc::Status s = stub_->Report(ctx.get(), batch, &resp);
+      if (!s.ok()) {
+        if (IsAuthError(s)) RefusedToken(s, "report");
+        if (IsUnknownWorker(s)) MarkUnregistered();
+        spdlog::debug("re-sending the spool failed ({}); trying again later", Describe(s));
+        return;
+      }
+      n += batch.results_size();
+    }
+    if (auto st = spool_->DropThrough(contents->end); !st.ok()) {
+      spdlog::error("cannot shrink the spool: {}", st.ToString());
+    }
+    if (n > 0) spdlog::info("re-sent {} spooled result(s) to {}", n, opt_.tuner);
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.reported += n;
+    stats_.resent += n;
+  }
+
+  // Extends active leases, notices a restarted daemon, and drains the spool when the daemon
+  // answers. Runs until the device loops are done, through a graceful stop's drain.
+  void HeartbeatLoop() {
+    bool was_down = false;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (cv_.wait_for(lock, std::chrono::milliseconds(heartbeat_ms_), [this] { return done_; }))
+          return;
+      }
+      bool registered;
+      lathe::v1::HeartbeatRequest req;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        registered = registered_;
+        req.set_worker_id(worker_id_);
+        for (const std::string& l : active_leases_) req.add_lease_ids(l);
+      }
+      if (!registered) {
+        // Device loops register; with none (or all stopped), the heartbeat does.
+        if (!stopping()) (void)EnsureRegistered();
+        continue;
+      }
+      lathe::v1::HeartbeatResponse resp;
+      auto ctx = Context(opt_.rpc_timeout_ms);
+      grpc::Status s = stub_->Heartbeat(ctx.get(), req, &resp);
+      if (!s.ok()) {
+        if (IsAuthError(s)) {
+          RefusedToken(s, "heartbeat");
+          continue;
+        }
+        if (IsUnknownWorker(s)) {
+          MarkUnregistered();
+          continue;
+        }
+        if (!was_down) spdlog::warn("heartbeat to {} failed ({})", opt_.tuner, Describe(s));
+        was_down = true;
+        continue;
+      }
+      was_down = false;
+      if (resp.reregister()) {
+        spdlog::info("the tuner does not know worker {} (it restarted); registering again",
+                     req.worker_id());
+        MarkUnregistered();
+        if (!EnsureRegistered().ok()) continue;
+      }
+      FlushSpool();
+    }
+  }
+
+  WorkerOptions opt_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<WorkerService::Stub> stub_;
+  std::unique_ptr<Spool> spool_;
+  std::vector<std::unique_ptr<Measurer>> measurers_;  // per device; null: cannot measure
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool done_ = false;  // the device loops have ended
+  bool registered_ = false;
+  std::string worker_id_;
+  int heartbeat_ms_ = 5000;
+  int64_t tasks_leased_ = 0;
+  std::set<std::string> active_leases_;
+  std::set<grpc::ClientContext*> polls_;  // Lease calls in flight, cancelled by Stop()
+  absl::Status fatal_;
+  WorkerStats stats_;
+
+  std::mutex register_mu_;  // one registration at a time
+  std::mutex flush_mu_;     // one spool flush at a time
+};
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  if (auto st = impl->Init(); !st.ok()) return st;
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Worker::~Worker() = default;
+absl::Status Worker::Run() { return impl_->Run(); }
+void Worker::Stop() { impl_->Stop(); }
+WorkerStats Worker::stats() const { return impl_->stats(); }
+std::string Worker::worker_id() const { return impl_->worker_id(); }
+
+}  // namespace lathe::worker
