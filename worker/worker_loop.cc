@@ -27,10 +27,6 @@ namespace {
 
 using lathe::v1::WorkerService;
 
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
 bool IsAuthError(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
          s.error_code() == grpc::StatusCode::PERMISSION_DENIED;
@@ -222,11 +218,13 @@ class Worker::Impl {
     Stop();
   }
 
-  void RefusedToken(const grpc::Status& s, const char* call) {
-    Fatal(absl::Status(
+  absl::Status RefusedToken(const grpc::Status& s, const char* call) {
+    absl::Status st(
         static_cast<absl::StatusCode>(s.error_code()),
         absl::StrCat("the tuner at ", opt_.tuner, " refused this worker's ", call, " (",
-                     Describe(s), "); check --token-file: it must hold the daemon's token")));
+                     Describe(s), "); check --token-file: it must hold the daemon's token"));
+    Fatal(st);
+    return st;
   }
 
   void MarkUnregistered() {
@@ -268,10 +266,7 @@ class Worker::Impl {
                      opt_.tuner, worker_id_, opt_.devices.size(), heartbeat_ms_);
         return absl::OkStatus();
       }
-      if (IsAuthError(s)) {
-        RefusedToken(s, "registration");
-        return FromGrpc(s);
-      }
+      if (IsAuthError(s)) return RefusedToken(s, "registration");
       int delay = backoff.Next();
       auto log = attempt == 1 || attempt % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
       spdlog::log(log, "cannot register with the tuner at {} ({}); retrying in {} ms", opt_.tuner,
