@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -33,6 +35,33 @@ bool ReadWholeFile(const std::string& path, std::string* out) {
   ss << in.rdbuf();
   *out = ss.str();
   return true;
+}
+
+// Kills the process groups of this process's children (the measurement children lead their
+// own groups), so that exiting at once leaves no child measuring for nobody.
+void KillChildren() {
+  const pid_t self = getpid();
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::filesystem::directory_entry& entry = *it;
+    const std::string name = entry.path().filename();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != self) continue;
+    pid_t child = static_cast<pid_t>(std::stol(name));
+    kill(-child, SIGKILL);
+    kill(child, SIGKILL);
+  }
 }
 
 std::string DefaultSpool() {
@@ -105,6 +134,15 @@ int main(int argc, char** argv) {
     return selected.status().code() == absl::StatusCode::kInvalidArgument ? kUsageError : kFailure;
   }
   opt.devices = std::move(*selected);
+  if (devices.empty()) {
+    auto gpus = lathe::worker::DiscoverGpus();
+    if (!gpus.empty()) {
+      spdlog::info(
+          "{} GPU(s) found, not registered: pass --device cuda:N to register one (GPU "
+          "measurement is not implemented yet, so no tasks are leased for it)",
+          gpus.size());
+    }
+  }
 
   auto worker = lathe::worker::Worker::Create(std::move(opt));
   if (!worker.ok()) {
@@ -119,7 +157,9 @@ int main(int argc, char** argv) {
                  strsignal(sig));
     w->Stop();
     sigwait(&signals, &sig);
-    spdlog::warn("{} again: exiting now", strsignal(sig));
+    spdlog::warn("{} again: exiting now; the task in flight is abandoned (its lease expires)",
+                 strsignal(sig));
+    KillChildren();
     spdlog::shutdown();
     _exit(128 + sig);
   }).detach();

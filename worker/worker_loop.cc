@@ -38,6 +38,13 @@ bool IsUnknownWorker(const grpc::Status& s) {
          s.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
 }
 
+// The daemon refused the batch itself (it will refuse it again): sending it later is futile.
+bool IsPermanent(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+         s.error_code() == grpc::StatusCode::OUT_OF_RANGE ||
+         s.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+}
+
 std::string Describe(const grpc::Status& s) {
   return absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())), ": ",
                       s.error_message());
@@ -401,6 +408,11 @@ class Worker::Impl {
         MarkUnregistered();
         break;
       }
+      if (IsPermanent(s)) {
+        spdlog::error("the tuner refused {} result(s) of lease {} ({}); dropping them",
+                      batch.results_size(), batch.lease_id(), Describe(s));
+        return;
+      }
     }
     if (!spool_) {
       spdlog::error(
@@ -437,6 +449,11 @@ class Worker::Impl {
       lathe::v1::ReportResponse resp;
       auto ctx = Context(opt_.rpc_timeout_ms);
       grpc::Status s = stub_->Report(ctx.get(), batch, &resp);
+      if (!s.ok() && IsPermanent(s)) {
+        spdlog::error("the tuner refused {} spooled result(s) of lease {} ({}); dropping them",
+                      batch.results_size(), batch.lease_id(), Describe(s));
+        continue;
+      }
       if (!s.ok()) {
         if (IsAuthError(s)) RefusedToken(s, "report");
         if (IsUnknownWorker(s)) MarkUnregistered();

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -349,62 +350,107 @@ TEST(WorkerTest, WorkerWithoutTheTokenStopsWithAClearError) {
   EXPECT_TRUE(daemon.results_.empty());
 }
 
-// The real binary: SIGTERM while a lease is being measured finishes the task in flight,
-// reports it, leaves the lease's other tasks alone and exits 0.
+// The real lathe-worker binary as a child process, its log in `log`.
+class WorkerProcess {
+ public:
+  WorkerProcess(const std::string& tuner, const std::string& dir,
+                std::vector<std::string> extra = {})
+      : log_(dir + "/worker.log") {
+    std::vector<std::string> args = {LATHE_WORKER_BIN, "--tuner",     tuner,  "--spool",
+                                     dir + "/spool",   "--log-level", "debug"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
+    env_s.push_back(std::string("LATHE_MEASURE_BIN=") + LATHE_MEASURE_BIN);
+    env_s.push_back("LATHE_TEST_FAULTS=1");
+    std::vector<char*> envp;
+    for (std::string& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_EQ(posix_spawn(&pid_, LATHE_WORKER_BIN, &fa, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~WorkerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void Signal(int sig) { kill(pid_, sig); }
+  // The wait status, or nullopt when it is still running after `timeout`.
+  std::optional<int> Wait(std::chrono::milliseconds timeout) {
+    auto t0 = std::chrono::steady_clock::now();
+    int status = 0;
+    while (std::chrono::steady_clock::now() - t0 < timeout) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::nullopt;
+  }
+  std::string Log() const {
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+};
+
+// SIGTERM while a lease is being measured finishes the task in flight, reports it, leaves
+// the lease's other tasks alone and exits 0.
 TEST(WorkerTest, SigtermDrainsTheTaskInFlightAndExitsZero) {
   FakeDaemon daemon;
   Server server(&daemon);
   const std::string spec = "matmul:m=256,n=256,k=256";
   for (int i = 0; i < 3; ++i) daemon.Add(MakeTask("t" + std::to_string(i), "", spec, 1000));
-  std::string dir = TempDir("sigterm");
-  std::string log = dir + "/worker.log";
-  std::vector<std::string> args = {
-      LATHE_WORKER_BIN, "--tuner", server.address(), "--spool", dir + "/spool",
-      "--batch",        "3",       "--log-level",    "debug"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
-  env_s.push_back(std::string("LATHE_MEASURE_BIN=") + LATHE_MEASURE_BIN);
-  std::vector<char*> envp;
-  for (std::string& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, LATHE_WORKER_BIN, &fa, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-
-  bool leased = daemon.WaitFor([&] { return daemon.leases_ == 1; }, 20s);
+  WorkerProcess worker(server.address(), TempDir("sigterm"), {"--batch", "3"});
+  ASSERT_TRUE(daemon.WaitFor([&] { return daemon.leases_ == 1; }, 20s)) << worker.Log();
   std::this_thread::sleep_for(300ms);
-  kill(pid, SIGTERM);
-  auto t0 = std::chrono::steady_clock::now();
-  int status = 0;
-  pid_t r = 0;
-  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() - t0 < 30s) {
-    std::this_thread::sleep_for(20ms);
-  }
-  if (r == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  ASSERT_TRUE(leased) << text.str();
-  ASSERT_NE(r, 0) << "lathe-worker did not exit after SIGTERM\n" << text.str();
-  ASSERT_TRUE(WIFEXITED(status)) << text.str();
-  EXPECT_EQ(WEXITSTATUS(status), 0) << text.str();
+  worker.Signal(SIGTERM);
+  auto status = worker.Wait(30s);
+  ASSERT_TRUE(status.has_value()) << "lathe-worker did not exit after SIGTERM\n" << worker.Log();
+  ASSERT_TRUE(WIFEXITED(*status)) << worker.Log();
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << worker.Log();
   std::lock_guard<std::mutex> lock(daemon.mu_);
-  EXPECT_GE(daemon.results_.size(), 1u) << text.str();
+  EXPECT_GE(daemon.results_.size(), 1u) << worker.Log();
   EXPECT_LT(daemon.results_.size(), 3u) << "the tasks not started should have been left\n"
-                                        << text.str();
+                                        << worker.Log();
   for (const auto& [id, res] : daemon.results_) {
     EXPECT_EQ(res.error_class(), lathe::v1::OK) << id << ": " << res.error_msg();
   }
-  EXPECT_NE(text.str().find("not started"), std::string::npos) << text.str();
+  EXPECT_NE(worker.Log().find("not started"), std::string::npos) << worker.Log();
+}
+
+// A second signal does not wait for the task (here one that hangs for 30 s): the worker
+// exits at once and takes its measurement child with it.
+TEST(WorkerTest, SecondSignalExitsAtOnce) {
+  FakeDaemon daemon;
+  Server server(&daemon);
+  daemon.Add(MakeTask("stuck", "hang"));
+  WorkerProcess worker(server.address(), TempDir("twice"), {"--timeout-s", "30"});
+  ASSERT_TRUE(daemon.WaitFor([&] { return daemon.leases_ == 1; }, 20s)) << worker.Log();
+  std::this_thread::sleep_for(200ms);
+  worker.Signal(SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  worker.Signal(SIGINT);
+  auto status = worker.Wait(5s);
+  ASSERT_TRUE(status.has_value()) << "lathe-worker did not exit after a second signal\n"
+                                  << worker.Log();
+  ASSERT_TRUE(WIFEXITED(*status)) << worker.Log();
+  EXPECT_EQ(WEXITSTATUS(*status), 128 + SIGINT) << worker.Log();
+  std::lock_guard<std::mutex> lock(daemon.mu_);
+  EXPECT_TRUE(daemon.results_.empty());
 }
 
 // ------------------------------------------------------------------------------- spool
