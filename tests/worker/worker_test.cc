@@ -175,10 +175,10 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
 
 // The fake daemon served on 127.0.0.1 (port 0: any free port).
 struct Server {
-  Server(FakeDaemon* daemon, int port = 0) {
+  Server(FakeDaemon* daemon, int port = 0,
+         std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials()) {
     grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
-                       &this->port);
+    b.AddListeningPort("127.0.0.1:" + std::to_string(port), creds, &this->port);
     b.RegisterService(daemon);
     server = b.BuildAndStart();
   }
@@ -350,6 +350,38 @@ TEST(WorkerTest, WorkerWithoutTheTokenStopsWithAClearError) {
   EXPECT_TRUE(daemon.results_.empty());
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// --tls-ca: the worker dials the daemon over TLS and checks its certificate.
+TEST(WorkerTest, TalksTlsToADaemonWithACertificateFromTheGivenCa) {
+  std::string dir = TempDir("tls");
+  std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+      dir + "/key.pem -out " + dir + "/cert.pem >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "no openssl to make a test certificate";
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({ReadFile(dir + "/key.pem"), ReadFile(dir + "/cert.pem")});
+  FakeDaemon daemon;
+  Server server(&daemon, 0, grpc::SslServerCredentials(ssl));
+  daemon.Add(MakeTask("tls"));
+  WorkerOptions o = Options(server.address(), "tls_spool");
+  o.tls_ca_pem = ReadFile(dir + "/cert.pem");
+  o.max_tasks = 1;
+  auto w = Worker::Create(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  Running run(std::move(*w));
+  ASSERT_TRUE(run.Join().ok());
+  std::lock_guard<std::mutex> lock(daemon.mu_);
+  ASSERT_EQ(daemon.results_.count("tls"), 1u);
+  EXPECT_EQ(daemon.results_["tls"].error_class(), lathe::v1::OK);
+}
+
 // The real lathe-worker binary as a child process, its log in `log`.
 class WorkerProcess {
  public:
@@ -395,12 +427,7 @@ class WorkerProcess {
     }
     return std::nullopt;
   }
-  std::string Log() const {
-    std::ifstream in(log_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
+  std::string Log() const { return ReadFile(log_); }
 
  private:
   std::string log_;
