@@ -86,6 +86,8 @@ std::string Duration(double s) {
   return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
 }
 
+}  // namespace
+
 std::string ProgressLine(const tuner::TuneProgress& p) {
   constexpr int kWidth = 20;
   int filled = p.trials_target > 0 ? p.trials_done * kWidth / p.trials_target : 0;
@@ -96,6 +98,8 @@ std::string ProgressLine(const tuner::TuneProgress& p) {
   return fmt::format("{} {}/{} trials  best {}  errors {}  {}", bar, p.trials_done, p.trials_target,
                      best, p.errors, left);
 }
+
+namespace {
 
 // --- the library baseline ---
 
@@ -297,12 +301,22 @@ int RunTune(const TuneCliOptions& o) {
     fmt::print(stderr, "lathe tune: no unmeasured candidate left after {} trials\n", r->trials);
   }
 
+  return FinishTune(o, *w, *r, TuneWhere{});
+}
+
+int FinishTune(const TuneCliOptions& o, const ir::Workload& w, const tuner::TuneResult& res,
+               const TuneWhere& where) {
+  const tuner::TuneResult* r = &res;
+  const bool remote = !where.tuner.empty();
   std::string no_baseline_why;
   std::optional<Baseline> base;
   if (o.no_baseline) {
     no_baseline_why = "library baseline skipped (--no-baseline)";
+  } else if (remote && r->device_class != codegen::HostDeviceClass()) {
+    no_baseline_why =
+        "no library baseline: the job ran on " + r->device_class + ", not on this machine";
   } else {
-    base = MeasureBaseline(*w, &no_baseline_why);
+    base = MeasureBaseline(w, &no_baseline_why);
   }
 
   if (!o.plot.empty()) {
@@ -325,9 +339,16 @@ int RunTune(const TuneCliOptions& o) {
                 {"trials", r->trials},
                 {"total_measured", r->total_measured},
                 {"errors", errors},
-                {"db", r->db_path},
                 {"stopped_early", r->stopped_early},
                 {"seconds", r->seconds}};
+    if (remote) {
+      out["tuner"] = where.tuner;
+      out["job_id"] = where.job_id;
+      out["state"] = where.state;
+      out["detached"] = where.detached;
+    } else {
+      out["db"] = r->db_path;
+    }
     if (r->has_best) {
       out["best_latency_us"] = r->best_latency_us;
       out["best_gflops"] = r->best_gflops;
@@ -356,21 +377,35 @@ int RunTune(const TuneCliOptions& o) {
     } else {
       fmt::print("library  {}\n", no_baseline_why);
     }
-    fmt::print("trials   {} this run, {} in all; errors {}", r->trials, r->total_measured,
-               errors_total);
+    if (remote) {
+      fmt::print("trials   {} in job {} ({}); errors {}", r->trials, where.job_id, where.state,
+                 errors_total);
+    } else {
+      fmt::print("trials   {} this run, {} in all; errors {}", r->trials, r->total_measured,
+                 errors_total);
+    }
     if (errors_total > 0) {
       std::string parts;
       for (const auto& [cls, n] : r->errors)
         parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", cls, n);
       fmt::print(" ({})", parts);
     }
-    fmt::print("\nstored   {}\n         workload {} (key {})\n         device   {}\n", r->db_path,
-               r->workload, r->workload_key, r->device_class);
-    fmt::print("build it lathe build --workload {} --db {} --out kernel.so\n", r->workload,
-               r->db_path);
+    if (remote) {
+      fmt::print(
+          "\nstored   on lathed at {}\n         workload {} (key {})\n         device   {}\n",
+          where.tuner, r->workload, r->workload_key, r->device_class);
+      fmt::print("query it lathe query --tuner {} --workload {} --device-class '{}'\n", where.tuner,
+                 r->workload, r->device_class);
+    } else {
+      fmt::print("\nstored   {}\n         workload {} (key {})\n         device   {}\n", r->db_path,
+                 r->workload, r->workload_key, r->device_class);
+      fmt::print("build it lathe build --workload {} --db {} --out kernel.so\n", r->workload,
+                 r->db_path);
+    }
     if (!o.plot.empty()) fmt::print("plot     {}\n", o.plot);
   }
   if (!r->has_best) {
+    if (where.detached) return kExitOk;  // the job goes on; nothing to judge yet
     return Fail(kExitFailure, fmt::format("no candidate of {} ran correctly in {} trials ({} "
                                           "errors); nothing to keep as the best",
                                           r->workload, r->trials, errors_total));

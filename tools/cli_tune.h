@@ -13,26 +13,50 @@
 #include <utility>
 #include <vector>
 
+#include "ir/workload.h"
+#include "tuner/tune.h"
+
 namespace lathe::tools {
 
 struct TuneCliOptions {
-  std::string workload;        // --workload SPEC (required)
-  std::string target = "cpu";  // --target
-  int trials = 300;            // --trials N
-  int batch = 64;              // --batch N
-  std::string db_path;         // --db; empty: DefaultDbPath()
-  std::string tuner;           // --tuner HOST:PORT (not available in this build)
-  bool json = false;           // --json
-  std::string plot;            // --plot FILE
-  uint64_t seed = 0;           // --seed S (0: from the clock)
-  double min_repeat_ms = 100;  // --min-repeat-ms X
-  bool no_baseline = false;    // --no-baseline: skip the library measurement
+  std::string workload;              // --workload SPEC (required)
+  std::string target = "cpu";        // --target
+  int trials = 300;                  // --trials N
+  int batch = 64;                    // --batch N
+  std::string db_path;               // --db; empty: DefaultDbPath()
+  std::string tuner;                 // --tuner HOST:PORT: submit to lathed (tools/cli_remote.h)
+  std::string token_file;            // --token-file F (with --tuner)
+  std::string tls_ca;                // --tls-ca F (with --tuner)
+  bool cancel_on_interrupt = false;  // --cancel-on-interrupt: Ctrl-C cancels the remote job
+  bool json = false;                 // --json
+  std::string plot;                  // --plot FILE
+  uint64_t seed = 0;                 // --seed S (0: from the clock)
+  double min_repeat_ms = 100;        // --min-repeat-ms X
+  bool no_baseline = false;          // --no-baseline: skip the library measurement
 };
 
-// Runs `lathe tune` and returns the exit status: 0 success (also when stopped by Ctrl-C),
-// 2 bad usage or a malformed spec, 1 any other failure, including a run that ends without a
-// single ok record for the workload.
+// Runs the embedded `lathe tune` (options.tuner must be empty) and returns the exit status: 0
+// success (also when stopped by Ctrl-C), 2 bad usage or a malformed spec, 1 any other failure,
+// including a run that ends without a single ok record for the workload.
 int RunTune(const TuneCliOptions& options);
+
+// The progress bar line of `lathe tune`: bar, trials, best GFLOP/s, errors, time left.
+std::string ProgressLine(const tuner::TuneProgress& p);
+
+// Where the result of a run lives, for the summary that FinishTune prints.
+struct TuneWhere {
+  std::string tuner;      // HOST:PORT of lathed; empty for the embedded tuner
+  std::string job_id;     // the daemon's job
+  std::string state;      // the job's state when the client stopped following it
+  bool detached = false;  // the client stopped following a job that goes on
+};
+
+// The end of `lathe tune`, embedded or remote: measures the library baseline (unless
+// --no-baseline, or the run was on another device class), writes --plot, and prints the
+// summary (or, with --json, one object on stdout). Returns the exit status: 1 when no ok
+// record exists for the workload (except for a detached remote run), else 0.
+int FinishTune(const TuneCliOptions& options, const ir::Workload& workload,
+               const tuner::TuneResult& result, const TuneWhere& where);
 
 // The tuning curve as a standalone SVG document: best GFLOP/s against the trial index, with
 // axes and ticks, the library figure as a dashed horizontal line when `library_gflops` > 0,

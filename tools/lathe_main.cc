@@ -5,18 +5,19 @@
 #include "CLI/CLI.hpp"
 #include "tools/cli_build.h"
 #include "tools/cli_db.h"
+#include "tools/cli_remote.h"
 #include "tools/cli_tune.h"
 
 namespace {
 
 constexpr int kUsageError = 2;
 
-int NotBuiltYet(const char* what) {
-  std::fprintf(stderr,
-               "lathe %s: not available in this build yet (the search and the tuner service "
-               "are still being written); see `lathe --help` for what is\n",
-               what);
-  return 1;
+// --tuner, --token-file and --tls-ca of the commands that can talk to lathed.
+void AddRemoteOptions(CLI::App* cmd, std::string* tuner, std::string* token_file,
+                      std::string* tls_ca, const char* tuner_help) {
+  cmd->add_option("--tuner", *tuner, tuner_help);
+  cmd->add_option("--token-file", *token_file, "file holding the daemon's shared secret");
+  cmd->add_option("--tls-ca", *tls_ca, "PEM file of the CA of the daemon's TLS certificate");
 }
 
 }  // namespace
@@ -50,7 +51,9 @@ int main(int argc, char** argv) {
               "use the record of the same CPU model with another core count when there is "
               "none for this one (the output says so)");
   q->add_flag("--json", query.json, "print one JSON object");
-  q->add_option("--tuner", "query a lathed daemon (not available yet)");
+  lathe::tools::RemoteOptions query_remote;
+  AddRemoteOptions(q, &query_remote.tuner, &query_remote.token_file, &query_remote.tls_ca,
+                   "query a lathed daemon's database instead (HOST:PORT)");
 
   std::string db_sub, db_path, db_file;
   bool db_json = false;
@@ -63,7 +66,8 @@ int main(int argc, char** argv) {
   d->add_flag("--json", db_json, "print one JSON object (stats)");
 
   lathe::tools::TuneCliOptions tune;
-  CLI::App* t = app.add_subcommand("tune", "tune a workload on this machine (embedded tuner)");
+  CLI::App* t = app.add_subcommand(
+      "tune", "tune a workload: on this machine (embedded), or as a lathed job (--tuner)");
   t->add_option("--workload", tune.workload, "workload spec, e.g. matmul:m=512,n=512,k=512")
       ->required();
   t->add_option("--target", tune.target, "cpu (default)");
@@ -71,7 +75,10 @@ int main(int argc, char** argv) {
   t->add_option("--db", tune.db_path,
                 "tuning database (default: $LATHE_DB or "
                 "~/.local/share/lathe/tuning.db)");
-  t->add_option("--tuner", tune.tuner, "submit to a lathed daemon (not available yet)");
+  AddRemoteOptions(t, &tune.tuner, &tune.token_file, &tune.tls_ca,
+                   "submit a job to a lathed daemon (HOST:PORT) and follow it");
+  t->add_flag("--cancel-on-interrupt", tune.cancel_on_interrupt,
+              "with --tuner: Ctrl-C cancels the job (default: detach, the job keeps running)");
   t->add_flag("--json", tune.json, "print one JSON object on stdout");
   t->add_option("--plot", tune.plot, "write the tuning curve as an SVG file");
   t->add_option("--batch", tune.batch, "candidates per search round (default 64)");
@@ -79,10 +86,17 @@ int main(int argc, char** argv) {
   t->add_option("--min-repeat-ms", tune.min_repeat_ms,
                 "time each candidate for at least this long (default 100)");
   t->add_flag("--no-baseline", tune.no_baseline, "do not measure the library baseline");
-  CLI::App* wk = app.add_subcommand("workers", "list a daemon's workers (not available yet)");
-  wk->allow_extras();
-  CLI::App* jb = app.add_subcommand("jobs", "list a daemon's jobs (not available yet)");
-  jb->allow_extras();
+  lathe::tools::RemoteOptions workers;
+  CLI::App* wk = app.add_subcommand("workers", "list a lathed daemon's measurement workers");
+  AddRemoteOptions(wk, &workers.tuner, &workers.token_file, &workers.tls_ca,
+                   "the daemon (HOST:PORT)");
+  wk->get_option("--tuner")->required();
+  wk->add_flag("--json", workers.json, "print one JSON object");
+  lathe::tools::RemoteOptions jobs;
+  CLI::App* jb = app.add_subcommand("jobs", "list a lathed daemon's tuning jobs");
+  AddRemoteOptions(jb, &jobs.tuner, &jobs.token_file, &jobs.tls_ca, "the daemon (HOST:PORT)");
+  jb->get_option("--tuner")->required();
+  jb->add_flag("--json", jobs.json, "print one JSON object");
 
   try {
     app.parse(argc, argv);
@@ -98,12 +112,18 @@ int main(int argc, char** argv) {
   }
   if (b->parsed()) return lathe::tools::RunBuild(build);
   if (q->parsed()) {
-    if (q->count("--tuner")) return NotBuiltYet("query --tuner");
+    if (!query_remote.tuner.empty()) {
+      query_remote.json = query.json;
+      return lathe::tools::RunRemoteQuery(query, query_remote);
+    }
     return lathe::tools::RunQuery(query);
   }
   if (d->parsed()) return lathe::tools::RunDb(db_sub, db_path, db_file, db_json);
-  if (t->parsed()) return lathe::tools::RunTune(tune);
-  if (wk->parsed()) return NotBuiltYet("workers");
-  if (jb->parsed()) return NotBuiltYet("jobs");
+  if (t->parsed()) {
+    if (!tune.tuner.empty()) return lathe::tools::RunRemoteTune(tune);
+    return lathe::tools::RunTune(tune);
+  }
+  if (wk->parsed()) return lathe::tools::RunWorkers(workers);
+  if (jb->parsed()) return lathe::tools::RunJobs(jobs);
   return kUsageError;
 }
