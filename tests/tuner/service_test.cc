@@ -1,0 +1,455 @@
+// The daemon's job/worker service with real components: a real SQLite file in a temporary
+// directory, a real gRPC server on 127.0.0.1:0, and a fake worker written here that leases
+// tasks through the real stubs and reports synthetic results.
+#include "tuner/service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "db/database.h"
+#include "lathe/v1/service.grpc.pb.h"
+#include "tuner/grpc_server.h"
+
+namespace lathe::tuner {
+namespace {
+
+namespace v1 = lathe::v1;
+
+constexpr char kDeviceClass[] = "cpu:Test CPU:avx2:2c";
+constexpr char kSpec[] = "matmul:m=16,n=16,k=16";
+
+// A synthetic median: deterministic per candidate.
+double FakeMedian(const std::string& candidate_id) {
+  return 10.0 + static_cast<double>(std::hash<std::string>{}(candidate_id) % 1000) / 10.0;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/lathe_service_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    db_path_ = dir_ + "/tuning.db";
+  }
+  void TearDown() override {
+    StopServer();
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+
+  ServiceOptions Options() const {
+    ServiceOptions o;
+    o.db_path = db_path_;
+    o.search.population = 64;  // a small search keeps the test fast; the service is under test
+    o.search.generations = 1;
+    o.use_cost_model = false;
+    o.reaper_interval_ms = 50;
+    return o;
+  }
+
+  void StartServer(const ServiceOptions& o, const std::string& token = "") {
+    auto s = TunerService::Create(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    service_ = std::move(*s);
+    GrpcServerOptions g;
+    g.listen = "127.0.0.1:0";
+    g.token = token;
+    auto srv = GrpcServer::Start(service_.get(), g);
+    ASSERT_TRUE(srv.ok()) << srv.status();
+    server_ = std::move(*srv);
+    auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    tuner_ = v1::Tuner::NewStub(channel);
+    worker_ = v1::WorkerService::NewStub(channel);
+  }
+
+  void StopServer() {
+    if (server_) server_->Shutdown(std::chrono::milliseconds(1000));
+    server_.reset();
+    if (service_) service_->Shutdown();
+    service_.reset();
+  }
+
+  std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = "") {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+    return ctx;
+  }
+
+  std::string Submit(int trials, int batch) {
+    v1::SubmitJobRequest req;
+    req.mutable_spec()->add_workloads(kSpec);
+    req.mutable_spec()->set_device_class(kDeviceClass);
+    req.mutable_spec()->set_trials(trials);
+    req.mutable_spec()->set_batch(batch);
+    req.mutable_spec()->set_seed(7);
+    req.mutable_spec()->set_min_repeat_ms(1);
+    v1::SubmitJobResponse resp;
+    grpc::Status st = tuner_->SubmitJob(Ctx().get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.job_id();
+  }
+
+  std::string RegisterWorker(const std::string& host) {
+    v1::RegisterRequest req;
+    req.set_hostname(host);
+    v1::DeviceInfo* d = req.add_devices();
+    d->set_device_class(kDeviceClass);
+    d->set_kind("cpu");
+    v1::RegisterResponse resp;
+    grpc::Status st = worker_->Register(Ctx().get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.worker_id();
+  }
+
+  v1::LeaseResponse Lease(const std::string& worker_id, int max_tasks, int wait_ms = 2000) {
+    v1::LeaseRequest req;
+    req.set_worker_id(worker_id);
+    req.set_device_class(kDeviceClass);
+    req.set_max_tasks(max_tasks);
+    req.set_wait_ms(wait_ms);
+    v1::LeaseResponse resp;
+    grpc::Status st = worker_->Lease(Ctx().get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp;
+  }
+
+  static v1::ReportRequest OkReport(const std::string& worker_id, const v1::LeaseResponse& l) {
+    v1::ReportRequest req;
+    req.set_worker_id(worker_id);
+    req.set_lease_id(l.lease_id());
+    req.set_device_class(kDeviceClass);
+    for (const v1::Task& t : l.tasks()) {
+      v1::MeasureResult* r = req.add_results();
+      r->set_candidate_id(t.candidate_id());
+      const double m = FakeMedian(t.candidate_id());
+      r->add_repeats_us(m);
+      r->add_repeats_us(m);
+      r->add_repeats_us(m);
+      r->set_median_us(m);
+    }
+    return req;
+  }
+
+  v1::ReportResponse Report(const v1::ReportRequest& req) {
+    v1::ReportResponse resp;
+    grpc::Status st = worker_->Report(Ctx().get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp;
+  }
+
+  v1::JobStatus Job(const std::string& id) {
+    auto st = service_->GetJob(id);
+    EXPECT_TRUE(st.ok()) << st.status();
+    return st.ok() ? *st : v1::JobStatus();
+  }
+
+  // Leases and reports until the job ends (or `max_reports` reports were sent); records
+  // every candidate id it was handed in `seen`.
+  void RunWorker(const std::string& worker_id, const std::string& job_id,
+                 std::vector<std::string>* seen, int max_tasks = 4, int max_reports = 1000) {
+    const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+    for (int reports = 0; reports < max_reports && std::chrono::steady_clock::now() < stop;) {
+      if (Job(job_id).state() == v1::DONE) return;
+      v1::LeaseResponse l = Lease(worker_id, max_tasks, 200);
+      if (l.tasks().empty()) continue;
+      for (const v1::Task& t : l.tasks()) {
+        EXPECT_EQ(t.job_id(), job_id);
+        EXPECT_EQ(t.device_class(), kDeviceClass);
+        EXPECT_FALSE(t.request().trace_json().empty());
+        seen->push_back(t.candidate_id());
+      }
+      v1::ReportResponse r = Report(OkReport(worker_id, l));
+      EXPECT_EQ(r.accepted(), l.tasks_size());
+      ++reports;
+    }
+  }
+
+  int64_t StoredRecords() {
+    auto database = db::Database::Open(db_path_);
+    EXPECT_TRUE(database.ok()) << database.status();
+    if (!database.ok()) return -1;
+    auto stats = (*database)->GetStats();
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    return stats.ok() ? stats->records : -1;
+  }
+
+  std::string dir_, db_path_;
+  std::unique_ptr<TunerService> service_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<v1::Tuner::Stub> tuner_;
+  std::unique_ptr<v1::WorkerService::Stub> worker_;
+};
+
+TEST_F(ServiceTest, FakeWorkerCompletesJobAndRetriedReportIsNotDuplicated) {
+  ServiceOptions o = Options();
+  o.use_cost_model = true;
+  StartServer(o);
+  const std::string job = Submit(16, 8);
+  ASSERT_FALSE(job.empty());
+  const std::string w = RegisterWorker("fake-host");
+  ASSERT_FALSE(w.empty());
+
+  // A watcher sees the job through to its end.
+  v1::JobState watched_last = v1::JOB_STATE_UNSPECIFIED;
+  int watched = 0;
+  std::thread watcher([&] {
+    auto ctx = Ctx();
+    v1::WatchJobRequest req;
+    req.set_job_id(job);
+    auto reader = tuner_->WatchJob(ctx.get(), req);
+    v1::JobStatus st;
+    while (reader->Read(&st)) {
+      watched_last = st.state();
+      ++watched;
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+  });
+
+  std::vector<std::string> seen;
+  v1::LeaseResponse first = Lease(w, 4);
+  ASSERT_EQ(first.tasks_size(), 4);
+  for (const v1::Task& t : first.tasks()) seen.push_back(t.candidate_id());
+  v1::ReportRequest first_report = OkReport(w, first);
+  EXPECT_EQ(Report(first_report).accepted(), 4);
+  // The same report again (a worker retrying after a lost answer) stores nothing new.
+  v1::ReportResponse again = Report(first_report);
+  EXPECT_EQ(again.accepted(), 0);
+  EXPECT_EQ(again.duplicates(), 4);
+
+  RunWorker(w, job, &seen);
+  watcher.join();
+
+  v1::JobStatus st = Job(job);
+  EXPECT_EQ(st.state(), v1::DONE);
+  ASSERT_EQ(st.workloads_size(), 1);
+  EXPECT_EQ(st.workloads(0).trials_done(), 16);
+  EXPECT_EQ(st.workloads(0).trials_target(), 16);
+  EXPECT_GT(st.workloads(0).best_latency_us(), 0);
+  EXPECT_EQ(watched_last, v1::DONE);
+  EXPECT_GE(watched, 2);
+  EXPECT_EQ(StoredRecords(), 16);
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size());
+  EXPECT_EQ(seen.size(), 16u);
+
+  v1::ListWorkersResponse workers;
+  ASSERT_TRUE(tuner_->ListWorkers(Ctx().get(), {}, &workers).ok());
+  ASSERT_EQ(workers.workers_size(), 1);
+  EXPECT_EQ(workers.workers(0).measured(), 16);
+
+  v1::QueryBestRequest q;
+  q.set_workload("matmul:k=16,m=16,n=16");
+  q.set_device_class(kDeviceClass);
+  v1::QueryBestResponse best;
+  ASSERT_TRUE(tuner_->QueryBest(Ctx().get(), q, &best).ok());
+  EXPECT_TRUE(best.found()) << best.explanation();
+  EXPECT_DOUBLE_EQ(best.latency_us(), st.workloads(0).best_latency_us());
+  EXPECT_NE(best.worker().find("fake-host"), std::string::npos);
+}
+
+TEST_F(ServiceTest, ExpiredLeaseReturnsTasksToAnotherWorker) {
+  ServiceOptions o = Options();
+  o.lease_duration_ms = 300;
+  StartServer(o);
+  const std::string job = Submit(8, 8);
+  const std::string a = RegisterWorker("host-a");
+  const std::string b = RegisterWorker("host-b");
+  v1::LeaseResponse la = Lease(a, 4);
+  ASSERT_EQ(la.tasks_size(), 4);
+  std::set<std::string> abandoned;
+  for (const v1::Task& t : la.tasks()) abandoned.insert(t.candidate_id());
+  // a never heartbeats: its lease expires and b is handed its tasks.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  std::vector<std::string> seen;
+  RunWorker(b, job, &seen, 8);
+  EXPECT_EQ(Job(job).state(), v1::DONE);
+  for (const std::string& id : abandoned) {
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), id), 1) << id;
+  }
+  EXPECT_EQ(StoredRecords(), 8);
+  // a's late report is harmless: everything in it is already stored.
+  v1::ReportResponse late = Report(OkReport(a, la));
+  EXPECT_EQ(late.accepted(), 0);
+  EXPECT_EQ(late.duplicates(), 4);
+  EXPECT_EQ(StoredRecords(), 8);
+}
+
+TEST_F(ServiceTest, HeartbeatKeepsLeaseAlive) {
+  ServiceOptions o = Options();
+  o.lease_duration_ms = 300;
+  StartServer(o);
+  Submit(8, 8);
+  const std::string a = RegisterWorker("host-a");
+  v1::LeaseResponse la = Lease(a, 8);
+  ASSERT_EQ(la.tasks_size(), 8);
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    v1::HeartbeatRequest hb;
+    hb.set_worker_id(a);
+    hb.add_lease_ids(la.lease_id());
+    v1::HeartbeatResponse resp;
+    ASSERT_TRUE(worker_->Heartbeat(Ctx().get(), hb, &resp).ok());
+    EXPECT_FALSE(resp.reregister());
+  }
+  EXPECT_EQ(service_->QueueDepth(), 0);
+  EXPECT_EQ(Report(OkReport(a, la)).accepted(), 8);
+}
+
+TEST_F(ServiceTest, RestartResumesJobWithoutMeasuringTwice) {
+  StartServer(Options());
+  const std::string job = Submit(16, 8);
+  std::string w = RegisterWorker("host-a");
+  std::vector<std::string> seen;
+  RunWorker(w, job, &seen, 4, /*max_reports=*/2);
+  ASSERT_EQ(seen.size(), 8u);
+  // A lease in flight when the daemon dies is simply lost with it.
+  v1::LeaseResponse lost = Lease(w, 2);
+  EXPECT_EQ(lost.tasks_size(), 2);
+  StopServer();
+  EXPECT_EQ(StoredRecords(), 8);
+
+  StartServer(Options());
+  EXPECT_EQ(Job(job).workloads(0).trials_done(), 8);
+  {
+    // The worker's heartbeat tells it to register again.
+    v1::HeartbeatRequest hb;
+    hb.set_worker_id(w);
+    v1::HeartbeatResponse resp;
+    ASSERT_TRUE(worker_->Heartbeat(Ctx().get(), hb, &resp).ok());
+    EXPECT_TRUE(resp.reregister());
+  }
+  w = RegisterWorker("host-a");
+  RunWorker(w, job, &seen);
+  v1::JobStatus st = Job(job);
+  EXPECT_EQ(st.state(), v1::DONE);
+  EXPECT_EQ(st.workloads(0).trials_done(), 16);
+  EXPECT_EQ(StoredRecords(), 16);
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size());
+}
+
+TEST_F(ServiceTest, CancelStopsJob) {
+  StartServer(Options());
+  const std::string job = Submit(64, 8);
+  const std::string w = RegisterWorker("host-a");
+  v1::LeaseResponse l = Lease(w, 4);
+  ASSERT_EQ(l.tasks_size(), 4);
+  v1::CancelJobRequest req;
+  req.set_job_id(job);
+  v1::CancelJobResponse resp;
+  ASSERT_TRUE(tuner_->CancelJob(Ctx().get(), req, &resp).ok());
+  EXPECT_EQ(resp.status().state(), v1::CANCELLED);
+  EXPECT_EQ(service_->QueueDepth(), 0);
+  // Results of the lease in flight are still kept.
+  EXPECT_EQ(Report(OkReport(w, l)).accepted(), 4);
+  EXPECT_EQ(Lease(w, 4, 100).tasks_size(), 0);
+}
+
+TEST_F(ServiceTest, TokenIsRequired) {
+  StartServer(Options(), "s3cret");
+  v1::ListJobsResponse resp;
+  grpc::Status st = tuner_->ListJobs(Ctx().get(), {}, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  st = tuner_->ListJobs(Ctx("wrong").get(), {}, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::RegisterRequest reg;
+  reg.set_hostname("h");
+  reg.add_devices()->set_device_class(kDeviceClass);
+  v1::RegisterResponse rr;
+  EXPECT_EQ(worker_->Register(Ctx().get(), reg, &rr).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(tuner_->ListJobs(Ctx("s3cret").get(), {}, &resp).ok());
+  EXPECT_TRUE(worker_->Register(Ctx("s3cret").get(), reg, &rr).ok());
+}
+
+TEST_F(ServiceTest, MalformedRequestsAreInvalidArgument) {
+  StartServer(Options());
+  const std::string w = RegisterWorker("host-a");
+  auto code = [](const grpc::Status& st) { return st.error_code(); };
+  const auto kInvalid = grpc::StatusCode::INVALID_ARGUMENT;
+
+  v1::LeaseRequest lease;
+  lease.set_worker_id(w);
+  lease.set_max_tasks(-1);
+  v1::LeaseResponse lr;
+  EXPECT_EQ(code(worker_->Lease(Ctx().get(), lease, &lr)), kInvalid);
+  lease.set_max_tasks(1 << 30);
+  EXPECT_EQ(code(worker_->Lease(Ctx().get(), lease, &lr)), kInvalid);
+  lease.set_max_tasks(1);
+  lease.set_wait_ms(-5);
+  EXPECT_EQ(code(worker_->Lease(Ctx().get(), lease, &lr)), kInvalid);
+  lease.set_wait_ms(0);
+  lease.set_worker_id("");
+  EXPECT_EQ(code(worker_->Lease(Ctx().get(), lease, &lr)), kInvalid);
+  lease.set_worker_id("nobody");
+  EXPECT_EQ(code(worker_->Lease(Ctx().get(), lease, &lr)), grpc::StatusCode::NOT_FOUND);
+
+  v1::RegisterRequest reg;
+  v1::RegisterResponse rr;
+  EXPECT_EQ(code(worker_->Register(Ctx().get(), reg, &rr)), kInvalid);
+
+  v1::ReportRequest rep;
+  rep.set_worker_id(w);
+  rep.add_results()->set_candidate_id("");
+  v1::ReportResponse rp;
+  EXPECT_EQ(code(worker_->Report(Ctx().get(), rep, &rp)), kInvalid);
+  rep.mutable_results(0)->set_candidate_id("x");
+  rep.mutable_results(0)->set_median_us(-1);
+  EXPECT_EQ(code(worker_->Report(Ctx().get(), rep, &rp)), kInvalid);
+
+  v1::HeartbeatRequest hb;
+  v1::HeartbeatResponse hr;
+  EXPECT_EQ(code(worker_->Heartbeat(Ctx().get(), hb, &hr)), kInvalid);
+
+  v1::SubmitJobRequest sub;
+  v1::SubmitJobResponse sr;
+  EXPECT_EQ(code(tuner_->SubmitJob(Ctx().get(), sub, &sr)), kInvalid);
+  sub.mutable_spec()->add_workloads("matmul:m=16,n=16,k=16");
+  sub.mutable_spec()->add_workloads("matmul:m=0,n=16");
+  sub.mutable_spec()->set_device_class(kDeviceClass);
+  grpc::Status st = tuner_->SubmitJob(Ctx().get(), sub, &sr);
+  EXPECT_EQ(code(st), kInvalid);
+  EXPECT_NE(st.error_message().find("workloads[1]"), std::string::npos) << st.error_message();
+  sub.mutable_spec()->mutable_workloads()->RemoveLast();
+  sub.mutable_spec()->set_trials(-3);
+  EXPECT_EQ(code(tuner_->SubmitJob(Ctx().get(), sub, &sr)), kInvalid);
+  sub.mutable_spec()->set_trials(8);
+  sub.mutable_spec()->set_target("tpu");
+  EXPECT_EQ(code(tuner_->SubmitJob(Ctx().get(), sub, &sr)), kInvalid);
+
+  v1::WatchJobRequest watch;
+  auto ctx = Ctx();
+  auto reader = tuner_->WatchJob(ctx.get(), watch);
+  v1::JobStatus js;
+  EXPECT_FALSE(reader->Read(&js));
+  EXPECT_EQ(code(reader->Finish()), kInvalid);
+
+  v1::QueryBestRequest q;
+  q.set_workload("conv9d:x=1");
+  q.set_device_class(kDeviceClass);
+  v1::QueryBestResponse qr;
+  EXPECT_EQ(code(tuner_->QueryBest(Ctx().get(), q, &qr)), kInvalid);
+}
+
+TEST_F(ServiceTest, OversizedMessageIsResourceExhaustedAndServerGoesOn) {
+  StartServer(Options());
+  v1::SubmitJobRequest sub;
+  sub.mutable_spec()->add_workloads(std::string(5 << 20, 'x'));
+  v1::SubmitJobResponse sr;
+  EXPECT_EQ(tuner_->SubmitJob(Ctx().get(), sub, &sr).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+  v1::ListJobsResponse jobs;
+  EXPECT_TRUE(tuner_->ListJobs(Ctx().get(), {}, &jobs).ok());
+}
+
+}  // namespace
+}  // namespace lathe::tuner

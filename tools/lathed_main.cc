@@ -1,0 +1,118 @@
+// lathed: the tuner daemon (CONTRACT.md). Serves the Tuner and WorkerService gRPC services
+// over a tuning database; SIGTERM or SIGINT stop it gracefully (no new calls, calls in
+// flight finish within 5 s, job threads stop, the database is closed; unfinished jobs resume
+// on the next start).
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+#include "tuner/grpc_server.h"
+#include "tuner/metrics.h"
+#include "tuner/service.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lathed: the lathe tuner daemon (jobs, workers, tuning database)"};
+  std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
+  int heartbeat_ms = 10000, lease_ms = 120000;
+  app.add_option("--listen", listen, "HOST:PORT to serve gRPC on (port 0 picks one)")->required();
+  app.add_option("--db", db_path, "tuning database (SQLite file; created when missing)")
+      ->required();
+  app.add_option("--token-file", token_file,
+                 "file holding a shared secret; calls must send 'authorization: Bearer <it>'");
+  auto* cert = app.add_option("--tls-cert", tls_cert, "server certificate (PEM): enables TLS");
+  auto* key = app.add_option("--tls-key", tls_key, "server private key (PEM)");
+  auto* ca = app.add_option("--tls-client-ca", tls_client_ca,
+                            "CA (PEM) that client certificates must chain to (mTLS)");
+  cert->needs(key);
+  key->needs(cert);
+  ca->needs(cert);
+  app.add_option("--metrics", metrics_addr, "HOST:PORT to serve Prometheus /metrics on");
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval told to workers")
+      ->check(CLI::Range(100, 3600000));
+  app.add_option("--lease-ms", lease_ms, "lease duration without a heartbeat")
+      ->check(CLI::Range(100, 86400000));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  // Logs go to stderr; stdout carries only the "listening on" lines.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("lathed"));
+
+  // Signals are taken by sigwait in this thread; every thread started later inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  lathe::tuner::GrpcServerOptions gopts;
+  gopts.listen = listen;
+  auto read = [](const std::string& path, bool trim, std::string* out) {
+    absl::StatusOr<std::string> text = lathe::tuner::ReadSecretFile(path, trim);
+    if (!text.ok()) {
+      std::fprintf(stderr, "lathed: %s\n", std::string(text.status().message()).c_str());
+      return false;
+    }
+    *out = std::move(*text);
+    return true;
+  };
+  if (!token_file.empty() && !read(token_file, true, &gopts.token)) return 2;
+  if (!tls_cert.empty() && !read(tls_cert, false, &gopts.tls_cert_pem)) return 2;
+  if (!tls_key.empty() && !read(tls_key, false, &gopts.tls_key_pem)) return 2;
+  if (!tls_client_ca.empty() && !read(tls_client_ca, false, &gopts.tls_client_ca_pem)) return 2;
+
+  std::unique_ptr<lathe::tuner::Metrics> metrics;
+  {
+    absl::StatusOr<std::unique_ptr<lathe::tuner::Metrics>> m =
+        lathe::tuner::Metrics::Create(metrics_addr);
+    if (!m.ok()) {
+      std::fprintf(stderr, "lathed: %s\n", std::string(m.status().message()).c_str());
+      return 1;
+    }
+    metrics = std::move(*m);
+  }
+
+  lathe::tuner::ServiceOptions sopts;
+  sopts.db_path = db_path;
+  sopts.heartbeat_interval_ms = heartbeat_ms;
+  sopts.lease_duration_ms = lease_ms;
+  sopts.metrics = metrics.get();
+  absl::StatusOr<std::unique_ptr<lathe::tuner::TunerService>> service =
+      lathe::tuner::TunerService::Create(sopts);
+  if (!service.ok()) {
+    std::fprintf(stderr, "lathed: database %s: %s\n", db_path.c_str(),
+                 service.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<lathe::tuner::GrpcServer>> server =
+      lathe::tuner::GrpcServer::Start(service->get(), gopts);
+  if (!server.ok()) {
+    std::fprintf(stderr, "lathed: %s\n", std::string(server.status().message()).c_str());
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::printf("lathed: listening on %s\n", (*server)->address().c_str());
+  if (metrics->port() != 0) std::printf("lathed: metrics on port %d\n", metrics->port());
+  std::fflush(stdout);
+  spdlog::info(
+      "event=started listen={} db=\"{}\" auth={} tls={}", (*server)->address(), db_path,
+      gopts.token.empty() ? "none" : "token",
+      gopts.tls_cert_pem.empty() ? "off" : (gopts.tls_client_ca_pem.empty() ? "on" : "mtls"));
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("event=stopping signal={}", sig);
+  (*server)->Shutdown(std::chrono::milliseconds(5000));
+  (*server)->Wait();
+  (*service)->Shutdown();
+  server->reset();
+  service->reset();
+  spdlog::info("event=stopped");
+  return 0;
+}

@@ -1,0 +1,143 @@
+#include "tuner/tune_common.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/lower.h"
+#include "cost_model/database_io.h"
+#include "db/lookup.h"
+#include "ir/trace.h"
+#include "tuner/search.h"
+
+namespace lathe::tuner {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+db::ErrorClass ErrorClassFromProto(lathe::v1::ErrorClass e) {
+  switch (e) {
+    case lathe::v1::OK:
+      return db::ErrorClass::kOk;
+    case lathe::v1::INVALID_SCHEDULE:
+      return db::ErrorClass::kInvalidSchedule;
+    case lathe::v1::COMPILE_ERROR:
+      return db::ErrorClass::kCompileError;
+    case lathe::v1::TIMEOUT:
+      return db::ErrorClass::kTimeout;
+    case lathe::v1::WRONG_ANSWER:
+      return db::ErrorClass::kWrongAnswer;
+    default:
+      return db::ErrorClass::kRuntimeError;
+  }
+}
+
+lathe::v1::ErrorClass ErrorClassToProto(db::ErrorClass e) {
+  switch (e) {
+    case db::ErrorClass::kOk:
+      return lathe::v1::OK;
+    case db::ErrorClass::kInvalidSchedule:
+      return lathe::v1::INVALID_SCHEDULE;
+    case db::ErrorClass::kCompileError:
+      return lathe::v1::COMPILE_ERROR;
+    case db::ErrorClass::kTimeout:
+      return lathe::v1::TIMEOUT;
+    case db::ErrorClass::kWrongAnswer:
+      return lathe::v1::WRONG_ANSWER;
+    case db::ErrorClass::kRuntimeError:
+      break;
+  }
+  return lathe::v1::RUNTIME_ERROR;
+}
+
+std::string KeyOfStoredTrace(const std::string& trace_json) {
+  absl::StatusOr<ir::Trace> t = ir::TraceFromJson(trace_json);
+  if (!t.ok()) return trace_json;
+  Candidate c;
+  c.trace = std::move(*t);
+  return CandidateKey(c);
+}
+
+absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& space,
+                                                            const Candidate& c) {
+  absl::StatusOr<ir::Schedule> sch = space.Apply(c);
+  if (!sch.ok()) return sch.status();
+  absl::StatusOr<ir::LoweredFunc> f = codegen::Lower(*sch, "kernel");
+  if (!f.ok()) return f.status();
+  return cost_model::ExtractFeatures(*f);
+}
+
+cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w,
+                                   const std::string& device_class) {
+  absl::StatusOr<cost_model::CostModel> loaded =
+      cost_model::LoadFromDatabase(database, device_class);
+  if (loaded.ok()) {
+    cost_model::CostModel model = std::move(*loaded);
+    absl::StatusOr<std::vector<db::Record>> history = database.TopK(w.key, device_class, 1 << 20);
+    if (history.ok() && !history->empty()) {
+      std::vector<cost_model::FeatureMatrix> programs;
+      std::vector<double> throughputs;
+      std::vector<std::string> keys;
+      for (const db::Record& r : *history) {
+        absl::StatusOr<ir::LoweredFunc> f = cost_model::LowerTraceJson(r.trace_json);
+        if (!f.ok() || r.median_us <= 0) continue;
+        absl::StatusOr<cost_model::FeatureMatrix> m = cost_model::ExtractFeatures(*f);
+        if (!m.ok()) continue;
+        programs.push_back(std::move(*m));
+        throughputs.push_back(1.0 / r.median_us);
+        keys.push_back(w.key);
+      }
+      // A failed retraining keeps the loaded model, which is what we want here.
+      (void)model.Update(programs, throughputs, keys);
+    }
+    return model;
+  }
+  cost_model::CostModel model;
+  // FailedPrecondition (too few records) leaves the data in the model, untrained.
+  (void)cost_model::TrainFromDatabase(database, device_class, model);
+  return model;
+}
+
+std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
+                                         const ir::Workload& w, const std::string& device_class,
+                                         int k) {
+  std::vector<Candidate> seeds;
+  absl::StatusOr<std::vector<db::Record>> top = database.TopK(w.key, device_class, k);
+  if (!top.ok()) return seeds;
+  for (const db::Record& r : *top) {
+    absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r.trace_json);
+    if (!t.ok()) continue;
+    absl::StatusOr<Candidate> c = space.FromTrace(*t);
+    if (c.ok()) seeds.push_back(std::move(*c));
+  }
+  return seeds;
+}
+
+absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_class) {
+  std::optional<db::CpuDeviceClass> cpu = db::ParseCpuDeviceClass(device_class);
+  if (!cpu.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device class '", device_class,
+                     "' is not a CPU class (cpu:<model>:<isa>:<N>c); only CPU search spaces "
+                     "exist"));
+  }
+  CpuTarget t;
+  int bits = 128;
+  if (cpu->isa == "avx512") {
+    bits = 512;
+  } else if (cpu->isa == "avx2" || cpu->isa == "avx") {
+    bits = 256;
+  } else if (cpu->isa == "scalar") {
+    bits = 32;
+  }
+  t.vector_lanes = std::max(1, bits / 32);
+  t.cores = std::max(1, cpu->cores);
+  t.vector_registers = bits >= 512 ? 32 : 16;
+  return t;
+}
+
+}  // namespace lathe::tuner

@@ -1,0 +1,59 @@
+// \file
+// Pieces of a tuning loop shared by the embedded loop's callers and the daemon's job service:
+// the starting cost model of a device class, search seeds from the best stored records, the
+// search key of a stored trace, features of a candidate, the CPU target a device class
+// describes, and the conversion of a measured error class to the database's.
+#ifndef LATHE_TUNER_TUNE_COMMON_H_
+#define LATHE_TUNER_TUNE_COMMON_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cost_model/features.h"
+#include "cost_model/xgb_model.h"
+#include "db/database.h"
+#include "db/record.h"
+#include "ir/workload.h"
+#include "lathe/v1/measure.pb.h"
+#include "tuner/space.h"
+
+namespace lathe::tuner {
+
+// Unix time in milliseconds.
+int64_t NowUnixMs();
+
+// The database's error class of a measured one (unknown values: runtime error).
+db::ErrorClass ErrorClassFromProto(lathe::v1::ErrorClass e);
+// The proto form of a database error class.
+lathe::v1::ErrorClass ErrorClassToProto(db::ErrorClass e);
+
+// The search's deduplication key (CandidateKey) of a stored trace: the same program whatever
+// sketch and decisions produced it. Unreadable traces keep their text as the key.
+std::string KeyOfStoredTrace(const std::string& trace_json);
+
+// The cost-model features of a candidate's lowered program.
+absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& space,
+                                                            const Candidate& c);
+
+// The starting model: the device class's saved model (plus this workload's ok records as its
+// training data), else one trained on every ok record of the device class, else an untrained
+// model (the first rounds sample at random).
+cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w,
+                                   const std::string& device_class);
+
+// Candidates to start the search from: up to `k` of the best stored records that this space
+// reproduces.
+std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
+                                         const ir::Workload& w, const std::string& device_class,
+                                         int k);
+
+// The search-space target of a CPU device class "cpu:<model>:<isa>:<N>c" (vector lanes from
+// the ISA, cores from N). InvalidArgument for anything else (GPU classes have no search space
+// yet).
+absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_class);
+
+}  // namespace lathe::tuner
+
+#endif  // LATHE_TUNER_TUNE_COMMON_H_
