@@ -232,6 +232,8 @@ struct TunerService::State {
     return n;
   }
 
+  // Refreshed by the reaper every reaper_interval_ms (and on Register), not on the Lease and
+  // Report paths: it walks every task.
   void UpdateGauges() {
     if (metrics() == nullptr) return;
     int64_t idle = 0, busy = 0, lost = 0;
@@ -525,7 +527,6 @@ void TunerService::State::RunJob(JobEntry* job) {
         q.push_back(id);
         ++w.outstanding;
       }
-      UpdateGauges();
       work_cv.notify_all();
     }
   }
@@ -1026,7 +1027,6 @@ absl::StatusOr<v1::LeaseResponse> TunerService::Lease(const v1::LeaseRequest& re
   }
   resp.set_lease_id(lease_id);
   resp.set_deadline_ms(NowUnixMs() + s_->options.lease_duration_ms);
-  s_->UpdateGauges();
   if (Metrics* m = s_->metrics()) {
     m->AddLeaseGranted(static_cast<int64_t>(taken.size()));
     m->ObserveDispatchLatency(std::chrono::duration<double>(Clock::now() - start - waited).count());
@@ -1176,7 +1176,6 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   if (auto w = s_->workers.find(req.worker_id()); w != s_->workers.end()) {
     w->second.measured += stored_now;
   }
-  s_->UpdateGauges();
   return resp;
 }
 

@@ -20,6 +20,7 @@
 #include "db/database.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "tuner/grpc_server.h"
+#include "tuner/metrics.h"
 
 namespace lathe::tuner {
 namespace {
@@ -192,8 +193,12 @@ class ServiceTest : public ::testing::Test {
 };
 
 TEST_F(ServiceTest, FakeWorkerCompletesJobAndRetriedReportIsNotDuplicated) {
+  auto metrics = Metrics::Create("127.0.0.1:0");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_GT((*metrics)->port(), 0);
   ServiceOptions o = Options();
   o.use_cost_model = true;
+  o.metrics = metrics->get();
   StartServer(o);
   const std::string job = Submit(16, 8);
   ASSERT_FALSE(job.empty());
@@ -255,6 +260,7 @@ TEST_F(ServiceTest, FakeWorkerCompletesJobAndRetriedReportIsNotDuplicated) {
   EXPECT_TRUE(best.found()) << best.explanation();
   EXPECT_DOUBLE_EQ(best.latency_us(), st.workloads(0).best_latency_us());
   EXPECT_NE(best.worker().find("fake-host"), std::string::npos);
+  StopServer();  // before the metrics it reports to
 }
 
 TEST_F(ServiceTest, ExpiredLeaseReturnsTasksToAnotherWorker) {
