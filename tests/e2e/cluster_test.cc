@@ -157,6 +157,61 @@ TEST(ClusterTest, KilledWorkerLosesNoResult) {
   ExpectMeasuredElsewhere(c, lost, proxy.worker_id());
 }
 
+// Ctrl-C on `lathe tune --tuner`: detaches (the job keeps running), or cancels the job with
+// --cancel-on-interrupt.
+TEST(ClusterTest, InterruptedRemoteTuneDetachesOrCancels) {
+  Cluster c;
+  ASSERT_TRUE(c.StartDaemon());
+  ASSERT_NE(c.StartWorker(), nullptr);
+  auto client = c.Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 1));
+  for (bool cancel : {false, true}) {
+    SCOPED_TRACE(cancel ? "--cancel-on-interrupt" : "detach");
+    const std::string log = c.dir() + (cancel ? "/tune-cancel.log" : "/tune-detach.log");
+    std::vector<std::string> argv = {LATHE_BIN,         "tune",    "--tuner",      c.address(),
+                                     "--workload",      kWorkload, "--trials",     "100000",
+                                     "--min-repeat-ms", "2",       "--no-baseline"};
+    if (cancel) argv.push_back("--cancel-on-interrupt");
+    auto tune = Process::Spawn(argv, {}, log);
+    ASSERT_NE(tune, nullptr);
+    // Interrupt once the job is measuring.
+    std::string job_id;
+    for (auto until = Clock::now() + std::chrono::seconds(60); Clock::now() < until;) {
+      absl::StatusOr<std::vector<lathe::v1::JobStatus>> jobs = client->ListJobs();
+      ASSERT_TRUE(jobs.ok()) << jobs.status();
+      for (const auto& j : *jobs) {
+        if (j.state() == lathe::v1::RUNNING && TrialsDone(j) >= 2) job_id = j.job_id();
+      }
+      if (!job_id.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_FALSE(job_id.empty()) << ReadAll(log);
+    tune->Signal(SIGINT);
+    std::optional<int> rc = tune->Wait(20000);
+    ASSERT_TRUE(rc.has_value()) << "lathe tune did not end on Ctrl-C: " << ReadAll(log);
+    EXPECT_EQ(*rc, 0) << ReadAll(log);
+    const std::string text = ReadAll(log);
+    absl::StatusOr<std::vector<lathe::v1::JobStatus>> jobs = client->ListJobs();
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    lathe::v1::JobState state = lathe::v1::JOB_STATE_UNSPECIFIED;
+    for (const auto& j : *jobs) {
+      if (j.job_id() == job_id) state = j.state();
+    }
+    if (cancel) {
+      EXPECT_NE(text.find("cancelled job " + job_id), std::string::npos) << text;
+      EXPECT_EQ(state, lathe::v1::CANCELLED);
+    } else {
+      EXPECT_NE(text.find("keeps running"), std::string::npos) << text;
+      EXPECT_EQ(state, lathe::v1::RUNNING);
+      ASSERT_TRUE(client->Cancel(job_id).ok());  // make room for the next one
+    }
+  }
+  // Nothing was stored twice in all this.
+  DbCount n = CountRecords(c.db(), Key());
+  EXPECT_EQ(n.distinct_candidates, n.records);
+}
+
 TEST(ClusterTest, KilledDaemonResumesTheJobOnRestart) {
   Cluster c;
   ASSERT_TRUE(c.StartDaemon(kFastLeases));
