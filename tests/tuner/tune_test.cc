@@ -276,9 +276,12 @@ TEST(TuneCliTest, ExitCodes) {
   EXPECT_EQ(Lathe("tune --workload matmul:m=0,n=1,k=1 --db /nonexistent/x.db", true).code, 2);
   EXPECT_EQ(Lathe("tune --workload bogus --db /nonexistent/x.db", true).code, 2);
   EXPECT_EQ(Lathe("tune", true).code, 2);
+  // No daemon there: exit 1, saying which daemon could not be reached.
   CliRun r = Lathe("tune --workload matmul:m=8,n=8,k=8 --tuner 127.0.0.1:1", true);
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("not available"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot reach lathed at 127.0.0.1:1"), std::string::npos) << r.out;
+  // A malformed spec is refused before any connection is tried.
+  EXPECT_EQ(Lathe("tune --workload bogus --tuner 127.0.0.1:1", true).code, 2);
 }
 
 }  // namespace
