@@ -108,6 +108,51 @@ TEST(SecurityTest, CallsWithoutTheTokenAreRefusedBeforeAnyHandler) {
       << log;
 }
 
+// TLS and the token together, as deployed: a worker and the CLI with --tls-ca and
+// --token-file run a job; a plaintext client gets nowhere.
+TEST(SecurityTest, JobOverTlsWithTheToken) {
+  Cluster c;
+  const std::string dir = c.dir();
+  std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+      dir + "/key.pem -out " + dir + "/cert.pem >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "no openssl to make a test certificate";
+  const std::string token_file = dir + "/token";
+  std::ofstream(token_file) << kToken << "\n";
+  ASSERT_TRUE(c.StartDaemon({"--token-file", token_file, "--tls-cert", dir + "/cert.pem",
+                             "--tls-key", dir + "/key.pem"}));
+  ASSERT_NE(c.StartWorker({"--token-file", token_file, "--tls-ca", dir + "/cert.pem"}), nullptr);
+
+  const std::string lathe = LATHE_BIN;
+  const std::string remote =
+      " --tuner " + c.address() + " --token-file " + token_file + " --tls-ca " + dir + "/cert.pem";
+  bool registered = false;
+  for (auto until = Clock::now() + std::chrono::seconds(30); !registered && Clock::now() < until;) {
+    auto [rc, out] = RunCommand(lathe + " workers --json" + remote);
+    ASSERT_EQ(rc, 0) << out;
+    registered = nlohmann::json::parse(out, nullptr, false)["workers"].size() == 1;
+    if (!registered) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(registered) << "the TLS worker did not register";
+  auto [rc, out] =
+      RunCommand(lathe + " tune --json --workload matmul:m=16,n=16,k=16 --trials 8 " +
+                 "--batch 8 --min-repeat-ms 2 --no-baseline" + remote + " 2>/dev/null");
+  ASSERT_EQ(rc, 0) << out;
+  nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_EQ(j["trials"], 8) << out;
+  EXPECT_EQ(j["state"], "done") << out;
+
+  // Plaintext to a TLS port: no connection; TLS without the token: refused.
+  auto [prc, pout] =
+      RunCommand(lathe + " jobs --tuner " + c.address() + " --token-file " + token_file + " 2>&1");
+  EXPECT_EQ(prc, 1) << pout;
+  auto [trc, tout] =
+      RunCommand(lathe + " jobs --tuner " + c.address() + " --tls-ca " + dir + "/cert.pem 2>&1");
+  EXPECT_EQ(trc, 1) << tout;
+  EXPECT_NE(tout.find("lathed at " + c.address()), std::string::npos) << tout;
+}
+
 TEST(SecurityTest, MalformedAndOversizedMessagesLeaveTheDaemonServing) {
   Cluster c;
   ASSERT_TRUE(c.StartDaemon());
