@@ -25,6 +25,7 @@
 #include "ir/workload.h"
 #include "lathe/v1/measure.pb.h"
 #include "tuner/space.h"
+#include "tuner/tune_common.h"
 #include "worker/measurer.h"
 
 namespace lathe::tuner {
@@ -44,108 +45,14 @@ std::string Fnv1a64Hex(const std::string& bytes) {
   return buf;
 }
 
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string WorkerName() {
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == 0) return "embedded@localhost";
   return absl::StrCat("embedded@", host);
 }
 
-db::ErrorClass FromProto(lathe::v1::ErrorClass e) {
-  switch (e) {
-    case lathe::v1::OK:
-      return db::ErrorClass::kOk;
-    case lathe::v1::INVALID_SCHEDULE:
-      return db::ErrorClass::kInvalidSchedule;
-    case lathe::v1::COMPILE_ERROR:
-      return db::ErrorClass::kCompileError;
-    case lathe::v1::TIMEOUT:
-      return db::ErrorClass::kTimeout;
-    case lathe::v1::WRONG_ANSWER:
-      return db::ErrorClass::kWrongAnswer;
-    default:
-      return db::ErrorClass::kRuntimeError;
-  }
-}
-
 bool Stopped(const std::atomic<bool>* stop) {
   return stop != nullptr && stop->load(std::memory_order_relaxed);
-}
-
-// The cost-model features of a candidate's lowered program.
-absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& space,
-                                                            const Candidate& c) {
-  absl::StatusOr<ir::Schedule> sch = space.Apply(c);
-  if (!sch.ok()) return sch.status();
-  absl::StatusOr<ir::LoweredFunc> f = codegen::Lower(*sch, "kernel");
-  if (!f.ok()) return f.status();
-  return cost_model::ExtractFeatures(*f);
-}
-
-// The starting model: the device class's saved model (plus this workload's ok records as its
-// training data, so that its first retraining does not start from nothing), else one trained
-// on every ok record of the device class, else an untrained model (the first rounds sample
-// at random).
-cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w,
-                                   const std::string& device_class) {
-  absl::StatusOr<cost_model::CostModel> loaded =
-      cost_model::LoadFromDatabase(database, device_class);
-  if (loaded.ok()) {
-    cost_model::CostModel model = std::move(*loaded);
-    absl::StatusOr<std::vector<db::Record>> history = database.TopK(w.key, device_class, 1 << 20);
-    if (history.ok() && !history->empty()) {
-      std::vector<cost_model::FeatureMatrix> programs;
-      std::vector<double> throughputs;
-      std::vector<std::string> keys;
-      for (const db::Record& r : *history) {
-        absl::StatusOr<ir::LoweredFunc> f = cost_model::LowerTraceJson(r.trace_json);
-        if (!f.ok() || r.median_us <= 0) continue;
-        absl::StatusOr<cost_model::FeatureMatrix> m = cost_model::ExtractFeatures(*f);
-        if (!m.ok()) continue;
-        programs.push_back(std::move(*m));
-        throughputs.push_back(1.0 / r.median_us);
-        keys.push_back(w.key);
-      }
-      // A failed retraining keeps the loaded model, which is what we want here.
-      (void)model.Update(programs, throughputs, keys);
-    }
-    return model;
-  }
-  cost_model::CostModel model;
-  // FailedPrecondition (too few records) leaves the data in the model, untrained.
-  (void)cost_model::TrainFromDatabase(database, device_class, model);
-  return model;
-}
-
-// Candidates to start the search from: the best stored records that this space reproduces.
-std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
-                                         const ir::Workload& w, const std::string& device_class,
-                                         int k) {
-  std::vector<Candidate> seeds;
-  absl::StatusOr<std::vector<db::Record>> top = database.TopK(w.key, device_class, k);
-  if (!top.ok()) return seeds;
-  for (const db::Record& r : *top) {
-    absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r.trace_json);
-    if (!t.ok()) continue;
-    absl::StatusOr<Candidate> c = space.FromTrace(*t);
-    if (c.ok()) seeds.push_back(std::move(*c));
-  }
-  return seeds;
-}
-
-// The search's deduplication key (CandidateKey) of a stored trace: the same program whatever
-// sketch and decisions produced it. Unreadable traces keep their text as the key.
-std::string KeyOfStoredTrace(const std::string& trace_json) {
-  absl::StatusOr<ir::Trace> t = ir::TraceFromJson(trace_json);
-  if (!t.ok()) return trace_json;
-  Candidate c;
-  c.trace = std::move(*t);
-  return CandidateKey(c);
 }
 
 }  // namespace
@@ -289,7 +196,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
       r.median_us = m->median_us();
       r.cv = m->cv();
       r.flops = w.flops;
-      r.error_class = FromProto(m->error_class());
+      r.error_class = ErrorClassFromProto(m->error_class());
       r.error_msg = m->error_msg();
       r.worker = worker_name;
       r.lathe_version = kLatheVersion;
