@@ -18,21 +18,12 @@
 #include "db/jsonl.h"
 #include "db/lookup.h"
 #include "ir/workload.h"
+#include "tools/cli_common.h"
 
 namespace lathe::tools {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitNoRecord = 3;
-
-int Fail(const std::string& cmd, const std::string& msg, int code = kExitFailure) {
-  std::fprintf(stderr, "%s: %s\n", cmd.c_str(), msg.c_str());
-  return code;
-}
 
 // Strings from the database may hold anything; JSON output needs valid UTF-8.
 std::string SafeText(const std::string& s) {

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "fmt/format.h"
 #include "ir/workload.h"
+#include "tools/cli_common.h"
 #include "tuner/client.h"
 
 namespace lathe::tools {
@@ -21,16 +22,6 @@ namespace lathe::tools {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitNoRecord = 3;
-
-int Fail(const std::string& cmd, const std::string& msg, int code = kExitFailure) {
-  fmt::print(stderr, "{}: {}\n", cmd, msg);
-  return code;
-}
 
 int FailStatus(const std::string& cmd, const absl::Status& s) {
   return Fail(cmd, std::string(s.message()),
@@ -75,27 +66,6 @@ extern "C" void OnRemoteSigint(int) {
     raise(SIGINT);
   }
 }
-
-class SigintScope {
- public:
-  SigintScope() {
-    g_interrupted.store(false);
-    struct sigaction sa = {};
-    sa.sa_handler = OnRemoteSigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    installed_ = sigaction(SIGINT, &sa, &old_) == 0;
-  }
-  ~SigintScope() {
-    if (installed_) sigaction(SIGINT, &old_, nullptr);
-  }
-  SigintScope(const SigintScope&) = delete;
-  SigintScope& operator=(const SigintScope&) = delete;
-
- private:
-  struct sigaction old_ = {};
-  bool installed_ = false;
-};
 
 int ErrorCount(const lathe::v1::WorkloadProgress& w) {
   int n = 0;
@@ -213,7 +183,8 @@ int RunRemoteTune(const TuneCliOptions& o) {
 
   absl::StatusOr<lathe::v1::JobStatus> final_status;
   {
-    SigintScope sigint;
+    g_interrupted.store(false);
+    SigintScope sigint(OnRemoteSigint);
     final_status = (*client)->Watch(*job_id, on_status, &g_interrupted);
   }
   if (bar_shown) fmt::print(stderr, "\n");

@@ -22,20 +22,15 @@
 #include "bench/gemm_baselines.h"
 #endif
 
+#include "tools/cli_common.h"
+
 namespace lathe::tools {
 
 namespace {
 
 using json = nlohmann::json;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-
-int Fail(int code, const std::string& msg) {
-  fmt::print(stderr, "lathe tune: {}\n", msg);
-  return code;
-}
+int Fail(int code, const std::string& msg) { return tools::Fail("lathe tune", msg, code); }
 
 // --- Ctrl-C: the first sets the stop flag, the second kills the process ---
 
@@ -53,28 +48,6 @@ extern "C" void OnSigint(int) {
   ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
   (void)ignored;
 }
-
-// Installs the handler for the lifetime of the object and restores the previous one.
-class SigintScope {
- public:
-  SigintScope() {
-    g_stop.store(false);
-    struct sigaction sa = {};
-    sa.sa_handler = OnSigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    installed_ = sigaction(SIGINT, &sa, &old_) == 0;
-  }
-  ~SigintScope() {
-    if (installed_) sigaction(SIGINT, &old_, nullptr);
-  }
-  SigintScope(const SigintScope&) = delete;
-  SigintScope& operator=(const SigintScope&) = delete;
-
- private:
-  struct sigaction old_ = {};
-  bool installed_ = false;
-};
 
 // --- progress ---
 
@@ -289,7 +262,8 @@ int RunTune(const TuneCliOptions& o) {
   fmt::print(stderr, "lathe tune: {} on {}, {} trials\n", w->canonical, t.device_class, t.trials);
   absl::StatusOr<tuner::TuneResult> r;
   {
-    SigintScope sigint;
+    g_stop.store(false);
+    SigintScope sigint(OnSigint);
     r = tuner::Tune(t);
   }
   if (bar_shown) fmt::print(stderr, "\n");
