@@ -196,14 +196,19 @@ std::string TuningCurveSvg(const std::vector<std::pair<int, double>>& curve, dou
       "<text x=\"18\" y=\"{6}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {6})\">"
       "best GFLOP/s</text>\n",
       kLeft, kTop, kTop + ph, kLeft + pw, kLeft + pw / 2, kH - 18, kTop + ph / 2);
+  // The higher line's label goes above it, the lower one's below, so close lines never
+  // print their labels over each other.
+  double best = curve.empty() ? 0 : curve.back().second;
+  bool library_on_top = library_gflops >= best;
+  auto label_y = [&](double g, bool above) { return Y(g) + (above ? -6 : 16); };
   if (library_gflops > 0) {
     s += fmt::format(
         "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#d62728\" "
         "stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n"
         "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\" fill=\"#d62728\">{5} "
         "{6:.1f} GFLOP/s</text>\n",
-        kLeft, Y(library_gflops), kLeft + pw, kLeft + pw - 4, Y(library_gflops) - 6,
-        XmlEscape(library_name), library_gflops);
+        kLeft, Y(library_gflops), kLeft + pw, kLeft + pw - 4,
+        label_y(library_gflops, library_on_top), XmlEscape(library_name), library_gflops);
   }
   if (!curve.empty()) {
     std::string points = fmt::format("{:.1f},{:.1f}", X(0), Y(curve.front().second));
@@ -213,7 +218,7 @@ std::string TuningCurveSvg(const std::vector<std::pair<int, double>>& curve, dou
     s += fmt::format(
         "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#1f77b4\">lathe {:.1f} "
         "GFLOP/s</text>\n",
-        kLeft + pw - 4, Y(curve.back().second) + 16, curve.back().second);
+        kLeft + pw - 4, label_y(best, !library_on_top || library_gflops <= 0), best);
   }
   s += "</svg>\n";
   return s;
