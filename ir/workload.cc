@@ -396,9 +396,11 @@ absl::StatusOr<Workload> MakeWorkload(const std::string& spec_text) {
   return MakeWorkload(*spec);
 }
 
-std::string WorkloadKey(const std::string& canonical) {
+std::string WorkloadKey(const std::string& canonical) { return Fnv1a64Hex(canonical); }
+
+std::string Fnv1a64Hex(std::string_view bytes) {
   uint64_t h = 14695981039346656037ULL;
-  for (unsigned char ch : canonical) {
+  for (unsigned char ch : bytes) {
     h ^= ch;
     h *= 1099511628211ULL;
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -65,6 +66,8 @@ absl::StatusOr<Workload> MakeWorkload(const std::string& spec_text);
 
 // Stable key of a canonical spec: FNV-1a 64 of its bytes, as 16 lowercase hex digits.
 std::string WorkloadKey(const std::string& canonical);
+// FNV-1a 64 of `bytes` as 16 lowercase hex digits: stable across runs, machines and compilers.
+std::string Fnv1a64Hex(std::string_view bytes);
 
 }  // namespace lathe::ir
 

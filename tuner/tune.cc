@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -34,17 +33,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Fnv1a64Hex(const std::string& bytes) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
-  return buf;
-}
-
 std::string WorkerName() {
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == 0) return "embedded@localhost";
@@ -59,7 +47,8 @@ bool Stopped(const std::atomic<bool>* stop) {
 
 std::string CandidateId(const std::string& workload_key, const std::string& program_key,
                         const std::string& device_class) {
-  return absl::StrCat(workload_key, ":", Fnv1a64Hex(program_key), ":", Fnv1a64Hex(device_class));
+  return absl::StrCat(workload_key, ":", ir::Fnv1a64Hex(program_key), ":",
+                      ir::Fnv1a64Hex(device_class));
 }
 
 absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
