@@ -6,11 +6,11 @@
 
 #include <cctype>
 
+#include "../op_specs.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/gpu_schedule.h"
 #include "codegen/lower.h"
 #include "ir/printer.h"
-#include "ops.h"
 
 namespace lathe::codegen::cuda {
 namespace {
@@ -45,7 +45,7 @@ TEST_P(CudaCodegenOpTest, RandomSchedulesGenerate) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, CudaCodegenOpTest, ::testing::ValuesIn(testing::CudaTestOps()),
+INSTANTIATE_TEST_SUITE_P(Ops, CudaCodegenOpTest, ::testing::ValuesIn(testing::OpTestSpecs()),
                          [](const auto& info) { return testing::OpTestName(info.param); });
 
 TEST(CudaCodegenTest, MatmulDefaultPlan) {

@@ -6,10 +6,10 @@
 
 #include <cctype>
 
+#include "../op_specs.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/gpu_schedule.h"
 #include "codegen/cuda/nvrtc.h"
-#include "ops.h"
 
 namespace lathe::codegen::cuda {
 namespace {
@@ -77,10 +77,10 @@ TEST_P(E2eCudaCompileOpTest, FiftyRandomSchedulesCompileToCubin) {
   CompileRandomSchedules(GetParam(), 50);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, E2eCudaCompileOpTest, ::testing::ValuesIn(testing::CudaTestOps()),
+INSTANTIATE_TEST_SUITE_P(Ops, E2eCudaCompileOpTest, ::testing::ValuesIn(testing::OpTestSpecs()),
                          [](const auto& info) { return testing::OpTestName(info.param); });
 
-INSTANTIATE_TEST_SUITE_P(Ops, CudaCompileOpTest, ::testing::ValuesIn(testing::CudaTestOps()),
+INSTANTIATE_TEST_SUITE_P(Ops, CudaCompileOpTest, ::testing::ValuesIn(testing::OpTestSpecs()),
                          [](const auto& info) { return testing::OpTestName(info.param); });
 
 TEST(CudaCompileTest, PtxForVirtualArchitecture) {

@@ -7,12 +7,12 @@
 
 #include <cstring>
 
+#include "../op_specs.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/gpu_schedule.h"
 #include "codegen/cuda/nvrtc.h"
 #include "ir/check.h"
 #include "ir/reference.h"
-#include "ops.h"
 
 namespace lathe::codegen::cuda {
 namespace {
@@ -99,7 +99,7 @@ TEST_P(GpuRunTest, DefaultAndRandomSchedulesAgreeWithReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, GpuRunTest, ::testing::ValuesIn(testing::CudaTestOps()),
+INSTANTIATE_TEST_SUITE_P(Ops, GpuRunTest, ::testing::ValuesIn(testing::OpTestSpecs()),
                          [](const auto& info) { return testing::OpTestName(info.param); });
 
 TEST(GpuDeviceTest, DescribesDeviceAndTimesWithEvents) {

@@ -1,13 +1,14 @@
-// The workloads the CUDA tests run every op on: the op list of tests/codegen/codegen_test.cc.
-#ifndef LATHE_TESTS_CODEGEN_CUDA_OPS_H_
-#define LATHE_TESTS_CODEGEN_CUDA_OPS_H_
+// The workloads the CPU and CUDA backend tests run every op on: odd shapes, epilogues,
+// strides, dilation, groups and both layouts.
+#ifndef LATHE_TESTS_CODEGEN_OP_SPECS_H_
+#define LATHE_TESTS_CODEGEN_OP_SPECS_H_
 
 #include <string>
 #include <vector>
 
 namespace lathe::testing {
 
-inline const std::vector<std::string>& CudaTestOps() {
+inline const std::vector<std::string>& OpTestSpecs() {
   static const std::vector<std::string> kOps = {
       "matmul:m=17,n=31,k=13",
       "matmul:m=1,n=1,k=1",
@@ -42,4 +43,4 @@ inline std::string OpTestName(const std::string& spec) {
 
 }  // namespace lathe::testing
 
-#endif  // LATHE_TESTS_CODEGEN_CUDA_OPS_H_
+#endif  // LATHE_TESTS_CODEGEN_OP_SPECS_H_
