@@ -23,9 +23,10 @@ struct Scored {
   float score = 0;
 };
 
-// Runs fn(i) for i in [0, n) on every core.
-void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
-  unsigned nthreads = std::max(1u, std::thread::hardware_concurrency());
+// Runs fn(i) for i in [0, n) on `threads` threads (0: every core).
+void ParallelFor(int threads, size_t n, const std::function<void(size_t)>& fn) {
+  unsigned nthreads = threads > 0 ? static_cast<unsigned>(threads)
+                                  : std::max(1u, std::thread::hardware_concurrency());
   auto work = [&](size_t begin) {
     for (size_t i = begin; i < n; i += nthreads) fn(i);
   };
@@ -39,7 +40,7 @@ void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
 // repeat themselves.
 class FeatureCache {
  public:
-  explicit FeatureCache(const SearchSpace& space) : space_(space) {}
+  FeatureCache(const SearchSpace& space, int threads) : space_(space), threads_(threads) {}
 
   // Fills feats/ok for `cands` (ok[i] == 0 when the candidate does not lower).
   void Featurize(const std::vector<Candidate>& cands, std::vector<cost_model::FeatureMatrix>* feats,
@@ -63,7 +64,7 @@ class FeatureCache {
         alias[i] = f->second;
       }
     }
-    ParallelFor(todo.size(), [&](size_t t) {
+    ParallelFor(threads_, todo.size(), [&](size_t t) {
       size_t i = todo[t];
       const Candidate& c = cands[i];
       absl::StatusOr<ir::Schedule> applied = absl::UnknownError("");
@@ -93,6 +94,7 @@ class FeatureCache {
 
  private:
   const SearchSpace& space_;
+  int threads_;
   std::map<std::vector<int64_t>, std::optional<cost_model::FeatureMatrix>> cache_;
 };
 
@@ -149,7 +151,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   std::vector<uint64_t> sample_seed(fresh);
   for (uint64_t& x : sample_seed) x = rng();
   std::vector<std::optional<Candidate>> sampled(fresh);
-  ParallelFor(fresh, [&](size_t i) {
+  ParallelFor(options.threads, fresh, [&](size_t i) {
     std::mt19937_64 local(sample_seed[i]);
     auto c = space.Sample(local);
     if (c.ok()) sampled[i] = std::move(*c);
@@ -170,7 +172,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     is_measured.emplace(c.decisions, m);
     return m;
   };
-  FeatureCache cache(space);
+  FeatureCache cache(space, options.threads);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int gen = 0; gen <= options.generations && !pop.empty(); ++gen) {
     std::vector<cost_model::FeatureMatrix> feats;
@@ -218,7 +220,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     }
     std::vector<Candidate> next(pop.size());
     std::vector<char> failed(pop.size(), 0);
-    ParallelFor(pop.size(), [&](size_t i) {
+    ParallelFor(options.threads, pop.size(), [&](size_t i) {
       const Candidate& p = pop[parent[i]];
       if (mutate[i]) {
         std::mt19937_64 local(seed[i]);

@@ -23,6 +23,7 @@ struct SearchOptions {
   int generations = 4;
   double mutation_prob = 0.85;
   double eps_greedy = 0.05;
+  int threads = 0;  // threads for feature extraction and scoring; 0: every core
 };
 
 struct SearchStats {
