@@ -30,10 +30,10 @@ void ParallelFor(int threads, size_t n, const std::function<void(size_t)>& fn) {
   auto work = [&](size_t begin) {
     for (size_t i = begin; i < n; i += nthreads) fn(i);
   };
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < nthreads && t < n; ++t) threads.emplace_back(work, t);
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < nthreads && t < n; ++t) pool.emplace_back(work, t);
   work(0);
-  for (auto& t : threads) t.join();
+  for (auto& t : pool) t.join();
 }
 
 // Features of a candidate's lowered program, memoised by decisions: evolved populations
