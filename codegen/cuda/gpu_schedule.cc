@@ -16,14 +16,6 @@ using ir::Stage;
 
 constexpr int64_t kDefaultThreads = 256;
 
-std::vector<std::string> ActiveStageNames(const Schedule& sch) {
-  std::vector<std::string> out;
-  for (const Stage& s : sch.stages()) {
-    if (s.attach != ir::AttachKind::kInline) out.push_back(s.name);
-  }
-  return out;
-}
-
 std::vector<std::string> SpatialRoots(const Stage& s) {
   size_t n = s.tensor->axes.size();
   return {s.root_loops.begin(), s.root_loops.begin() + n};
@@ -41,8 +33,246 @@ absl::StatusOr<std::string> FuseAll(Schedule& sch, const std::string& stage,
   return sch.Fuse(stage, loops);
 }
 
-// The extents lowering gives the loops of split(extent, factors): inner loops are clamped to
-// what remains of the parent.
+// Inlines the non-output "pad" stages (those for which `keep` says false).
+template <typename Keep>
+absl::Status InlinePads(Schedule& sch, Keep keep) {
+  for (const std::string& n : GpuActiveStages(sch)) {
+    const Stage* s = sch.FindStage(n);
+    if (s->is_output || s->tensor->tag != "pad") continue;
+    if (keep(n)) continue;
+    if (auto st = sch.ComputeInline(n); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+// Splits each axis by its tile, reorders level by level and binds: fused outer loops to
+// blockIdx.x, the vthread loops, fused thread loops to threadIdx.x. `middle` (loops placed
+// between the block and vthread levels, e.g. outer reduce loops) and `tail` (after the
+// thread level) are reordered with them. Returns the fused thread loop and its extent.
+absl::StatusOr<std::pair<std::string, int64_t>> Tile(Schedule& sch, const std::string& name,
+                                                     const std::vector<std::string>& axes,
+                                                     const std::vector<SpatialTile>& tiles,
+                                                     const std::vector<std::string>& middle,
+                                                     const std::vector<std::string>& tail,
+                                                     bool unroll) {
+  if (tiles.size() != axes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("stage '", name, "' has ", axes.size(),
+                                                   " spatial axes, the tiling ", tiles.size()));
+  }
+  std::vector<std::vector<std::string>> level(4);
+  int64_t threads = 1;
+  for (size_t a = 0; a < axes.size(); ++a) {
+    int64_t e = sch.FindStage(name)->loops.at(axes[a]).extent;
+    std::vector<int64_t> f = {tiles[a].vthread, tiles[a].thread, tiles[a].inner};
+    auto parts = sch.Split(name, axes[a], f);
+    if (!parts.ok()) return parts.status();
+    for (int l = 0; l < 4; ++l) level[l].push_back((*parts)[l]);
+    threads *= SplitExtents(e, f)[2];
+  }
+  std::vector<std::string> order = level[0];
+  order.insert(order.end(), middle.begin(), middle.end());
+  for (int l = 1; l < 4; ++l) {
+    order.insert(order.end(), level[l].begin(), level[l].end());
+    if (l == 2) order.insert(order.end(), tail.begin(), tail.end());
+  }
+  if (auto st = sch.Reorder(name, order); !st.ok()) return st;
+  auto b = FuseAll(sch, name, level[0]);
+  if (!b.ok()) return b.status();
+  if (auto st = sch.Bind(name, *b, "blockIdx.x"); !st.ok()) return st;
+  for (const std::string& v : level[1]) {
+    if (auto st = sch.Bind(name, v, "vthread"); !st.ok()) return st;
+  }
+  auto t = FuseAll(sch, name, level[2]);
+  if (!t.ok()) return t.status();
+  if (auto st = sch.Bind(name, *t, "threadIdx.x"); !st.ok()) return st;
+  if (unroll) {
+    if (auto st = sch.Unroll(name, level[3].back()); !st.ok()) return st;
+  }
+  return std::make_pair(*t, threads);
+}
+
+absl::Status TileLocal(Schedule& sch, const std::string& name, const ReductionTiling& t) {
+  auto cw = sch.CacheWrite(name, "local");
+  if (!cw.ok()) return cw.status();
+  const Stage* s = sch.FindStage(name);
+  std::vector<std::string> axes = SpatialRoots(*s);
+  auto tl = Tile(sch, name, axes, t.spatial, {}, {}, t.unroll_inner);
+  if (!tl.ok()) return tl.status();
+  if (auto st = sch.ComputeAt(*cw, name, tl->first); !st.ok()) return st;
+  const Stage* ls = sch.FindStage(*cw);
+  std::vector<std::string> spatial = SpatialRoots(*ls), reduce = ReduceRoots(*ls), outer, inner;
+  if (t.reduce_inner.size() != reduce.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("stage '", name, "' has ", reduce.size(),
+                                                   " reduce axes, the tiling ",
+                                                   t.reduce_inner.size()));
+  }
+  for (size_t r = 0; r < reduce.size(); ++r) {
+    auto parts = sch.Split(*cw, reduce[r], {t.reduce_inner[r]});
+    if (!parts.ok()) return parts.status();
+    outer.push_back((*parts)[0]);
+    inner.push_back((*parts)[1]);
+  }
+  std::vector<std::string> order = outer;
+  order.insert(order.end(), inner.begin(), inner.end());
+  order.insert(order.end(), spatial.begin(), spatial.end());
+  if (auto st = sch.Reorder(*cw, order); !st.ok()) return st;
+  if (!spatial.empty() && t.unroll_local) return sch.Unroll(*cw, spatial.back());
+  return absl::OkStatus();
+}
+
+absl::Status TileShared(Schedule& sch, const std::string& name, const ReductionTiling& t) {
+  std::vector<std::string> caches;
+  for (const std::string& in : t.shared_inputs) {
+    auto cr = sch.CacheRead(in, "shared", {name});
+    if (!cr.ok()) return cr.status();
+    caches.push_back(*cr);
+  }
+  const Stage* s = sch.FindStage(name);
+  std::vector<std::string> axes = SpatialRoots(*s), reduce = ReduceRoots(*s), ro, ri;
+  if (t.reduce_inner.size() != reduce.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("stage '", name, "' has ", reduce.size(),
+                                                   " reduce axes, the tiling ",
+                                                   t.reduce_inner.size()));
+  }
+  for (size_t r = 0; r < reduce.size(); ++r) {
+    auto parts = sch.Split(name, reduce[r], {t.reduce_inner[r]});
+    if (!parts.ok()) return parts.status();
+    ro.push_back((*parts)[0]);
+    ri.push_back((*parts)[1]);
+  }
+  auto tl = Tile(sch, name, axes, t.spatial, ro, ri, t.unroll_inner);
+  if (!tl.ok()) return tl.status();
+  int64_t threads = tl->second;
+  for (const std::string& c : caches) {
+    if (ro.empty()) {
+      return absl::InvalidArgumentError("stage '" + name + "' has no reduce loop to stage at");
+    }
+    if (auto st = sch.ComputeAt(c, name, ro.back()); !st.ok()) return st;
+    // A copy: Fuse changes the stage's leaves while it records its operands.
+    std::vector<std::string> leaves = sch.FindStage(c)->leaves;
+    auto fused = FuseAll(sch, c, leaves);
+    if (!fused.ok()) return fused.status();
+    auto parts = sch.Split(c, *fused, {threads});
+    if (!parts.ok()) return parts.status();
+    if (auto st = sch.Bind(c, (*parts)[1], "threadIdx.x"); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+// rfactor into shared partial results, one output element per block: the partials' factored
+// axis runs on threadIdx.x; the stage itself runs on a threadIdx.x loop of extent 1, which
+// the code generator guards, so thread 0 alone combines the partials and writes the result.
+absl::Status CrossThread(Schedule& sch, const std::string& name, const ReductionTiling& t) {
+  std::string axis = CrossThreadAxis(*sch.FindStage(name));
+  if (axis.empty()) {
+    return absl::InvalidArgumentError("stage '" + name + "' has no reduce axis to factor");
+  }
+  auto rf = sch.RFactor(name, axis, t.rf_threads);
+  if (!rf.ok()) return rf.status();
+  if (auto st = sch.StorageScope(*rf, "shared"); !st.ok()) return st;
+  const Stage* s = sch.FindStage(name);
+  std::vector<std::string> spatial = SpatialRoots(*s);
+  if (spatial.empty()) {
+    return absl::InvalidArgumentError("stage '" + name + "' has no spatial axis to spread");
+  }
+  auto fused = FuseAll(sch, name, spatial);
+  if (!fused.ok()) return fused.status();
+  auto parts = sch.Split(name, *fused, {1});
+  if (!parts.ok()) return parts.status();
+  if (auto st = sch.Bind(name, (*parts)[0], "blockIdx.x"); !st.ok()) return st;
+  if (auto st = sch.Bind(name, (*parts)[1], "threadIdx.x"); !st.ok()) return st;
+  if (auto st = sch.ComputeAt(*rf, name, (*parts)[0]); !st.ok()) return st;
+  const Stage* rs = sch.FindStage(*rf);
+  // The factored axis is the partial stage's first root loop.
+  if (auto st = sch.Bind(*rf, rs->root_loops[0], "threadIdx.x"); !st.ok()) return st;
+  std::vector<std::string> rred = ReduceRoots(*sch.FindStage(*rf));
+  if (t.unroll_inner && !rred.empty()) return sch.Unroll(*rf, rred.back());
+  return absl::OkStatus();
+}
+
+class RandomGpu {
+ public:
+  explicit RandomGpu(uint64_t seed) : rng_(seed), seed_(seed) {}
+
+  absl::StatusOr<Schedule> Generate(const ir::Workload& w) {
+    Schedule sch(w, "cuda");
+    if (auto st = InlinePads(sch, [&](const std::string&) { return Uniform(0, 4) == 0; });
+        !st.ok()) {
+      return st;
+    }
+    for (const std::string& n : GpuActiveStages(sch)) {
+      const Stage* s = sch.FindStage(n);
+      absl::Status st;
+      if (s->tensor->is_reduction()) {
+        st = ApplyReductionTiling(sch, n, Sample(sch, *s));
+      } else {
+        static const int64_t kThreads[] = {32, 64, 128, 256, 512, 1024};
+        int64_t inner = Coin(0.3) ? Pick({2, 4}) : 1;
+        st = ApplyElementwiseMapping(sch, n, kThreads[Uniform(0, 5)], inner);
+      }
+      if (!st.ok()) {
+        return absl::InternalError(absl::StrCat("random gpu schedule (seed ", seed_,
+                                                ") for stage '", n, "': ", st.message()));
+      }
+    }
+    return sch;
+  }
+
+ private:
+  bool Coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+  int64_t Pick(std::vector<int64_t> v) { return v[Uniform(0, static_cast<int64_t>(v.size()) - 1)]; }
+
+  ReductionTiling Sample(const Schedule& sch, const Stage& s) {
+    ReductionTiling t;
+    bool local = Coin(0.5);
+    t.kind = local ? ReductionTiling::Kind::kLocal : ReductionTiling::Kind::kShared;
+    if (!local) {
+      const ir::Workload& w = sch.workload();
+      for (const std::string& in : ir::ReadTensors(s.tensor->body)) {
+        const ir::Tensor* tensor = w.Find(in);
+        if (tensor && (*tensor)->is_placeholder() && Coin(0.75)) t.shared_inputs.push_back(in);
+      }
+    }
+    // Threads go to the innermost axes first (coalesced accesses on the last axis), at most
+    // 256 in all.
+    std::vector<std::string> axes = SpatialRoots(s);
+    t.spatial.resize(axes.size());
+    int64_t threads = 1;
+    for (size_t r = axes.size(); r-- > 0;) {
+      int64_t e = s.loops.at(axes[r]).extent;
+      SpatialTile& tile = t.spatial[r];
+      tile.vthread = Coin(0.3) ? 2 : 1;
+      int64_t cap = std::max<int64_t>(1, 256 / threads);
+      int64_t want = Pick({1, 2, 4, 8, 16, 32, 64});
+      while (tile.thread * 2 <= std::min({want, cap, e})) tile.thread *= 2;
+      threads *= tile.thread;
+      tile.inner = Pick({1, 1, 2, 4});
+    }
+    for (size_t r = 0; r < ReduceRoots(s).size(); ++r) {
+      t.reduce_inner.push_back(local ? Pick({1, 2, 4, 8}) : Pick({1, 2, 4, 8, 16}));
+    }
+    t.unroll_inner = Coin(0.5);
+    t.unroll_local = local && Coin(0.5);
+    return t;
+  }
+
+  std::mt19937_64 rng_;
+  uint64_t seed_;
+};
+
+}  // namespace
+
+std::vector<std::string> GpuActiveStages(const Schedule& sch) {
+  std::vector<std::string> out;
+  for (const Stage& s : sch.stages()) {
+    if (s.attach != ir::AttachKind::kInline) out.push_back(s.name);
+  }
+  return out;
+}
+
 std::vector<int64_t> SplitExtents(int64_t extent, const std::vector<int64_t>& factors) {
   std::vector<int64_t> out;
   int64_t cur = extent;
@@ -57,21 +287,36 @@ std::vector<int64_t> SplitExtents(int64_t extent, const std::vector<int64_t>& fa
   return out;
 }
 
-absl::Status InlinePads(Schedule& sch, bool all, std::mt19937_64* rng) {
-  for (const std::string& n : ActiveStageNames(sch)) {
-    const Stage* s = sch.FindStage(n);
-    if (s->is_output || s->tensor->tag != "pad") continue;
-    if (!all && std::uniform_int_distribution<int>(0, 4)(*rng) == 0) continue;
-    if (auto st = sch.ComputeInline(n); !st.ok()) return st;
+std::string CrossThreadAxis(const Stage& s) {
+  std::string best;
+  int64_t best_extent = 0;
+  for (const std::string& r : ReduceRoots(s)) {
+    int64_t e = s.loops.at(r).extent;
+    if (e >= best_extent) {
+      best = r;
+      best_extent = e;
+    }
   }
-  return absl::OkStatus();
+  return best;
 }
 
-// Fuses the spatial loops of a root stage, splits them by `threads` (and an optional inner
-// per-thread factor) and binds the parts to blockIdx.x / threadIdx.x.
-absl::Status BindElementwise(Schedule& sch, const std::string& name, int64_t threads,
-                             int64_t inner) {
+absl::Status ApplyReductionTiling(Schedule& sch, const std::string& stage,
+                                  const ReductionTiling& t) {
+  switch (t.kind) {
+    case ReductionTiling::Kind::kLocal:
+      return TileLocal(sch, stage, t);
+    case ReductionTiling::Kind::kShared:
+      return TileShared(sch, stage, t);
+    case ReductionTiling::Kind::kCrossThread:
+      return CrossThread(sch, stage, t);
+  }
+  return absl::InvalidArgumentError("unknown reduction tiling kind");
+}
+
+absl::Status ApplyElementwiseMapping(Schedule& sch, const std::string& name, int64_t threads,
+                                     int64_t inner) {
   const Stage* s = sch.FindStage(name);
+  if (!s) return absl::InvalidArgumentError("no stage '" + name + "'");
   std::vector<std::string> spatial = SpatialRoots(*s);
   if (spatial.empty()) return absl::OkStatus();
   int64_t extent = 1;
@@ -93,186 +338,17 @@ absl::Status BindElementwise(Schedule& sch, const std::string& name, int64_t thr
   return sch.Bind(name, (*parts)[1], "threadIdx.x");
 }
 
-class RandomGpu {
- public:
-  explicit RandomGpu(uint64_t seed) : rng_(seed) {}
-
-  absl::StatusOr<Schedule> Generate(const ir::Workload& w) {
-    Schedule sch(w, "cuda");
-    if (auto st = InlinePads(sch, /*all=*/false, &rng_); !st.ok()) return st;
-    for (const std::string& n : ActiveStageNames(sch)) {
-      const Stage* s = sch.FindStage(n);
-      absl::Status st;
-      if (s->tensor->is_reduction()) {
-        st = Coin(0.5) ? TileLocal(sch, n) : TileShared(sch, n);
-      } else {
-        static const int64_t kThreads[] = {32, 64, 128, 256, 512, 1024};
-        int64_t inner = Coin(0.3) ? Pick({2, 4}) : 1;
-        st = BindElementwise(sch, n, kThreads[Uniform(0, 5)], inner);
-      }
-      if (!st.ok()) {
-        return absl::InternalError(absl::StrCat("random gpu schedule (seed ", seed_note_,
-                                                ") for stage '", n, "': ", st.message()));
-      }
-    }
-    return sch;
-  }
-
- private:
-  bool Coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
-  int64_t Uniform(int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
-  }
-  int64_t Pick(std::vector<int64_t> v) { return v[Uniform(0, static_cast<int64_t>(v.size()) - 1)]; }
-
-  // Spatial tile factors {vthread, thread, inner} for each axis, with at most `max_threads`
-  // threads in all.
-  std::vector<std::vector<int64_t>> SpatialFactors(const Stage& s,
-                                                   const std::vector<std::string>& axes,
-                                                   int64_t max_threads) {
-    std::vector<std::vector<int64_t>> out;
-    int64_t threads = 1;
-    // Innermost axes first get the threads (coalesced accesses on the last axis).
-    out.resize(axes.size());
-    for (size_t r = axes.size(); r-- > 0;) {
-      int64_t e = s.loops.at(axes[r]).extent;
-      int64_t v = Coin(0.3) ? 2 : 1;
-      int64_t t = 1;
-      int64_t cap = std::max<int64_t>(1, max_threads / threads);
-      int64_t want = Pick({1, 2, 4, 8, 16, 32, 64});
-      while (t * 2 <= std::min({want, cap, e})) t *= 2;
-      threads *= t;
-      int64_t i = Pick({1, 1, 2, 4});
-      out[r] = {v, t, i};
-    }
-    return out;
-  }
-
-  // Splits each axis by its factors, reorders level by level and binds: fused outer loops
-  // to blockIdx.x, the vthread loops, fused thread loops to threadIdx.x. `middle` (loops
-  // placed between the block and vthread levels, e.g. outer reduce loops) and `tail` (after
-  // the thread level) are reordered with them. Returns the fused thread loop and its extent.
-  absl::StatusOr<std::pair<std::string, int64_t>> Tile(
-      Schedule& sch, const std::string& name, const std::vector<std::string>& axes,
-      const std::vector<std::vector<int64_t>>& factors, const std::vector<std::string>& middle,
-      const std::vector<std::string>& tail) {
-    std::vector<std::vector<std::string>> level(4);
-    int64_t threads = 1;
-    for (size_t a = 0; a < axes.size(); ++a) {
-      int64_t e = sch.FindStage(name)->loops.at(axes[a]).extent;
-      auto parts = sch.Split(name, axes[a], factors[a]);
-      if (!parts.ok()) return parts.status();
-      for (int l = 0; l < 4; ++l) level[l].push_back((*parts)[l]);
-      threads *= SplitExtents(e, factors[a])[2];
-    }
-    std::vector<std::string> order = level[0];
-    order.insert(order.end(), middle.begin(), middle.end());
-    for (int l = 1; l < 4; ++l) {
-      order.insert(order.end(), level[l].begin(), level[l].end());
-      if (l == 2) order.insert(order.end(), tail.begin(), tail.end());
-    }
-    if (auto st = sch.Reorder(name, order); !st.ok()) return st;
-    auto b = FuseAll(sch, name, level[0]);
-    if (!b.ok()) return b.status();
-    if (auto st = sch.Bind(name, *b, "blockIdx.x"); !st.ok()) return st;
-    for (const std::string& v : level[1]) {
-      if (auto st = sch.Bind(name, v, "vthread"); !st.ok()) return st;
-    }
-    auto t = FuseAll(sch, name, level[2]);
-    if (!t.ok()) return t.status();
-    if (auto st = sch.Bind(name, *t, "threadIdx.x"); !st.ok()) return st;
-    if (Coin(0.5)) {
-      if (auto st = sch.Unroll(name, level[3].back()); !st.ok()) return st;
-    }
-    return std::make_pair(*t, threads);
-  }
-
-  // Accumulation in registers: cache_write local, tile the copy stage, compute the local
-  // stage at its thread loop with split reduce loops outside the spatial ones.
-  absl::Status TileLocal(Schedule& sch, const std::string& name) {
-    auto cw = sch.CacheWrite(name, "local");
-    if (!cw.ok()) return cw.status();
-    const Stage* s = sch.FindStage(name);
-    std::vector<std::string> axes = SpatialRoots(*s);
-    auto factors = SpatialFactors(*s, axes, 256);
-    auto t = Tile(sch, name, axes, factors, {}, {});
-    if (!t.ok()) return t.status();
-    if (auto st = sch.ComputeAt(*cw, name, t->first); !st.ok()) return st;
-    const Stage* ls = sch.FindStage(*cw);
-    std::vector<std::string> spatial = SpatialRoots(*ls), outer, inner;
-    for (const std::string& r : ReduceRoots(*ls)) {
-      auto parts = sch.Split(*cw, r, {Pick({1, 2, 4, 8})});
-      if (!parts.ok()) return parts.status();
-      outer.push_back((*parts)[0]);
-      inner.push_back((*parts)[1]);
-    }
-    std::vector<std::string> order = outer;
-    order.insert(order.end(), inner.begin(), inner.end());
-    order.insert(order.end(), spatial.begin(), spatial.end());
-    if (auto st = sch.Reorder(*cw, order); !st.ok()) return st;
-    if (!spatial.empty() && Coin(0.5)) return sch.Unroll(*cw, spatial.back());
-    return absl::OkStatus();
-  }
-
-  // Shared-memory staging: inputs read through "shared" copies computed at the outer reduce
-  // loop (outside the thread loops, so a copy holds the block's region), fetched by all the
-  // block's threads; the stage accumulates in place.
-  absl::Status TileShared(Schedule& sch, const std::string& name) {
-    std::vector<std::string> caches;
-    const ir::Workload& w = sch.workload();
-    for (const std::string& t : ir::ReadTensors(sch.FindStage(name)->tensor->body)) {
-      const ir::Tensor* tensor = w.Find(t);
-      if (!tensor || !(*tensor)->is_placeholder() || !Coin(0.75)) continue;
-      auto cr = sch.CacheRead(t, "shared", {name});
-      if (!cr.ok()) return cr.status();
-      caches.push_back(*cr);
-    }
-    const Stage* s = sch.FindStage(name);
-    std::vector<std::string> axes = SpatialRoots(*s), ro, ri;
-    auto factors = SpatialFactors(*s, axes, 256);
-    for (const std::string& r : ReduceRoots(*s)) {
-      auto parts = sch.Split(name, r, {Pick({1, 2, 4, 8, 16})});
-      if (!parts.ok()) return parts.status();
-      ro.push_back((*parts)[0]);
-      ri.push_back((*parts)[1]);
-    }
-    auto t = Tile(sch, name, axes, factors, ro, ri);
-    if (!t.ok()) return t.status();
-    int64_t threads = t->second;
-    for (const std::string& c : caches) {
-      if (auto st = sch.ComputeAt(c, name, ro.back()); !st.ok()) return st;
-      const Stage* cs = sch.FindStage(c);
-      auto fused = FuseAll(sch, c, cs->leaves);
-      if (!fused.ok()) return fused.status();
-      auto parts = sch.Split(c, *fused, {threads});
-      if (!parts.ok()) return parts.status();
-      if (auto st = sch.Bind(c, (*parts)[1], "threadIdx.x"); !st.ok()) return st;
-    }
-    return absl::OkStatus();
-  }
-
-  std::mt19937_64 rng_;
-  uint64_t seed_note_ = 0;
-
- public:
-  void set_seed_note(uint64_t s) { seed_note_ = s; }
-};
-
-}  // namespace
-
 absl::StatusOr<Schedule> DefaultGpuSchedule(const ir::Workload& w) {
   Schedule sch(w, "cuda");
-  std::mt19937_64 unused(0);
-  if (auto st = InlinePads(sch, /*all=*/true, &unused); !st.ok()) return st;
-  for (const std::string& n : ActiveStageNames(sch)) {
-    if (auto st = BindElementwise(sch, n, kDefaultThreads, 1); !st.ok()) return st;
+  if (auto st = InlinePads(sch, [](const std::string&) { return false; }); !st.ok()) return st;
+  for (const std::string& n : GpuActiveStages(sch)) {
+    if (auto st = ApplyElementwiseMapping(sch, n, kDefaultThreads, 1); !st.ok()) return st;
   }
   return sch;
 }
 
 absl::StatusOr<Schedule> RandomGpuSchedule(const ir::Workload& w, uint64_t seed) {
   RandomGpu gen(seed);
-  gen.set_seed_note(seed);
   return gen.Generate(w);
 }
 

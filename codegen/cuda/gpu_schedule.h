@@ -8,6 +8,8 @@
 #define LATHE_CODEGEN_CUDA_GPU_SCHEDULE_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,13 +25,69 @@ namespace lathe::codegen::cuda {
 // target is "cuda".
 absl::StatusOr<ir::Schedule> DefaultGpuSchedule(const ir::Workload& w);
 
-// A random valid GPU schedule, deterministic in `seed`. Reductions get either multi-level
-// tiling (block / vthread / thread / inner spatial tiles, split reduce loops, accumulation in
-// a "local" cache stage at the thread loop) or shared-memory staging (inputs cached in
-// "shared" at the outer reduce loop, fetched cooperatively by all threads of the block);
-// other stages get a fused, split and bound elementwise mapping. Fails only on an internal
-// inconsistency (a primitive refused that the generator believed valid).
+// A random valid GPU schedule, deterministic in `seed`: random decisions (SampleGpuDecisions'
+// distribution) applied with the functions below. Reductions get multi-level tiling with
+// local accumulation or shared-memory staging; other stages a fused, split and bound
+// elementwise mapping. Fails only on an internal inconsistency (a primitive refused that the
+// generator believed valid).
 absl::StatusOr<ir::Schedule> RandomGpuSchedule(const ir::Workload& w, uint64_t seed);
+
+// --- the GPU sketch rules, shared by RandomGpuSchedule and the tuner's GPU search space ---
+
+// The stages of `sch` that are not inlined, producers first.
+std::vector<std::string> GpuActiveStages(const ir::Schedule& sch);
+
+// Per spatial axis of a tiled reduction: the vthread, thread and inner (per-thread) tile
+// extents, outermost first; the block level takes what remains of the axis.
+struct SpatialTile {
+  int64_t vthread = 1;
+  int64_t thread = 1;
+  int64_t inner = 1;
+};
+
+// How one reduction stage is mapped (SSSRRSRS-style multi-level tiling).
+struct ReductionTiling {
+  enum class Kind {
+    // Accumulation in registers: cache_write "local" computed at the fused thread loop; the
+    // stage's copy is tiled block / vthread / thread / inner; the local stage's reduce loops
+    // are split by `reduce_inner` and placed outside its spatial loops.
+    kLocal,
+    // Shared-memory staging: each input in `shared_inputs` is read through a "shared" copy
+    // computed at the innermost outer reduce loop (outside the thread loops) and fetched
+    // cooperatively by all threads of the block; the stage accumulates in place.
+    kShared,
+    // Cross-thread reduction (for few output elements with long reductions): rfactor of the
+    // longest reduce axis by `rf_threads` into a "shared" partial-result stage whose factored
+    // axis is bound to threadIdx.x, one output element per block, combined by thread 0.
+    kCrossThread,
+  };
+  Kind kind = Kind::kLocal;
+  std::vector<SpatialTile> spatial;        // per spatial axis (kLocal, kShared)
+  std::vector<int64_t> reduce_inner;       // per reduce axis: inner split factor (>= 1)
+  std::vector<std::string> shared_inputs;  // kShared: placeholder tensors to stage
+  bool unroll_inner = false;               // unroll the innermost tile loop
+  bool unroll_local = false;               // kLocal: unroll the accumulator's innermost loop
+  int64_t rf_threads = 32;                 // kCrossThread
+};
+
+// Applies `t` to the reduction stage `stage` (untransformed). Fails with the primitive's
+// status when the decisions do not fit the stage (wrong number of axes, bad factors).
+absl::Status ApplyReductionTiling(ir::Schedule& sch, const std::string& stage,
+                                  const ReductionTiling& t);
+
+// The reduce axis a cross-thread reduction factors: the longest one (the last on ties);
+// empty when the stage has no reduce axis.
+std::string CrossThreadAxis(const ir::Stage& s);
+
+// Fuses the spatial loops of `stage`, splits them by `threads` (and an optional unrolled
+// per-thread `inner` factor when the extent has at least two of them) and binds the parts to
+// blockIdx.x / threadIdx.x.
+absl::Status ApplyElementwiseMapping(ir::Schedule& sch, const std::string& stage, int64_t threads,
+                                     int64_t inner);
+
+// The extents lowering gives the loops of split(extent, factors), outermost first: inner
+// loops are clamped to what remains of the parent.
+std::vector<int64_t> SplitExtents(int64_t extent, const std::vector<int64_t>& factors);
 
 // Per-device launch limits (defaults: every NVIDIA GPU since sm_70 without opt-in shared
 // memory).
@@ -38,6 +96,8 @@ struct GpuLimits {
   int64_t max_block[3] = {1024, 1024, 64};
   int64_t max_grid[3] = {2147483647, 65535, 65535};
   int64_t max_shared_per_block = 48 * 1024;  // static shared memory; 227 KiB opt-in on sm_90
+  int64_t max_regs_per_thread = 255;
+  int64_t max_regs_per_block = 64 * 1024;
 };
 
 // Checks every kernel of `plan` against `limits`; ResourceExhausted naming the kernel and

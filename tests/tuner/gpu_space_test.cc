@@ -1,0 +1,210 @@
+// The GPU search space (no GPU needed): for every op, sampled and mutated candidates apply,
+// replay from their trace (JSON round trip and FromTrace), lower, generate CUDA C within the
+// device limits and compile through NVRTC (10 per op for sm_90; 50 per op for sm_80 and
+// sm_90 under the label e2e); the factory picks the space by
+// target string. The candidates of one op compile together in one NVRTC program.
+//
+// This file is globbed into tuner_test too, where it compiles to nothing: its own binary
+// (gpu_space_test, built only with the CUDA backend) defines LATHE_GPU_SPACE_TEST and runs
+// the long variant under the label e2e.
+#ifdef LATHE_GPU_SPACE_TEST
+
+#include "tuner/gpu_space.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+
+#include "../codegen/op_specs.h"
+#include "codegen/cuda/cuda_build.h"
+#include "codegen/cuda/cuda_driver.h"
+#include "codegen/cuda/nvrtc.h"
+#include "ir/schedule.h"
+#include "ir/trace.h"
+#include "tuner/space_factory.h"
+
+namespace lathe::tuner {
+namespace {
+
+#define SKIP_WITHOUT_NVRTC() \
+  if (!codegen::cuda::HaveNvrtc()) GTEST_SKIP() << "this build has no NVRTC"
+
+bool HasKind(const ir::Trace& t, const std::string& kind, const std::string& tag = "") {
+  for (const ir::Instruction& i : t.instructions) {
+    if (i.kind == kind && (tag.empty() || i.tag == tag)) return true;
+  }
+  return false;
+}
+
+// Samples `count` candidates of `spec` (half sampled, half mutated from them), checks each
+// replays and fits the limits, and compiles them all for `archs`. Returns the traces.
+std::vector<ir::Trace> CheckCandidates(const std::string& spec, int count, uint64_t seed,
+                                       const std::vector<std::string>& archs = {"sm_90"}) {
+  std::vector<ir::Trace> traces;
+  auto w = ir::MakeWorkload(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return traces;
+  auto space = CreateSearchSpace(*w, "cuda:sm_90");
+  EXPECT_TRUE(space.ok()) << space.status();
+  if (!space.ok()) return traces;
+  std::mt19937_64 rng(seed);
+  std::vector<Candidate> cands;
+  for (int i = 0; i < (count + 1) / 2; ++i) {
+    auto c = (*space)->Sample(rng);
+    EXPECT_TRUE(c.ok()) << spec << ": " << c.status();
+    if (!c.ok()) return traces;
+    cands.push_back(std::move(*c));
+  }
+  for (int i = 0; static_cast<int>(cands.size()) < count; ++i) {
+    auto m = (*space)->Mutate(cands[i % ((count + 1) / 2)], rng);
+    EXPECT_TRUE(m.ok()) << spec << ": " << m.status();
+    if (!m.ok()) return traces;
+    EXPECT_NE(m->decisions, cands[i % ((count + 1) / 2)].decisions);
+    cands.push_back(std::move(*m));
+  }
+  std::string kernels;
+  codegen::cuda::GpuLimits limits;  // the H100 defaults of GpuTarget
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const Candidate& c = cands[i];
+    EXPECT_EQ(c.trace.target, "cuda");
+    // What travels: the JSON form of the trace; a worker replays it.
+    auto parsed = ir::TraceFromJson(ir::TraceToJson(c.trace));
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    if (!parsed.ok()) continue;
+    EXPECT_EQ(*parsed, c.trace);
+    auto again = (*space)->FromTrace(*parsed);
+    EXPECT_TRUE(again.ok()) << spec << ": " << again.status();
+    if (again.ok()) {
+      EXPECT_EQ(again->decisions, c.decisions);
+    }
+    auto sch = ir::ApplyTrace(*w, *parsed);
+    EXPECT_TRUE(sch.ok()) << sch.status();
+    if (!sch.ok()) continue;
+    auto src = codegen::cuda::BuildCudaSource(*sch, "c" + std::to_string(i));
+    EXPECT_TRUE(src.ok()) << spec << ": " << src.status() << "\n" << ir::TraceToText(c.trace);
+    if (!src.ok()) continue;
+    absl::Status lim = codegen::cuda::CheckLaunchLimits(src->plan, limits);
+    EXPECT_TRUE(lim.ok()) << lim;
+    kernels += src->kernels;
+    traces.push_back(c.trace);
+  }
+  std::string source = codegen::cuda::CudaPrelude() + kernels;
+  for (const std::string& arch : archs) {
+    auto cubin = codegen::cuda::CompileToCubin(source, arch);
+    EXPECT_TRUE(cubin.ok()) << spec << " " << arch << ": "
+                            << cubin.status().message().substr(0, 4000);
+  }
+  return traces;
+}
+
+class GpuSpaceOpTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuSpaceOpTest, CandidatesReplayAndCompile) {
+  SKIP_WITHOUT_NVRTC();
+  CheckCandidates(GetParam(), 10, 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, GpuSpaceOpTest, ::testing::ValuesIn(testing::OpTestSpecs()),
+                         [](const auto& info) { return testing::OpTestName(info.param); });
+
+// The long variant (label e2e): 50 candidates per op, for sm_80 and sm_90.
+class E2eGpuSpaceOpTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(E2eGpuSpaceOpTest, FiftyCandidatesReplayAndCompile) {
+  SKIP_WITHOUT_NVRTC();
+  CheckCandidates(GetParam(), 50, 11, {"sm_80", "sm_90"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, E2eGpuSpaceOpTest, ::testing::ValuesIn(testing::OpTestSpecs()),
+                         [](const auto& info) { return testing::OpTestName(info.param); });
+
+// Every sketch rule shows up: local accumulation, shared staging, cross-thread reduction
+// (for few outputs with a long reduction), and the generated code says so.
+TEST(GpuSpaceTest, SketchRulesAllAppear) {
+  SKIP_WITHOUT_NVRTC();
+  std::map<std::string, int> seen;
+  for (const std::string spec : {"matmul:m=4,n=4,k=2048", "softmax:m=5,n=300"}) {
+    std::vector<ir::Trace> traces = CheckCandidates(spec, 24, 3);
+    for (const ir::Trace& t : traces) {
+      if (HasKind(t, "cache_write", "local")) ++seen["local"];
+      if (HasKind(t, "cache_read", "shared")) ++seen["shared"];
+      if (HasKind(t, "rfactor")) ++seen["cross"];
+    }
+  }
+  EXPECT_GT(seen["local"], 0);
+  EXPECT_GT(seen["shared"], 0);
+  EXPECT_GT(seen["cross"], 0);
+}
+
+// A target with small limits: every candidate fits them.
+TEST(GpuSpaceTest, CandidatesFitTheTargetsLimits) {
+  auto w = ir::MakeWorkload("matmul:m=64,n=48,k=40,epilogue=bias");
+  ASSERT_TRUE(w.ok());
+  GpuTarget small;
+  small.limits.max_threads_per_block = 64;
+  small.limits.max_shared_per_block = 2048;
+  small.limits.max_regs_per_thread = 64;
+  auto space = CreateGpuSearchSpace(*w, small);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 30; ++i) {
+    auto c = (*space)->Sample(rng);
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto src = codegen::cuda::BuildCudaSource(*c->schedule, "k");
+    ASSERT_TRUE(src.ok()) << src.status();
+    EXPECT_TRUE(codegen::cuda::CheckLaunchLimits(src->plan, small.limits).ok());
+    for (const auto& k : src->plan.kernels) EXPECT_LE(k.threads_per_block(), 64);
+  }
+}
+
+TEST(GpuSpaceTest, RejectsForeignTracesAndDecisions) {
+  auto w = ir::MakeWorkload("matmul:m=17,n=31,k=13");
+  ASSERT_TRUE(w.ok());
+  auto gpu = CreateSearchSpace(*w, "cuda:sm_80");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = CreateSearchSpace(*w, "cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::mt19937_64 rng(1);
+  auto cc = (*cpu)->Sample(rng);
+  ASSERT_TRUE(cc.ok());
+  EXPECT_EQ(cc->trace.target, "cpu");
+  EXPECT_FALSE((*gpu)->FromTrace(cc->trace).ok());
+  auto gc = (*gpu)->Sample(rng);
+  ASSERT_TRUE(gc.ok()) << gc.status();
+  Candidate bad = *gc;
+  bad.decisions[0] = 12345;
+  EXPECT_EQ((*gpu)->Apply(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad.decisions.pop_back();
+  EXPECT_EQ((*gpu)->Apply(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  ir::Trace tampered = gc->trace;
+  tampered.instructions.pop_back();
+  EXPECT_FALSE((*gpu)->FromTrace(tampered).ok());
+}
+
+TEST(SpaceFactoryTest, PicksTheSpaceByTarget) {
+  auto w = ir::MakeWorkload("softmax:m=5,n=17");
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(IsCudaTarget("cuda"));
+  EXPECT_TRUE(IsCudaTarget("cuda:1"));
+  EXPECT_TRUE(IsCudaTarget("cuda:sm_90"));
+  EXPECT_FALSE(IsCudaTarget("cpu"));
+  EXPECT_FALSE(IsCudaTarget("cudax"));
+  EXPECT_EQ(CreateSearchSpace(*w, "tpu").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateSearchSpace(*w, "cuda:sm_1x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto t = GpuTargetFor("cuda:sm_80");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->arch, "sm_80");
+  EXPECT_EQ(t->limits.max_threads_per_block, 1024);
+  if (codegen::cuda::CudaDriver::Get().ok()) return;  // a device may be present
+  auto dev = CreateSearchSpace(*w, "cuda:0");
+  EXPECT_EQ(dev.status().code(), absl::StatusCode::kFailedPrecondition) << dev.status();
+  EXPECT_NE(dev.status().message().find("driver"), std::string::npos) << dev.status();
+}
+
+}  // namespace
+}  // namespace lathe::tuner
+
+#endif  // LATHE_GPU_SPACE_TEST

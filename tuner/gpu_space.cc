@@ -1,0 +1,405 @@
+#include "tuner/gpu_space.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/cuda/cuda_build.h"
+#include "codegen/cuda/cuda_driver.h"
+
+namespace lathe::tuner {
+
+namespace {
+
+using codegen::cuda::ReductionTiling;
+using codegen::cuda::SpatialTile;
+using codegen::cuda::SplitExtents;
+using ir::Schedule;
+using ir::Stage;
+
+// Which decisions a slot's value matters under; the others are carried along unchanged so
+// that mutation only touches decisions that change the program.
+enum class Need { kAlways, kKept, kTiled, kLocal, kShared, kCross };
+
+struct Slot {
+  std::string name;
+  std::vector<int64_t> choices;
+  int stage = -1;
+  Need need = Need::kAlways;
+};
+
+// Kinds of the "kind" slot of a reduction stage.
+constexpr int64_t kLocal = 0, kShared = 1, kCross = 2;
+
+// Few outputs with a long reduction: worth a cross-thread reduction.
+constexpr int64_t kCrossMaxOutputs = 8192;
+constexpr int64_t kCrossMinReduce = 8;
+// Registers a thread needs beyond its accumulator and operands (indices, loop counters).
+constexpr int64_t kBaseRegisters = 24;
+
+// One stage of the workload with the slots of its decisions.
+struct StagePlan {
+  std::string name;
+  bool reduction = false;
+  bool pad = false;
+  std::vector<int64_t> spatial;     // extents of the spatial axes
+  std::vector<std::string> inputs;  // placeholders it may read (paddings inlined)
+  int pad_slot = -1;                // pads: 0 inline, 1 root
+  // Reductions.
+  int kind_slot = -1;
+  std::vector<int> vt, th, in, k, smem;
+  int unroll_slot = -1, unroll_local_slot = -1, rf_slot = -1;
+  // Elementwise stages.
+  int threads_slot = -1, inner_slot = -1;
+};
+
+std::vector<int64_t> PowersOfTwoUpTo(int64_t limit) {
+  std::vector<int64_t> out;
+  for (int64_t p = 1; p <= std::max<int64_t>(limit, 1); p *= 2) out.push_back(p);
+  return out;
+}
+
+class GpuSpace : public SearchSpace {
+ public:
+  GpuSpace(ir::Workload w, GpuTarget t) : workload_(std::move(w)), target_(std::move(t)) {}
+
+  absl::Status Init();
+  const ir::Workload& workload() const override { return workload_; }
+  int num_sketches() const override { return 1; }
+  absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
+  absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
+  absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const override;
+  absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const override;
+
+ private:
+  int AddSlot(std::string name, std::vector<int64_t> choices, int stage, Need need) {
+    slots_.push_back({std::move(name), std::move(choices), stage, need});
+    return static_cast<int>(slots_.size()) - 1;
+  }
+  bool Relevant(const std::vector<int64_t>& d, const Slot& s) const;
+  // Device-limit checks of an applied candidate: its launch plan and its register estimate.
+  absl::Status CheckLimits(const Candidate& c, const Schedule& sch) const;
+  absl::StatusOr<Candidate> Finish(Candidate c) const;
+
+  ir::Workload workload_;
+  GpuTarget target_;
+  std::vector<StagePlan> stages_;
+  std::vector<Slot> slots_;
+};
+
+absl::Status GpuSpace::Init() {
+  Schedule sch(workload_, "cuda");
+  // Placeholders each stage reads once the paddings are inlined.
+  Schedule inlined(workload_, "cuda");
+  for (const Stage& s : sch.stages()) {
+    if (!s.is_output && s.tensor->tag == "pad") {
+      if (auto st = inlined.ComputeInline(s.name); !st.ok()) return st;
+    }
+  }
+  if (sch.stages().empty()) return absl::InvalidArgumentError("workload has no stage");
+  int64_t max_threads = target_.limits.max_threads_per_block;
+  for (const Stage& s : sch.stages()) {
+    StagePlan p;
+    p.name = s.name;
+    int si = static_cast<int>(stages_.size());
+    p.reduction = s.tensor->is_reduction();
+    p.pad = !s.is_output && s.tensor->tag == "pad";
+    for (int64_t e : s.tensor->shape) p.spatial.push_back(e);
+    const std::string& n = s.name;
+    if (p.pad) p.pad_slot = AddSlot("root." + n, {0, 0, 0, 1}, si, Need::kAlways);
+    if (!p.reduction) {
+      std::vector<int64_t> threads;
+      for (int64_t t : {32, 64, 128, 256, 512, 1024}) {
+        if (t <= max_threads) threads.push_back(t);
+      }
+      p.threads_slot = AddSlot("threads." + n, threads, si, Need::kKept);
+      p.inner_slot = AddSlot("inner." + n, {1, 1, 2, 4}, si, Need::kKept);
+      stages_.push_back(std::move(p));
+      continue;
+    }
+    const Stage* is = inlined.FindStage(n);
+    for (const std::string& t : ir::ReadTensors(is->tensor->body)) {
+      const ir::Tensor* tensor = workload_.Find(t);
+      if (tensor && (*tensor)->is_placeholder()) p.inputs.push_back(t);
+    }
+    int64_t outputs = 1;
+    for (int64_t e : p.spatial) outputs *= e;
+    std::string axis = codegen::cuda::CrossThreadAxis(s);
+    bool cross = !p.spatial.empty() && outputs <= kCrossMaxOutputs && !axis.empty() &&
+                 s.loops.at(axis).extent >= kCrossMinReduce;
+    p.kind_slot = AddSlot("kind." + n,
+                          cross ? std::vector<int64_t>{kLocal, kShared, kCross}
+                                : std::vector<int64_t>{kLocal, kShared},
+                          si, Need::kAlways);
+    size_t nsp = s.tensor->axes.size();
+    for (size_t a = 0; a < nsp; ++a) {
+      const std::string& ax = s.root_loops[a];
+      int64_t e = p.spatial[a];
+      bool last = a + 1 == nsp;
+      p.vt.push_back(AddSlot("vthread." + n + "." + ax, {1, 1, 2}, si, Need::kTiled));
+      p.th.push_back(AddSlot("thread." + n + "." + ax,
+                             PowersOfTwoUpTo(std::min<int64_t>({e, 256, max_threads})), si,
+                             Need::kTiled));
+      // The per-thread tile of the last axis: consecutive elements of one thread.
+      p.in.push_back(
+          AddSlot((last ? "vector." : "inner.") + n + "." + ax, {1, 1, 2, 4}, si, Need::kTiled));
+    }
+    for (size_t r = nsp; r < s.root_loops.size(); ++r) {
+      p.k.push_back(
+          AddSlot("reduce." + n + "." + s.root_loops[r], {1, 2, 4, 8, 16}, si, Need::kTiled));
+    }
+    for (const std::string& t : p.inputs) {
+      p.smem.push_back(AddSlot("shared." + n + "." + t, {0, 1, 1, 1}, si, Need::kShared));
+    }
+    p.unroll_slot = AddSlot("unroll." + n, {0, 1}, si, Need::kAlways);
+    p.unroll_local_slot = AddSlot("unroll_local." + n, {0, 1}, si, Need::kLocal);
+    std::vector<int64_t> rf;
+    for (int64_t t : {32, 64, 128, 256}) {
+      if (t <= max_threads) rf.push_back(t);
+    }
+    p.rf_slot = AddSlot("rf_threads." + n, rf, si, cross ? Need::kCross : Need::kAlways);
+    if (!cross) slots_[p.rf_slot].choices = {rf.front()};
+    stages_.push_back(std::move(p));
+  }
+  return absl::OkStatus();
+}
+
+bool GpuSpace::Relevant(const std::vector<int64_t>& d, const Slot& s) const {
+  if (s.stage < 0) return true;
+  const StagePlan& p = stages_[s.stage];
+  if (p.pad && d[p.pad_slot] == 0 && s.need != Need::kAlways) return false;
+  if (!p.reduction) return true;
+  int64_t kind = d[p.kind_slot];
+  switch (s.need) {
+    case Need::kAlways:
+    case Need::kKept:
+      return true;
+    case Need::kTiled:
+      return kind != kCross;
+    case Need::kLocal:
+      return kind == kLocal;
+    case Need::kShared:
+      return kind == kShared;
+    case Need::kCross:
+      return kind == kCross;
+  }
+  return true;
+}
+
+#define LATHE_TRY(expr)        \
+  do {                         \
+    auto _st = (expr);         \
+    if (!_st.ok()) return _st; \
+  } while (0)
+
+absl::StatusOr<Schedule> GpuSpace::Apply(const Candidate& c) const {
+  if (c.decisions.size() != slots_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("candidate has ", c.decisions.size(),
+                                                   " decisions, the space has ", slots_.size()));
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const auto& ch = slots_[i].choices;
+    if (std::find(ch.begin(), ch.end(), c.decisions[i]) == ch.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decision ", slots_[i].name, "=", c.decisions[i], " is not in the space"));
+    }
+  }
+  auto d = [&](int slot) { return c.decisions[slot]; };
+  Schedule sch(workload_, "cuda");
+  for (const StagePlan& p : stages_) {
+    if (p.pad && d(p.pad_slot) == 0) LATHE_TRY(sch.ComputeInline(p.name));
+  }
+  for (const StagePlan& p : stages_) {
+    if (p.pad && d(p.pad_slot) == 0) continue;
+    if (!p.reduction) {
+      LATHE_TRY(
+          codegen::cuda::ApplyElementwiseMapping(sch, p.name, d(p.threads_slot), d(p.inner_slot)));
+      continue;
+    }
+    ReductionTiling t;
+    int64_t kind = d(p.kind_slot);
+    t.kind = kind == kLocal    ? ReductionTiling::Kind::kLocal
+             : kind == kShared ? ReductionTiling::Kind::kShared
+                               : ReductionTiling::Kind::kCrossThread;
+    for (size_t a = 0; a < p.spatial.size(); ++a) {
+      t.spatial.push_back({d(p.vt[a]), d(p.th[a]), d(p.in[a])});
+    }
+    for (int k : p.k) t.reduce_inner.push_back(d(k));
+    if (kind == kShared) {
+      std::vector<std::string> reads = ir::ReadTensors(sch.FindStage(p.name)->tensor->body);
+      std::set<std::string> read(reads.begin(), reads.end());
+      for (size_t i = 0; i < p.inputs.size(); ++i) {
+        if (d(p.smem[i]) && read.count(p.inputs[i])) t.shared_inputs.push_back(p.inputs[i]);
+      }
+    }
+    t.unroll_inner = d(p.unroll_slot) != 0;
+    t.unroll_local = d(p.unroll_local_slot) != 0;
+    t.rf_threads = d(p.rf_slot);
+    LATHE_TRY(codegen::cuda::ApplyReductionTiling(sch, p.name, t));
+  }
+  return sch;
+}
+
+absl::Status GpuSpace::CheckLimits(const Candidate& c, const Schedule& sch) const {
+  auto src = codegen::cuda::BuildCudaSource(sch, "candidate");
+  if (!src.ok()) return src.status();
+  if (auto st = codegen::cuda::CheckLaunchLimits(src->plan, target_.limits); !st.ok()) return st;
+  // Registers: a thread of a locally accumulated tile holds its accumulators and, per reduce
+  // step, one operand per tile row and column.
+  for (const StagePlan& p : stages_) {
+    if (!p.reduction || c.decisions[p.kind_slot] != kLocal) continue;
+    int64_t acc = 1, operands = 0, threads = 1;
+    for (size_t a = 0; a < p.spatial.size(); ++a) {
+      std::vector<int64_t> ext = SplitExtents(
+          p.spatial[a], {c.decisions[p.vt[a]], c.decisions[p.th[a]], c.decisions[p.in[a]]});
+      acc *= ext[1] * ext[3];
+      operands += ext[1] * ext[3];
+      threads *= ext[2];
+    }
+    int64_t regs = acc + operands + kBaseRegisters;
+    if (regs > target_.limits.max_regs_per_thread) {
+      return absl::ResourceExhaustedError(absl::StrCat("stage '", p.name, "' needs about ", regs,
+                                                       " registers per thread; the device allows ",
+                                                       target_.limits.max_regs_per_thread));
+    }
+    if (regs * threads > target_.limits.max_regs_per_block) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "stage '", p.name, "' needs about ", regs * threads,
+          " registers per block; the device allows ", target_.limits.max_regs_per_block));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Candidate> GpuSpace::Finish(Candidate c) const {
+  auto s = Apply(c);
+  if (!s.ok()) return s.status();
+  if (auto st = CheckLimits(c, *s); !st.ok()) return st;
+  c.trace = s->trace();
+  c.schedule = std::make_shared<const Schedule>(std::move(*s));
+  c.trace.sketch = c.sketch;
+  c.trace.decisions = c.decisions;
+  return c;
+}
+
+absl::StatusOr<Candidate> GpuSpace::Sample(std::mt19937_64& rng) const {
+  auto pick = [&](const std::vector<int64_t>& v) {
+    return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+  };
+  absl::Status last;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    Candidate c;
+    for (const Slot& s : slots_) c.decisions.push_back(pick(s.choices));
+    // Threads of a tiled reduction: the innermost axes first (coalesced accesses on the last
+    // axis), within a block budget drawn per stage.
+    for (const StagePlan& p : stages_) {
+      if (!p.reduction) continue;
+      int64_t budget =
+          std::min<int64_t>(pick({64, 128, 256, 256, 512}), target_.limits.max_threads_per_block);
+      int64_t threads = 1;
+      for (size_t a = p.th.size(); a-- > 0;) {
+        const std::vector<int64_t>& ch = slots_[p.th[a]].choices;
+        int64_t want = pick(ch), cap = std::max<int64_t>(1, budget / threads);
+        int64_t t = 1;
+        for (int64_t v : ch) {
+          if (v <= std::min(want, cap)) t = std::max(t, v);
+        }
+        c.decisions[p.th[a]] = t;
+        threads *= std::min(t, p.spatial[a]);
+      }
+    }
+    auto f = Finish(std::move(c));
+    if (f.ok()) return f;
+    last = f.status();
+  }
+  return absl::InternalError("no valid gpu sample in 64 attempts: " + std::string(last.message()));
+}
+
+absl::StatusOr<Candidate> GpuSpace::Mutate(const Candidate& base, std::mt19937_64& rng) const {
+  if (base.decisions.size() != slots_.size()) {
+    return absl::InvalidArgumentError("candidate is not from this search space");
+  }
+  absl::Status last = absl::InternalError("space has no decision to mutate");
+  for (int attempt = 0; attempt < 32; ++attempt) {
+    Candidate c = base;
+    std::vector<size_t> open;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].choices.size() >= 2 && Relevant(c.decisions, slots_[i])) open.push_back(i);
+    }
+    if (open.empty()) break;
+    int changes = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 2 : 1;
+    for (int k = 0; k < changes; ++k) {
+      size_t i = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng)];
+      const auto& ch = slots_[i].choices;
+      // Distinct values only: the choice lists repeat values to weight sampling.
+      std::vector<int64_t> values(ch.begin(), ch.end());
+      std::sort(values.begin(), values.end());
+      values.erase(std::unique(values.begin(), values.end()), values.end());
+      auto pos = std::find(values.begin(), values.end(), c.decisions[i]) - values.begin();
+      int64_t n = static_cast<int64_t>(values.size());
+      int64_t np =
+          std::clamp<int64_t>(pos + std::uniform_int_distribution<int>(-2, 2)(rng), 0, n - 1);
+      if (np == pos) np = (pos + 1) % n;
+      c.decisions[i] = values[np];
+    }
+    if (c.decisions == base.decisions) continue;
+    auto f = Finish(std::move(c));
+    if (f.ok()) return f;
+    last = f.status();
+  }
+  return last;
+}
+
+absl::StatusOr<Candidate> GpuSpace::FromTrace(const ir::Trace& trace) const {
+  if (trace.sketch < 0 || trace.sketch >= num_sketches() || trace.target != "cuda") {
+    return absl::InvalidArgumentError("trace was not produced by the gpu search space");
+  }
+  Candidate c;
+  c.sketch = trace.sketch;
+  c.decisions = trace.decisions;
+  auto f = Finish(c);
+  if (!f.ok()) return f.status();
+  if (f->trace.instructions != trace.instructions) {
+    return absl::InvalidArgumentError("trace does not match its decisions in this search space");
+  }
+  return f;
+}
+
+}  // namespace
+
+absl::StatusOr<GpuTarget> GpuTargetFor(const std::string& target) {
+  GpuTarget t;
+  if (auto arch = codegen::cuda::ArchOfTarget(target); arch.ok()) {
+    t.arch = *arch;
+    return t;
+  }
+  int ordinal = -1;
+  if (target == "cuda") {
+    ordinal = 0;
+  } else if (target.rfind("cuda:", 0) != 0 || !absl::SimpleAtoi(target.substr(5), &ordinal) ||
+             ordinal < 0) {
+    return absl::InvalidArgumentError("target '" + target +
+                                      "' is not a cuda target (expected cuda, cuda:N or "
+                                      "cuda:sm_XX)");
+  }
+  auto driver = codegen::cuda::CudaDriver::Get();
+  if (!driver.ok()) return driver.status();
+  auto info = (*driver)->Describe(ordinal);
+  if (!info.ok()) return info.status();
+  t.arch = info->arch();
+  t.sm_count = info->sm_count;
+  t.limits = info->limits;
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<SearchSpace>> CreateGpuSearchSpace(const ir::Workload& workload,
+                                                                  const GpuTarget& target) {
+  auto s = std::make_unique<GpuSpace>(workload, target);
+  if (auto st = s->Init(); !st.ok()) return st;
+  return std::unique_ptr<SearchSpace>(std::move(s));
+}
+
+}  // namespace lathe::tuner

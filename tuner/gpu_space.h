@@ -1,0 +1,50 @@
+// \file
+// The GPU search space of a workload (CUDA targets): one sketch whose decisions choose, per
+// stage, the mapping the GPU sketch rules of codegen/cuda/gpu_schedule.h apply —
+//   reductions: multi-level tiling (block / vthread / thread / inner tiles of every spatial
+//   axis, outer / inner reduce loops) with a local (register) accumulator, or with inputs
+//   staged in shared memory and fetched cooperatively, or (for few outputs with a long
+//   reduction) a cross-thread reduction through shared partial results; unrolling;
+//   other stages: fused, split and bound to blocks and threads, with an unrolled per-thread
+//   inner factor ("vector width": the generated code stays scalar, the elements a thread owns
+//   are consecutive and unrolled); paddings inlined or computed at root.
+// Every candidate returned is lowered and generated as CUDA C, and checked against the
+// target's limits (threads per block, static shared memory per block, an estimate of
+// registers per thread and per block) before it is returned, so the search never proposes
+// one that cannot launch.
+//
+// Thread-safety: a GpuSpace is immutable after creation; its methods may run concurrently.
+#ifndef LATHE_TUNER_GPU_SPACE_H_
+#define LATHE_TUNER_GPU_SPACE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "codegen/cuda/gpu_schedule.h"
+#include "ir/workload.h"
+#include "tuner/space.h"
+
+namespace lathe::tuner {
+
+// What the GPU space needs to know of the device. The defaults are an H100 (sm_90, 132 SMs)
+// without opt-in shared memory.
+struct GpuTarget {
+  std::string arch = "sm_90";
+  int sm_count = 132;
+  codegen::cuda::GpuLimits limits;
+};
+
+// The target of a CUDA target string: "cuda:sm_XX" names only an architecture (H100 limits
+// otherwise); "cuda" and "cuda:N" describe that device through the driver. InvalidArgument
+// for a malformed target; FailedPrecondition (no driver) or OutOfRange (no such device) for
+// a device that is not present.
+absl::StatusOr<GpuTarget> GpuTargetFor(const std::string& target);
+
+// Builds the GPU space of `workload`. Fails only for workloads without stages.
+absl::StatusOr<std::unique_ptr<SearchSpace>> CreateGpuSearchSpace(const ir::Workload& workload,
+                                                                  const GpuTarget& target);
+
+}  // namespace lathe::tuner
+
+#endif  // LATHE_TUNER_GPU_SPACE_H_

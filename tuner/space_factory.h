@@ -1,0 +1,29 @@
+// \file
+// One entry point for the tuner and the daemon to build the search space of a workload for a
+// target string: "cpu" gets the CPU space (tuner/space.h) for this machine's CPU, "cuda",
+// "cuda:N" and "cuda:sm_XX" the GPU space (tuner/gpu_space.h).
+#ifndef LATHE_TUNER_SPACE_FACTORY_H_
+#define LATHE_TUNER_SPACE_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ir/workload.h"
+#include "tuner/space.h"
+
+namespace lathe::tuner {
+
+// True for "cuda", "cuda:N" and "cuda:sm_XX" (by prefix; the rest is checked on creation).
+bool IsCudaTarget(const std::string& target);
+
+// The search space of `workload` for `target`. InvalidArgument for an unknown target;
+// Unimplemented for a cuda target in a build without the CUDA backend; for "cuda" and
+// "cuda:N", FailedPrecondition without a CUDA driver and OutOfRange without that device
+// ("cuda:sm_XX" needs neither: it builds for an architecture with H100 limits).
+absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workload& workload,
+                                                               const std::string& target);
+
+}  // namespace lathe::tuner
+
+#endif  // LATHE_TUNER_SPACE_FACTORY_H_
