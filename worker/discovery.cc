@@ -18,8 +18,6 @@ namespace lathe::worker {
 
 namespace {
 
-constexpr char kNoGpuMeasurement[] = "gpu measurement is not implemented yet";
-
 std::string KiB(int64_t bytes) { return absl::StrCat(bytes / 1024, " KiB"); }
 
 }  // namespace
@@ -73,12 +71,17 @@ std::vector<Device> DiscoverGpus() {
     d.info.set_memory_bytes(info->total_memory);
     d.details = absl::StrCat(info->name, ", ", info->arch(), ", ", info->sm_count, " SMs, ",
                              info->total_memory >> 20, " MiB, driver ", (*driver)->Version());
-    d.can_measure = false;
-    d.why_not = kNoGpuMeasurement;
+    // Listed only when the driver loaded and described the device: measurable.
+    d.can_measure = true;
     out.push_back(std::move(d));
   }
 #endif
   return out;
+}
+
+MeasurerOptions MeasurerOptionsFor(const Device& device, MeasurerOptions base) {
+  if (device.info.kind() == "cuda") base.gpu_ordinal = static_cast<int>(device.info.index());
+  return base;
 }
 
 absl::StatusOr<std::vector<Device>> SelectDevices(const std::vector<std::string>& selectors) {

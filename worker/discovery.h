@@ -3,9 +3,8 @@
 // caches, peak throughput) and the NVIDIA GPUs the CUDA driver reports, and the selection of
 // the devices a worker registers (`--device cpu|cuda|cuda:N`, repeatable).
 //
-// GPU measurement needs a GPU measurement child that does not exist yet: cuda devices are
-// discovered and registered (so `lathe workers` shows them) but marked `can_measure =
-// false`, and the worker does not lease tasks for them (see worker_loop.h).
+// A GPU can measure (`can_measure`) when the CUDA driver loads and reports the device; its
+// measurement child must then be told which GPU to use: MeasurerOptionsFor.
 #ifndef LATHE_WORKER_DISCOVERY_H_
 #define LATHE_WORKER_DISCOVERY_H_
 
@@ -14,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "lathe/v1/service.pb.h"
+#include "worker/measurer.h"
 
 namespace lathe::worker {
 
@@ -41,10 +41,14 @@ Device DescribeCpu();
 // CUDA backend was not built. Device class "cuda:<name> (sm_XX)".
 std::vector<Device> DiscoverGpus();
 
+// The options of the measurer for `device`: `base` with the GPU ordinal of a cuda device
+// (one measurement child per GPU).
+MeasurerOptions MeasurerOptionsFor(const Device& device, MeasurerOptions base);
+
 // The devices named by `selectors` (each parsed with ParseDeviceSelector), in the order
-// given, duplicates dropped; no selectors: the CPU only (GPUs are opt-in while GPU
-// measurement is not implemented). Fails with InvalidArgument for a malformed selector and
-// NotFound for a GPU that is not present, saying which GPUs there are.
+// given, duplicates dropped; no selectors: the CPU only (GPUs are opt-in). Fails with
+// InvalidArgument for a malformed selector and NotFound for a GPU that is not present, saying which
+// GPUs there are.
 absl::StatusOr<std::vector<Device>> SelectDevices(const std::vector<std::string>& selectors);
 
 }  // namespace lathe::worker

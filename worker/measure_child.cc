@@ -22,6 +22,12 @@
 #include "ir/trace.h"
 #include "worker/measurer.h"
 
+#ifdef LATHE_HAVE_CUDA_BACKEND
+#include "codegen/cuda/cuda_build.h"
+#include "codegen/cuda/cuda_driver.h"
+#include "codegen/cuda/nvrtc.h"
+#endif
+
 namespace lathe::worker {
 
 namespace {
@@ -81,6 +87,29 @@ double MaxClockGhz() {
   return mhz > 0 ? mhz / 1e3 * 1.5 : 5.0;
 }
 
+// Set when the process must not measure again (a sticky CUDA error poisoned its context):
+// the child answers the current request, then exits, and the parent starts a new one.
+bool g_must_exit = false;
+
+// Fills the timing fields of `r` from the repeats (microseconds): every repeat, the median
+// and the coefficient of variation.
+void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r) {
+  for (double u : us) r->add_repeats_us(u);
+  std::vector<double> sorted = us;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted[sorted.size() / 2];
+  double mean = 0, var = 0;
+  for (double u : us) mean += u;
+  mean /= us.size();
+  for (double u : us) var += (u - mean) * (u - mean);
+  var /= us.size();
+  r->set_median_us(median);
+  r->set_cv(mean > 0 ? std::sqrt(var) / mean : 0);
+}
+
+lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData& d,
+                                     const ir::Trace& trace);
+
 }  // namespace
 
 double HostPeakGflops() {
@@ -105,6 +134,7 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   auto t0 = Clock::now();
   auto trace = ir::TraceFromJson(req.trace_json());
   if (!trace.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(trace.status().message()));
+  if (trace->target.rfind("cuda", 0) == 0) return MeasureCuda(req, d, *trace);
   auto sch = ir::ApplyTrace(d.workload, *trace);
   if (!sch.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(sch.status().message()));
   auto func = codegen::Lower(*sch, "candidate");
@@ -145,17 +175,8 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
     double spent = std::chrono::duration<double, std::milli>(b - start).count();
     if (us.size() >= 3 && spent >= min_ms) break;
   }
-  for (double u : us) r.add_repeats_us(u);
-  std::vector<double> sorted = us;
-  std::sort(sorted.begin(), sorted.end());
-  double median = sorted[sorted.size() / 2];
-  double mean = 0, var = 0;
-  for (double u : us) mean += u;
-  mean /= us.size();
-  for (double u : us) var += (u - mean) * (u - mean);
-  var /= us.size();
-  r.set_median_us(median);
-  r.set_cv(mean > 0 ? std::sqrt(var) / mean : 0);
+  SetTimings(us, &r);
+  double median = r.median_us();
   double gflops = d.workload.flops / (median * 1e-6) * 1e-9;
   r.set_gflops(gflops);
   double peak = HostPeakGflops();
@@ -181,7 +202,176 @@ int RunMeasureChild(int in_fd, int out_fd) {
       res = MeasureInProcess(req);
     }
     if (!WriteFrame(out_fd, res.SerializeAsString()).ok()) return 1;
+    if (g_must_exit) return 3;
   }
 }
+
+namespace {
+
+#ifdef LATHE_HAVE_CUDA_BACKEND
+
+namespace cuda = codegen::cuda;
+
+// The GPU of this child: its context, description, the L2 flush buffer, and the device
+// copies of one workload's arguments (inputs uploaded once; the last is the output).
+struct GpuState {
+  std::unique_ptr<cuda::CudaContext> ctx;
+  cuda::DeviceInfo info;
+  std::unique_ptr<cuda::DeviceBuffer> flush;
+  std::string workload;
+  std::vector<cuda::DeviceBuffer> args;
+};
+
+int GpuOrdinal() {
+  const char* e = std::getenv("LATHE_MEASURE_GPU");
+  return e ? std::atoi(e) : 0;
+}
+
+// The state, created on first use; a failure (no driver, no device) is returned every time.
+absl::StatusOr<GpuState*> GetGpu() {
+  static GpuState* state = nullptr;
+  static absl::Status failure;
+  if (state) return state;
+  if (!failure.ok()) return failure;
+  auto fail = [&](const absl::Status& st) {
+    failure = absl::FailedPreconditionError(
+        absl::StrCat(kNoGpuPrefix, "cuda:", GpuOrdinal(), ": ", st.message()));
+    return failure;
+  };
+  if (!cuda::HaveNvrtc()) return fail(absl::UnimplementedError("this build has no NVRTC"));
+  auto ctx = cuda::CudaContext::Create(GpuOrdinal());
+  if (!ctx.ok()) return fail(ctx.status());
+  auto info = (*ctx)->driver().Describe(GpuOrdinal());
+  if (!info.ok()) return fail(info.status());
+  auto s = std::make_unique<GpuState>();
+  s->ctx = std::move(*ctx);
+  s->info = *info;
+  // Twice the L2 (at least 64 MiB): writing it leaves none of the arguments cached.
+  int64_t bytes = std::max<int64_t>(2 * s->info.l2_bytes, 64 << 20);
+  auto flush = cuda::DeviceBuffer::Allocate(*s->ctx, bytes);
+  if (!flush.ok()) return fail(flush.status());
+  s->flush = std::make_unique<cuda::DeviceBuffer>(std::move(*flush));
+  state = s.release();
+  return state;
+}
+
+// Uploads the workload's inputs (once per workload).
+absl::Status PrepareArgs(GpuState& g, WorkloadData& d) {
+  if (g.workload == d.workload.canonical && g.args.size() == d.args.size()) {
+    return absl::OkStatus();
+  }
+  g.args.clear();
+  g.workload.clear();
+  for (const std::vector<float>& a : d.args) {
+    int64_t bytes = static_cast<int64_t>(a.size() * sizeof(float));
+    auto b = cuda::DeviceBuffer::Allocate(*g.ctx, bytes);
+    if (!b.ok()) return b.status();
+    if (auto st = b->CopyFromHost(a.data(), bytes); !st.ok()) return st;
+    g.args.push_back(std::move(*b));
+  }
+  g.workload = d.workload.canonical;
+  return absl::OkStatus();
+}
+
+lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData& d,
+                                     const ir::Trace& trace) {
+  lathe::v1::MeasureResult r;
+  r.set_candidate_id(req.candidate_id());
+  auto fail = [&](lathe::v1::ErrorClass c, absl::string_view msg) {
+    r.set_error_class(c);
+    r.set_error_msg(std::string(msg));
+    return r;
+  };
+  // A driver error: sticky ones end this process once the result is written.
+  auto runtime = [&](const absl::Status& st) {
+    if (cuda::IsStickyCudaError(st)) g_must_exit = true;
+    return fail(lathe::v1::RUNTIME_ERROR, st.message());
+  };
+  auto gpu = GetGpu();
+  if (!gpu.ok()) return fail(lathe::v1::RUNTIME_ERROR, gpu.status().message());
+  GpuState& g = **gpu;
+  auto t0 = Clock::now();
+  auto sch = ir::ApplyTrace(d.workload, trace);
+  if (!sch.ok()) return fail(lathe::v1::INVALID_SCHEDULE, sch.status().message());
+  auto src = cuda::BuildCudaSource(*sch, "candidate");
+  if (!src.ok()) return fail(lathe::v1::INVALID_SCHEDULE, src.status().message());
+  if (auto st = cuda::CheckLaunchLimits(src->plan, g.info.limits); !st.ok()) {
+    return fail(lathe::v1::INVALID_SCHEDULE, st.message());
+  }
+  auto cubin = cuda::CompileToCubin(src->source, g.info.arch());
+  if (!cubin.ok()) return fail(lathe::v1::COMPILE_ERROR, cubin.status().message());
+  auto prog = cuda::CudaProgram::Load(*g.ctx, *cubin, src->plan);
+  if (!prog.ok()) {
+    if (absl::IsResourceExhausted(prog.status())) {
+      return fail(lathe::v1::INVALID_SCHEDULE, prog.status().message());
+    }
+    return runtime(prog.status());
+  }
+  r.set_compile_ms(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  if (auto st = PrepareArgs(g, d); !st.ok()) return runtime(st);
+
+  std::vector<uint64_t> ptrs;
+  for (const cuda::DeviceBuffer& b : g.args) ptrs.push_back(b.ptr());
+  bool faults = FaultsEnabled();
+  if (faults && req.fault() == "crash") raise(SIGSEGV);
+  if (faults && req.fault() == "hang") {
+    for (;;) pause();
+  }
+  // Test-only: the output pointer moved far outside any allocation, so the kernel's first
+  // store is an illegal address (a sticky error, as a buggy candidate would cause).
+  if (faults && req.fault() == "illegal_access") ptrs.back() += static_cast<uint64_t>(1) << 44;
+  std::vector<float>& out = d.args.back();
+  // NaN everywhere first, so that an element the kernel does not write fails the check.
+  if (auto st = g.args.back().Fill32(0x7fc00000u); !st.ok()) return runtime(st);
+  // The check doubles as the warm-up call.
+  if (auto st = (*prog)->Run(ptrs); !st.ok()) return runtime(st);
+  if (auto st = g.args.back().CopyToHost(out.data(), static_cast<int64_t>(out.size() * 4));
+      !st.ok()) {
+    return runtime(st);
+  }
+  if (faults && req.fault() == "wrong") out[out.size() / 2] += 1.0f;
+  absl::Status ok = ir::CheckOutput(out, d.reference, d.workload.output()->shape);
+  if (!ok.ok()) return fail(lathe::v1::WRONG_ANSWER, ok.message());
+
+  double min_ms = req.min_repeat_ms() > 0 ? req.min_repeat_ms() : 50.0;
+  int max_repeats = req.max_repeats() > 0 ? req.max_repeats() : 1000;
+  std::vector<double> us;
+  auto start = Clock::now();
+  while (static_cast<int>(us.size()) < max_repeats) {
+    auto ms = (*prog)->TimeOnce(ptrs, req.flush_cache() ? g.flush.get() : nullptr);
+    if (!ms.ok()) return runtime(ms.status());
+    us.push_back(*ms * 1e3);
+    double spent = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (us.size() >= 3 && spent >= min_ms) break;
+  }
+  SetTimings(us, &r);
+  double gflops = d.workload.flops / (r.median_us() * 1e-6) * 1e-9;
+  r.set_gflops(gflops);
+  double peak = g.info.peak_gflops();
+  if (r.median_us() <= 0 || (peak > 0 && gflops > peak)) {
+    return fail(lathe::v1::RUNTIME_ERROR,
+                absl::StrCat("measured ", gflops, " GFLOP/s exceeds the device peak of ", peak,
+                             " GFLOP/s: measurement error"));
+  }
+  r.set_error_class(lathe::v1::OK);
+  return r;
+}
+
+#else  // !LATHE_HAVE_CUDA_BACKEND
+
+lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData&,
+                                     const ir::Trace&) {
+  lathe::v1::MeasureResult r;
+  r.set_candidate_id(req.candidate_id());
+  r.set_error_class(lathe::v1::RUNTIME_ERROR);
+  r.set_error_msg(absl::StrCat(kNoGpuPrefix,
+                               "this lathe-measure was built without the CUDA "
+                               "backend"));
+  return r;
+}
+
+#endif  // LATHE_HAVE_CUDA_BACKEND
+
+}  // namespace
 
 }  // namespace lathe::worker

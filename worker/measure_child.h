@@ -5,12 +5,28 @@
 // the kernel as DESIGN.md says (one warm-up call, repeats until min_repeat_ms, every repeat
 // kept, median and coefficient of variation, roofline sanity check), and writes a
 // MeasureResult frame on `out_fd`.
+//
+// Requests whose trace targets "cuda" are measured on the GPU named by $LATHE_MEASURE_GPU
+// (an ordinal, default 0; one child per GPU, the parent chooses): the trace is lowered to
+// CUDA C, checked against the device's launch limits (invalid_schedule), compiled by NVRTC
+// for the device's architecture (compile_error), loaded with the dlopen'd driver, run on the
+// same seeded inputs and checked against the CPU reference, then timed with CUDA events
+// (warm-up, repeats until min_repeat_ms, 50 ms by default), the L2 cache flushed before each
+// timed run when flush_cache is set (a buffer twice the L2 size is overwritten). A sticky
+// CUDA error (illegal address, launch failure) is reported as runtime_error and the child
+// exits after answering: its context is unusable. Without a driver or device the result is
+// runtime_error with a message starting with kNoGpuPrefix (the Measurer turns that into a
+// FailedPrecondition status). Test-only fault "illegal_access" makes the kernel store out of
+// bounds.
 #ifndef LATHE_WORKER_MEASURE_CHILD_H_
 #define LATHE_WORKER_MEASURE_CHILD_H_
 
 #include "lathe/v1/measure.pb.h"
 
 namespace lathe::worker {
+
+// How a cuda request's error message starts when this process has no usable GPU.
+inline constexpr char kNoGpuPrefix[] = "no gpu to measure on: ";
 
 // Serves requests until `in_fd` reaches end of file; returns the process exit status.
 int RunMeasureChild(int in_fd, int out_fd);

@@ -13,7 +13,14 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ir/trace.h"
+#include "worker/measure_child.h"
+
+#ifdef LATHE_HAVE_CUDA_BACKEND
+#include "codegen/cuda/cuda_driver.h"
+#endif
 
 extern char** environ;
 
@@ -25,6 +32,30 @@ std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strer
 
 bool Executable(const std::string& path) {
   return !path.empty() && access(path.c_str(), X_OK) == 0;
+}
+
+// True when the request's trace targets a GPU (an unparsable trace is the child's to report).
+bool IsCudaRequest(const lathe::v1::MeasureRequest& request) {
+  auto trace = ir::TraceFromJson(request.trace_json());
+  return trace.ok() && trace->target.rfind("cuda", 0) == 0;
+}
+
+// Whether GPU `ordinal` can be measured on from this machine: checked here too, so that a
+// machine without a GPU answers at once, without a child round trip.
+absl::Status GpuPresent(int ordinal) {
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  auto driver = codegen::cuda::CudaDriver::Get();
+  if (!driver.ok()) return driver.status();
+  auto count = (*driver)->DeviceCount();
+  if (!count.ok()) return count.status();
+  if (ordinal < 0 || ordinal >= *count) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no such device (this machine has ", *count, " GPUs)"));
+  }
+  return absl::OkStatus();
+#else
+  return absl::FailedPreconditionError("this build has no CUDA backend");
+#endif
 }
 
 }  // namespace
@@ -145,7 +176,8 @@ absl::Status Measurer::Spawn() {
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
-  std::vector<std::string> env;
+  // The GPU first: getenv answers the first entry of a name.
+  std::vector<std::string> env = {absl::StrCat("LATHE_MEASURE_GPU=", options_.gpu_ordinal)};
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   for (const std::string& e : options_.child_env) env.push_back(e);
   std::vector<char*> envp;
@@ -186,6 +218,13 @@ void Measurer::Kill() {
 
 absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
     const lathe::v1::MeasureRequest& request) {
+  bool gpu = IsCudaRequest(request);
+  if (gpu) {
+    if (absl::Status s = GpuPresent(options_.gpu_ordinal); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(kNoGpuPrefix, "cuda:", options_.gpu_ordinal, ": ", s.message()));
+    }
+  }
   if (pid_ <= 0) {
     if (auto s = Spawn(); !s.ok()) return s;
   }
@@ -195,7 +234,19 @@ absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
   absl::StatusOr<std::string> reply =
       st.ok() ? ReadFrame(from_child_, static_cast<int>(options_.timeout_s * 1000))
               : absl::StatusOr<std::string>(st);
-  if (reply.ok() && result.ParseFromString(*reply)) return result;
+  if (reply.ok() && result.ParseFromString(*reply)) {
+    if (gpu && result.error_class() == lathe::v1::RUNTIME_ERROR) {
+      if (absl::StartsWith(result.error_msg(), kNoGpuPrefix)) {
+        return absl::FailedPreconditionError(result.error_msg());
+      }
+      // The child's context may be poisoned (it exits after a sticky error): replace it now,
+      // before the next candidate could meet a dead pipe.
+      Kill();
+      ++restarts_;
+      if (auto s = Spawn(); !s.ok()) return s;
+    }
+    return result;
+  }
 
   // The child hung, died, or spoke garbage: classify, then replace it.
   bool timed_out = absl::IsDeadlineExceeded(reply.status());

@@ -27,6 +27,9 @@ struct MeasurerOptions {
   double timeout_s = 60;
   // Extra environment entries for the child ("NAME=value").
   std::vector<std::string> child_env;
+  // The GPU (ordinal) that this measurer's child measures cuda candidates on; one Measurer
+  // per GPU.
+  int gpu_ordinal = 0;
 };
 
 class Measurer {
@@ -38,8 +41,11 @@ class Measurer {
   Measurer& operator=(const Measurer&) = delete;
 
   // Measures one candidate. Every outcome of the candidate itself is a result with an error
-  // class; a non-OK status only means the sandbox could not run at all (no child could be
-  // started).
+  // class; a non-OK status only means the sandbox could not run at all: no child could be
+  // started, or (FailedPrecondition, naming the GPU and why) a cuda candidate was asked for
+  // where there is no CUDA driver or no such GPU. A cuda candidate that ends in a runtime
+  // error (a sticky CUDA error poisons the child's context) replaces the child, so later
+  // candidates are unaffected.
   absl::StatusOr<lathe::v1::MeasureResult> Measure(const lathe::v1::MeasureRequest& request);
 
   // How many times a child was replaced after a crash or timeout.

@@ -68,7 +68,9 @@ enum Attr : int {
   kMaxGridY = 6,
   kMaxGridZ = 7,
   kMaxSharedPerBlock = 8,
+  kClockRate = 13,
   kSmCount = 16,
+  kL2CacheSize = 38,
   kCcMajor = 75,
   kCcMinor = 76,
   kMaxSharedOptin = 97,
@@ -210,7 +212,8 @@ absl::StatusOr<DeviceInfo> CudaDriver::Describe(int ordinal) const {
   info.total_memory = static_cast<int64_t>(mem);
   std::map<int, int> a;
   for (int attr : {kMaxThreadsPerBlock, kMaxBlockX, kMaxBlockY, kMaxBlockZ, kMaxGridX, kMaxGridY,
-                   kMaxGridZ, kMaxSharedPerBlock, kSmCount, kCcMajor, kCcMinor, kMaxSharedOptin}) {
+                   kMaxGridZ, kMaxSharedPerBlock, kSmCount, kCcMajor, kCcMinor, kMaxSharedOptin,
+                   kClockRate, kL2CacheSize}) {
     int v = 0;
     auto st = Check(api_->cuDeviceGetAttribute(&v, attr, dev),
                     absl::StrCat("cuDeviceGetAttribute(", attr, ")"));
@@ -221,6 +224,8 @@ absl::StatusOr<DeviceInfo> CudaDriver::Describe(int ordinal) const {
   info.cc_minor = a[kCcMinor];
   info.sm_count = a[kSmCount];
   info.max_shared_optin = a[kMaxSharedOptin];
+  info.l2_bytes = a[kL2CacheSize];
+  info.clock_khz = a[kClockRate];
   info.limits.max_threads_per_block = a[kMaxThreadsPerBlock];
   info.limits.max_block[0] = a[kMaxBlockX];
   info.limits.max_block[1] = a[kMaxBlockY];
@@ -390,37 +395,62 @@ absl::Status CudaProgram::Run(const std::vector<uint64_t>& args) {
   return ctx_.Synchronize();
 }
 
-absl::StatusOr<std::vector<double>> CudaProgram::Time(const std::vector<uint64_t>& args,
-                                                      int repeats) {
-  if (auto st = Run(args); !st.ok()) return st;  // warm-up
+namespace {
+
+// Two events, destroyed with the object.
+struct EventPair {
+  explicit EventPair(const CudaDriver& d) : d(d) {}
+  ~EventPair() {
+    if (start) d.api().cuEventDestroy(start);
+    if (stop) d.api().cuEventDestroy(stop);
+  }
+  absl::Status Create() {
+    if (auto st = d.Check(d.api().cuEventCreate(&start, 0), "cuEventCreate"); !st.ok()) return st;
+    return d.Check(d.api().cuEventCreate(&stop, 0), "cuEventCreate");
+  }
+  const CudaDriver& d;
+  CUevent start = nullptr, stop = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<double> CudaProgram::TimeOnce(const std::vector<uint64_t>& args,
+                                             DeviceBuffer* flush) {
+  if (auto st = ctx_.MakeCurrent(); !st.ok()) return st;
   const CudaDriver& d = ctx_.driver();
-  struct Event {
-    const CudaDriver& d;
-    CUevent e = nullptr;
-    ~Event() {
-      if (e) d.api().cuEventDestroy(e);
-    }
-  } start{d}, stop{d};
-  if (auto st = d.Check(d.api().cuEventCreate(&start.e, 0), "cuEventCreate"); !st.ok()) return st;
-  if (auto st = d.Check(d.api().cuEventCreate(&stop.e, 0), "cuEventCreate"); !st.ok()) return st;
+  EventPair ev(d);
+  if (auto st = ev.Create(); !st.ok()) return st;
+  if (flush) {
+    // A new pattern each time, so that no layer can skip the write.
+    static uint32_t pattern = 0;
+    if (auto st = flush->Fill32(++pattern); !st.ok()) return st;
+  }
+  if (auto st = d.Check(d.api().cuEventRecord(ev.start, nullptr), "cuEventRecord"); !st.ok()) {
+    return st;
+  }
+  if (auto st = Launch(args); !st.ok()) return st;
+  if (auto st = d.Check(d.api().cuEventRecord(ev.stop, nullptr), "cuEventRecord"); !st.ok()) {
+    return st;
+  }
+  if (auto st = d.Check(d.api().cuEventSynchronize(ev.stop), "cuEventSynchronize"); !st.ok()) {
+    return st;
+  }
+  float t = 0;
+  if (auto st = d.Check(d.api().cuEventElapsedTime(&t, ev.start, ev.stop), "cuEventElapsedTime");
+      !st.ok()) {
+    return st;
+  }
+  return static_cast<double>(t);
+}
+
+absl::StatusOr<std::vector<double>> CudaProgram::Time(const std::vector<uint64_t>& args,
+                                                      int repeats, DeviceBuffer* flush) {
+  if (auto st = Run(args); !st.ok()) return st;  // warm-up
   std::vector<double> ms;
   for (int r = 0; r < repeats; ++r) {
-    if (auto st = d.Check(d.api().cuEventRecord(start.e, nullptr), "cuEventRecord"); !st.ok()) {
-      return st;
-    }
-    if (auto st = Launch(args); !st.ok()) return st;
-    if (auto st = d.Check(d.api().cuEventRecord(stop.e, nullptr), "cuEventRecord"); !st.ok()) {
-      return st;
-    }
-    if (auto st = d.Check(d.api().cuEventSynchronize(stop.e), "cuEventSynchronize"); !st.ok()) {
-      return st;
-    }
-    float t = 0;
-    if (auto st = d.Check(d.api().cuEventElapsedTime(&t, start.e, stop.e), "cuEventElapsedTime");
-        !st.ok()) {
-      return st;
-    }
-    ms.push_back(t);
+    auto t = TimeOnce(args, flush);
+    if (!t.ok()) return t.status();
+    ms.push_back(*t);
   }
   return ms;
 }

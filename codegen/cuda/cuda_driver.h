@@ -35,6 +35,11 @@ struct DeviceInfo {
   int64_t total_memory = 0;
   GpuLimits limits;
   int64_t max_shared_optin = 0;  // per block, with opt-in
+  int64_t l2_bytes = 0;
+  int64_t clock_khz = 0;  // peak SM clock
+  // Peak float32 throughput: SMs x 128 FP32 lanes x 2 flops (FMA) x clock. An upper bound
+  // (sm_70 and sm_80 have 64 lanes per SM), above which a timing is a measurement error.
+  double peak_gflops() const { return sm_count * 128.0 * 2.0 * clock_khz * 1e-6; }
   // "sm_90".
   std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
   // The device class that keys records: "<name> (sm_XX)".
@@ -130,8 +135,13 @@ class CudaProgram {
   absl::Status Launch(const std::vector<uint64_t>& args);
   // Launches and waits; a kernel fault is reported here (sticky errors as Aborted).
   absl::Status Run(const std::vector<uint64_t>& args);
-  // Times `repeats` runs after one warm-up with CUDA events; milliseconds per run.
-  absl::StatusOr<std::vector<double>> Time(const std::vector<uint64_t>& args, int repeats);
+  // Times `repeats` runs after one warm-up with CUDA events; milliseconds per run. With
+  // `flush`, the buffer is overwritten before each run (outside the timed interval): one
+  // larger than the L2 cache evicts the arguments, so every run starts cold.
+  absl::StatusOr<std::vector<double>> Time(const std::vector<uint64_t>& args, int repeats,
+                                           DeviceBuffer* flush = nullptr);
+  // One timed run without warm-up (flushing first, as Time does); milliseconds.
+  absl::StatusOr<double> TimeOnce(const std::vector<uint64_t>& args, DeviceBuffer* flush = nullptr);
 
   const LaunchPlan& plan() const { return plan_; }
 

@@ -1,12 +1,20 @@
 // The sandboxed measurer with its real child process: classified results for good, invalid,
 // crashing, hanging and wrong candidates, and a child that is replaced after each failure.
+// GPU candidates: without a GPU a clear FailedPrecondition; with one (GpuMeasurerTest, which
+// skips without a GPU) results that agree with the reference, positive timings, and an
+// injected illegal access that is classified while the next candidate still succeeds.
 #include "worker/measurer.h"
 
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "absl/strings/match.h"
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "worker/discovery.h"
+#include "worker/measure_child.h"
 
 namespace lathe::worker {
 namespace {
@@ -91,6 +99,135 @@ TEST(MeasurerTest, MissingChildBinaryIsAClearError) {
   auto m = Measurer::Create(o);
   EXPECT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("lathe-measure"), std::string::npos);
+}
+
+// A GPU trace of `spec` built from IR primitives alone (no CUDA library needed): paddings
+// inlined, every other stage's spatial loops fused, split by a thread count drawn from `seed`
+// and bound to blockIdx.x / threadIdx.x.
+std::string GpuTraceJson(const std::string& spec, uint64_t seed) {
+  auto w = ir::MakeWorkload(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  ir::Schedule s(*w, "cuda");
+  std::mt19937_64 rng(seed);
+  std::vector<std::string> names;
+  for (const ir::Stage& st : s.stages()) names.push_back(st.name);
+  for (const std::string& n : names) {
+    const ir::Stage* st = s.FindStage(n);
+    if (!st->is_output && st->tensor->tag == "pad") EXPECT_TRUE(s.ComputeInline(n).ok());
+  }
+  for (const std::string& n : names) {
+    const ir::Stage* st = s.FindStage(n);
+    if (st->attach == ir::AttachKind::kInline) continue;
+    std::vector<std::string> spatial(st->root_loops.begin(),
+                                     st->root_loops.begin() + st->tensor->axes.size());
+    int64_t extent = 1;
+    for (const std::string& l : spatial) extent *= st->loops.at(l).extent;
+    std::string fused = spatial[0];
+    if (spatial.size() > 1) {
+      auto f = s.Fuse(n, spatial);
+      EXPECT_TRUE(f.ok()) << f.status();
+      fused = *f;
+    }
+    static const int64_t kThreads[] = {32, 64, 128, 256, 512};
+    int64_t t = std::min<int64_t>(kThreads[rng() % 5], extent);
+    auto parts = s.Split(n, fused, {t});
+    EXPECT_TRUE(parts.ok()) << parts.status();
+    EXPECT_TRUE(s.Bind(n, (*parts)[0], "blockIdx.x").ok());
+    EXPECT_TRUE(s.Bind(n, (*parts)[1], "threadIdx.x").ok());
+  }
+  return ir::TraceToJson(s.trace());
+}
+
+lathe::v1::MeasureRequest GpuRequest(const std::string& id, const std::string& spec, uint64_t seed,
+                                     const std::string& fault = "") {
+  auto w = ir::MakeWorkload(spec);
+  lathe::v1::MeasureRequest r;
+  r.set_candidate_id(id);
+  r.set_workload(w->canonical);
+  r.set_trace_json(GpuTraceJson(spec, seed));
+  r.set_min_repeat_ms(5);
+  r.set_flush_cache(true);
+  r.set_fault(fault);
+  return r;
+}
+
+TEST(MeasurerTest, CudaCandidateWithoutGpuIsAClearErrorAndTheMeasurerGoesOn) {
+  if (!DiscoverGpus().empty()) GTEST_SKIP() << "this machine has a GPU";
+  auto m = NewMeasurer();
+  ASSERT_NE(m, nullptr);
+  auto r = m->Measure(GpuRequest("g1", "matmul:m=17,n=31,k=13", 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StartsWith(r.status().message(), kNoGpuPrefix)) << r.status();
+  EXPECT_NE(r.status().message().find("cuda:0"), std::string::npos) << r.status();
+  // The CPU still measures, with the same child.
+  auto good = m->Measure(Request("after"));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->error_class(), lathe::v1::OK) << good->error_msg();
+  EXPECT_EQ(m->restarts(), 0);
+  // The child itself, asked directly, answers a runtime error naming the cause.
+  auto direct = MeasureInProcess(GpuRequest("g2", "softmax:m=5,n=17", 2));
+  EXPECT_EQ(direct.error_class(), lathe::v1::RUNTIME_ERROR);
+  EXPECT_TRUE(absl::StartsWith(direct.error_msg(), kNoGpuPrefix)) << direct.error_msg();
+}
+
+TEST(MeasurerTest, GpuDevicesMeasureWithTheirOwnOrdinal) {
+  Device gpu;
+  gpu.info.set_kind("cuda");
+  gpu.info.set_index(3);
+  MeasurerOptions base;
+  base.timeout_s = 7;
+  EXPECT_EQ(MeasurerOptionsFor(gpu, base).gpu_ordinal, 3);
+  EXPECT_EQ(MeasurerOptionsFor(gpu, base).timeout_s, 7);
+  EXPECT_EQ(MeasurerOptionsFor(DescribeCpu(), base).gpu_ordinal, 0);
+  for (const Device& d : DiscoverGpus()) EXPECT_TRUE(d.can_measure) << d.why_not;
+}
+
+#define REQUIRE_GPU() \
+  if (DiscoverGpus().empty()) GTEST_SKIP() << "no GPU (or no CUDA driver) on this machine"
+
+TEST(GpuMeasurerTest, CandidatesAgreeWithTheReferenceAndTimePositive) {
+  REQUIRE_GPU();
+  auto m = NewMeasurer(60);
+  ASSERT_NE(m, nullptr);
+  int n = 0;
+  for (const std::string spec :
+       {"matmul:m=64,n=48,k=40,epilogue=bias", "conv2d:n=2,c=4,h=11,w=7,k=6,r=3,s=3,pad=1",
+        "softmax:m=5,n=17", "layer_norm:m=6,n=33",
+        "pool2d:n=1,c=3,h=9,w=9,r=3,s=3,stride=2,pad=1"}) {
+    for (uint64_t seed = 0; seed < 3; ++seed) {
+      auto r = m->Measure(GpuRequest("g" + std::to_string(n++), spec, seed));
+      ASSERT_TRUE(r.ok()) << spec << ": " << r.status();
+      EXPECT_EQ(r->error_class(), lathe::v1::OK) << spec << ": " << r->error_msg();
+      EXPECT_GE(r->repeats_us_size(), 3);
+      EXPECT_GT(r->median_us(), 0);
+      EXPECT_GT(r->gflops(), 0);
+      EXPECT_GE(r->cv(), 0);
+    }
+  }
+  EXPECT_EQ(m->restarts(), 0);
+}
+
+TEST(GpuMeasurerTest, IllegalAccessIsClassifiedAndTheNextCandidateSucceeds) {
+  REQUIRE_GPU();
+  auto m = NewMeasurer(60);
+  ASSERT_NE(m, nullptr);
+  const std::string spec = "matmul:m=17,n=31,k=13";
+  auto bad = m->Measure(GpuRequest("bad", spec, 1, "illegal_access"));
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_EQ(bad->error_class(), lathe::v1::RUNTIME_ERROR);
+  EXPECT_NE(bad->error_msg().find("ILLEGAL_ADDRESS"), std::string::npos) << bad->error_msg();
+  EXPECT_EQ(m->restarts(), 1);
+  auto good = m->Measure(GpuRequest("good", spec, 2));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->error_class(), lathe::v1::OK) << good->error_msg();
+  auto wrong = m->Measure(GpuRequest("wrong", spec, 3, "wrong"));
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  EXPECT_EQ(wrong->error_class(), lathe::v1::WRONG_ANSWER) << wrong->error_msg();
+  // A CPU candidate through the same measurer is unaffected.
+  auto cpu = m->Measure(Request("cpu"));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->error_class(), lathe::v1::OK) << cpu->error_msg();
 }
 
 }  // namespace
