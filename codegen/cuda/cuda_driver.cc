@@ -395,52 +395,60 @@ absl::Status CudaProgram::Run(const std::vector<uint64_t>& args) {
   return ctx_.Synchronize();
 }
 
-namespace {
+// --- EventTimer ---
 
-// Two events, destroyed with the object.
-struct EventPair {
-  explicit EventPair(const CudaDriver& d) : d(d) {}
-  ~EventPair() {
-    if (start) d.api().cuEventDestroy(start);
-    if (stop) d.api().cuEventDestroy(stop);
-  }
-  absl::Status Create() {
-    if (auto st = d.Check(d.api().cuEventCreate(&start, 0), "cuEventCreate"); !st.ok()) return st;
-    return d.Check(d.api().cuEventCreate(&stop, 0), "cuEventCreate");
-  }
-  const CudaDriver& d;
+absl::StatusOr<std::unique_ptr<EventTimer>> EventTimer::Create(const CudaContext& ctx) {
+  if (auto st = ctx.MakeCurrent(); !st.ok()) return st;
+  const CudaDriver& d = ctx.driver();
+  auto t = std::unique_ptr<EventTimer>(new EventTimer(ctx));
   CUevent start = nullptr, stop = nullptr;
-};
+  if (auto st = d.Check(d.api().cuEventCreate(&start, 0), "cuEventCreate"); !st.ok()) return st;
+  t->start_ = start;
+  if (auto st = d.Check(d.api().cuEventCreate(&stop, 0), "cuEventCreate"); !st.ok()) return st;
+  t->stop_ = stop;
+  return t;
+}
 
-}  // namespace
+EventTimer::~EventTimer() {
+  const CudaDriver& d = ctx_.driver();
+  if (start_) d.api().cuEventDestroy(start_);
+  if (stop_) d.api().cuEventDestroy(stop_);
+}
+
+absl::Status EventTimer::Start() {
+  if (auto st = ctx_.MakeCurrent(); !st.ok()) return st;
+  const CudaDriver& d = ctx_.driver();
+  return d.Check(d.api().cuEventRecord(start_, nullptr), "cuEventRecord");
+}
+
+absl::StatusOr<double> EventTimer::Stop() {
+  const CudaDriver& d = ctx_.driver();
+  if (auto st = d.Check(d.api().cuEventRecord(stop_, nullptr), "cuEventRecord"); !st.ok()) {
+    return st;
+  }
+  if (auto st = d.Check(d.api().cuEventSynchronize(stop_), "cuEventSynchronize"); !st.ok()) {
+    return st;
+  }
+  float t = 0;
+  if (auto st = d.Check(d.api().cuEventElapsedTime(&t, start_, stop_), "cuEventElapsedTime");
+      !st.ok()) {
+    return st;
+  }
+  return static_cast<double>(t);
+}
 
 absl::StatusOr<double> CudaProgram::TimeOnce(const std::vector<uint64_t>& args,
                                              DeviceBuffer* flush) {
-  if (auto st = ctx_.MakeCurrent(); !st.ok()) return st;
-  const CudaDriver& d = ctx_.driver();
-  EventPair ev(d);
-  if (auto st = ev.Create(); !st.ok()) return st;
+  auto timer = EventTimer::Create(ctx_);
+  if (!timer.ok()) return timer.status();
   if (flush) {
     // A new pattern each time, so that no layer can skip the write.
     static uint32_t pattern = 0;
     if (auto st = flush->Fill32(++pattern); !st.ok()) return st;
   }
-  if (auto st = d.Check(d.api().cuEventRecord(ev.start, nullptr), "cuEventRecord"); !st.ok()) {
-    return st;
-  }
+  if (auto st = (*timer)->Start(); !st.ok()) return st;
   if (auto st = Launch(args); !st.ok()) return st;
-  if (auto st = d.Check(d.api().cuEventRecord(ev.stop, nullptr), "cuEventRecord"); !st.ok()) {
-    return st;
-  }
-  if (auto st = d.Check(d.api().cuEventSynchronize(ev.stop), "cuEventSynchronize"); !st.ok()) {
-    return st;
-  }
-  float t = 0;
-  if (auto st = d.Check(d.api().cuEventElapsedTime(&t, ev.start, ev.stop), "cuEventElapsedTime");
-      !st.ok()) {
-    return st;
-  }
-  return static_cast<double>(t);
+  return (*timer)->Stop();
 }
 
 absl::StatusOr<std::vector<double>> CudaProgram::Time(const std::vector<uint64_t>& args,

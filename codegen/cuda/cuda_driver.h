@@ -117,6 +117,26 @@ class DeviceBuffer {
   int64_t bytes_ = 0;
 };
 
+// Times work on the default stream between Start() and Stop() with two CUDA events, for
+// work that other libraries launch (cuBLAS, cuDNN) as for lathe's own kernels.
+class EventTimer {
+ public:
+  static absl::StatusOr<std::unique_ptr<EventTimer>> Create(const CudaContext& ctx);
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  absl::Status Start();
+  // Records the stop event, waits for it and returns the milliseconds since Start().
+  absl::StatusOr<double> Stop();
+
+ private:
+  explicit EventTimer(const CudaContext& ctx) : ctx_(ctx) {}
+  const CudaContext& ctx_;
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+};
+
 // A loaded CUBIN (or PTX, JIT-compiled by the driver) with its launch plan and the
 // temporaries the plan needs, ready to run.
 class CudaProgram {

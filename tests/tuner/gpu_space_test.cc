@@ -138,6 +138,14 @@ TEST(GpuSpaceTest, SketchRulesAllAppear) {
   EXPECT_GT(seen["cross"], 0);
 }
 
+// The shapes bench_cuda tunes (SGEMM 4096^3, a ResNet 3x3 convolution): candidates fit the
+// limits and compile; 32-bit indexing suffices.
+TEST(GpuSpaceTest, BenchShapesSampleAndCompile) {
+  SKIP_WITHOUT_NVRTC();
+  CheckCandidates("matmul:m=4096,n=4096,k=4096", 4, 2);
+  CheckCandidates("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", 4, 2);
+}
+
 // A target with small limits: every candidate fits them.
 TEST(GpuSpaceTest, CandidatesFitTheTargetsLimits) {
   auto w = ir::MakeWorkload("matmul:m=64,n=48,k=40,epilogue=bias");
