@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   CLI::App app{"lathed: the lathe tuner daemon (jobs, workers, tuning database)"};
   std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
   int heartbeat_ms = 10000, lease_ms = 120000;
+  int search_threads = lathe::tuner::DefaultSearchThreads(), search_nice = 10;
   app.add_option("--listen", listen, "HOST:PORT to serve gRPC on (port 0 picks one)")->required();
   app.add_option("--db", db_path, "tuning database (SQLite file; created when missing)")
       ->required();
@@ -36,6 +37,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100, 3600000));
   app.add_option("--lease-ms", lease_ms, "lease duration without a heartbeat")
       ->check(CLI::Range(100, 86400000));
+  app.add_option("--search-threads", search_threads,
+                 "threads of a job's search rounds (default: every core but one; 0: every core)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--search-nice", search_nice,
+                 "nice value of the search threads (default 10; 0: same priority as the RPCs)")
+      ->check(CLI::Range(0, 19));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -84,6 +91,8 @@ int main(int argc, char** argv) {
   sopts.heartbeat_interval_ms = heartbeat_ms;
   sopts.lease_duration_ms = lease_ms;
   sopts.metrics = metrics.get();
+  sopts.search.threads = search_threads;
+  sopts.search_nice = search_nice;
   absl::StatusOr<std::unique_ptr<lathe::tuner::TunerService>> service =
       lathe::tuner::TunerService::Create(sopts);
   if (!service.ok()) {

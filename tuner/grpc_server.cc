@@ -137,6 +137,10 @@ class WorkerImpl final : public v1::WorkerService::Service {
                          v1::HeartbeatResponse* resp) override {
     return Handle(*auth_, ctx, resp, [&] { return s_->Heartbeat(*req); });
   }
+  grpc::Status Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
+                       v1::ReleaseResponse* resp) override {
+    return Handle(*auth_, ctx, resp, [&] { return s_->Release(*req); });
+  }
 
  private:
   TunerService* s_;

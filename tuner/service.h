@@ -1,41 +1,34 @@
 // \file
 // The job/worker service behind lathed (DESIGN.md "Workers pull", "The database keeps
 // everything"), free of gRPC: the gRPC layer (tuner/grpc_server.h) calls these methods and
-// converts their absl::Status.
+// converts their absl::Status. It joins two parts: the job runner (tuner/job_runner.h: jobs,
+// their progress and one search thread per job) and the lease registry
+// (tuner/lease_registry.h: workers, queues, leases, expiry), each with its own lock; this file
+// adds job submission, resumption, queries and the intake of reports.
 //
 // Jobs. SubmitJob validates the spec, persists it (db job, spec_json = the JobSpec as JSON,
 // workloads canonicalised and device class filled in, plus "baselineMeasured": per workload,
-// the traces the database already held for it when the job was created) and starts one search
-// thread for the job. Per workload the thread keeps a SearchSpace, the measured set (database
-// traces of the workload on the job's device class, plus the candidates it has dispatched) and
-// runs rounds of NextBatch whose candidates become queued Tasks. A round starts when fewer
-// than half a batch of the workload's tasks are outstanding, so workers never idle between
-// rounds. trials_done of a workload = traces stored for it now minus its baseline, so a
-// restarted daemon resumes every QUEUED or RUNNING job exactly where its commits stopped and
-// never dispatches a stored trace again. One cost model per job (its device class's), fed
-// with every reported result, retrained by the model itself when its data grew >= 20 %, and
-// saved to the database after each retraining.
+// the traces the database already held for it when the job was created) and starts the job's
+// search thread. Create resumes every QUEUED or RUNNING job of the database.
 //
 // Device class of a job: JobSpec.device_class when set. Otherwise, for target "cpu" (or
 // empty): the CPU class of the registered, not lost workers when they all share one; the
 // daemon host's CPU class when none is registered; InvalidArgument naming the classes when
 // they differ. For "cuda[:N]" a device class is required (there is no GPU search space yet).
 //
-// Workers. Register returns an id, the heartbeat interval and the lease duration. Lease hands
-// out queued tasks of the requested device class (long poll up to wait_ms), records a lease
-// with a deadline and touches no database. Heartbeat extends the listed leases. A reaper
-// thread returns the unreported tasks of expired leases to the front of their queue and marks
-// workers unseen for 3 heartbeat intervals "lost". Report stores all its results in one
+// Workers: Register, Lease, Heartbeat and Release are the registry's (memory only; they never
+// wait on a search round or a database transaction). Report stores all its results in one
 // transaction and answers only after the commit; a candidate id already stored counts as a
 // duplicate. A result for an expired or unknown lease is still stored when its candidate is
-// known to the daemon (results are never thrown away); a result for a candidate this daemon
-// never dispatched (e.g. dispatched before a restart) cannot be stored (the trace is not in
-// the result) and is counted as neither accepted nor duplicate, unless already stored.
+// known to the daemon (results are never thrown away). A result for a candidate this daemon
+// does not hold (dispatched before a restart, kept in a worker's spool) is stored when the
+// request carries its task (ReportRequest.tasks), the task's job is QUEUED or RUNNING here on
+// the task's device class with the task's workload, and the candidate id is the one its trace
+// gives; it then counts towards that job's progress and the search never proposes it again.
+// Otherwise it is counted as rejected (ReportResponse.rejected; logged with the reason),
+// unless already stored.
 //
-// Thread-safety: every public method may be called from any thread. One mutex guards all
-// in-memory state; condition variables wake long-polling Lease calls (work queued), job
-// threads (results reported, cancel) and WatchJob waiters (a job changed). Database work runs
-// outside the mutex: Report inserts on the service's connection, each job thread uses its own.
+// Thread-safety: every public method may be called from any thread.
 #ifndef LATHE_TUNER_SERVICE_H_
 #define LATHE_TUNER_SERVICE_H_
 
@@ -61,11 +54,18 @@ struct ServiceOptions {
   int max_tasks_per_lease = 1024;     // larger max_tasks is InvalidArgument
   int max_wait_ms = 60000;            // larger wait_ms is InvalidArgument
   int reaper_interval_ms = 200;       // how often expiries are checked
-  SearchOptions search;               // the evolutionary search of every job
+  SearchOptions search;               // the evolutionary search of every job (threads: 0 = all)
   int seed_records = 16;              // best records that seed each round
   bool use_cost_model = true;
+  // Nice value (0..19) of the job threads and the search's threads: the search yields the CPU
+  // to the threads that answer workers and clients.
+  int search_nice = 10;
   Metrics* metrics = nullptr;  // not owned; may be null
 };
+
+// The search threads lathed uses by default: every usable core but one (at least 1), so that
+// a search round leaves a core to the threads that answer workers.
+int DefaultSearchThreads();
 
 class TunerService {
  public:
@@ -106,6 +106,10 @@ class TunerService {
   absl::StatusOr<lathe::v1::LeaseResponse> Lease(const lathe::v1::LeaseRequest& req);
   absl::StatusOr<lathe::v1::ReportResponse> Report(const lathe::v1::ReportRequest& req);
   absl::StatusOr<lathe::v1::HeartbeatResponse> Heartbeat(const lathe::v1::HeartbeatRequest& req);
+  // Hands back the listed (or all) unreported tasks of a lease to the front of their queue.
+  // An unknown lease (expired, fully reported) releases nothing; PermissionDenied for a lease
+  // of another worker.
+  absl::StatusOr<lathe::v1::ReleaseResponse> Release(const lathe::v1::ReleaseRequest& req);
 
   // Tasks queued (not leased) over all device classes; for tests and metrics.
   int64_t QueueDepth();

@@ -343,6 +343,150 @@ TEST_F(ServiceTest, RestartResumesJobWithoutMeasuringTwice) {
   EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size());
 }
 
+TEST_F(ServiceTest, ReleaseHandsBackUnstartedTasksAtOnce) {
+  ServiceOptions o = Options();
+  o.lease_duration_ms = 120000;  // expiry would take two minutes
+  StartServer(o);
+  const std::string job = Submit(8, 8);
+  const std::string a = RegisterWorker("host-a");
+  const std::string b = RegisterWorker("host-b");
+  v1::LeaseResponse held = Lease(a, 8, 10000);
+  ASSERT_EQ(held.tasks_size(), 8);
+  // Nothing is left for b.
+  EXPECT_EQ(Lease(b, 8, 100).tasks_size(), 0);
+
+  auto release = [&](const std::string& worker, const std::string& lease,
+                     const std::vector<std::string>& ids, v1::ReleaseResponse* resp) {
+    v1::ReleaseRequest req;
+    req.set_worker_id(worker);
+    req.set_lease_id(lease);
+    for (const std::string& id : ids) req.add_candidate_ids(id);
+    return worker_->Release(Ctx().get(), req, resp);
+  };
+  v1::ReleaseResponse resp;
+  // Another worker's lease is not b's to release.
+  grpc::Status st = release(b, held.lease_id(), {}, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  st = release(a, "", {}, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+
+  // a measured the first 3 and hands back the other 5 (plus an id not in the lease).
+  std::vector<std::string> rest;
+  for (int i = 3; i < held.tasks_size(); ++i) rest.push_back(held.tasks(i).candidate_id());
+  std::vector<std::string> asked = rest;
+  asked.push_back("not-in-the-lease");
+  ASSERT_TRUE(release(a, held.lease_id(), asked, &resp).ok());
+  EXPECT_EQ(resp.requeued(), 5);
+  EXPECT_EQ(service_->QueueDepth(), 5);
+
+  // b gets exactly the released tasks, in their order, without waiting for an expiry.
+  const auto t0 = std::chrono::steady_clock::now();
+  v1::LeaseResponse again = Lease(b, 8, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ASSERT_EQ(again.tasks_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(again.tasks(i).candidate_id(), rest[i]);
+
+  // a's report of its 3 results still counts; releasing again hands back nothing.
+  v1::LeaseResponse first3 = held;
+  first3.mutable_tasks()->DeleteSubrange(3, 5);
+  EXPECT_EQ(Report(OkReport(a, first3)).accepted(), 3);
+  ASSERT_TRUE(release(a, held.lease_id(), {}, &resp).ok());
+  EXPECT_EQ(resp.requeued(), 0);
+  EXPECT_EQ(Report(OkReport(b, again)).accepted(), 5);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Job(job).state() != v1::DONE && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Job(job).state(), v1::DONE);
+  EXPECT_EQ(Job(job).workloads(0).trials_done(), 8);
+  EXPECT_EQ(StoredRecords(), 8);
+}
+
+TEST_F(ServiceTest, ResultsKeptAcrossARestartCountForTheResumedJobWithTheirTasks) {
+  ServiceOptions o = Options();
+  StartServer(o);
+  // seed 0: the resumed job draws other candidates than the first run, so the results below
+  // are for candidates the restarted daemon does not hold.
+  v1::SubmitJobRequest sub;
+  sub.mutable_spec()->add_workloads(kSpec);
+  sub.mutable_spec()->set_device_class(kDeviceClass);
+  sub.mutable_spec()->set_trials(6);
+  sub.mutable_spec()->set_batch(6);
+  sub.mutable_spec()->set_seed(0);
+  sub.mutable_spec()->set_min_repeat_ms(1);
+  v1::SubmitJobResponse subr;
+  ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), sub, &subr).ok());
+  const std::string job = subr.job_id();
+  std::string w = RegisterWorker("host-a");
+  v1::LeaseResponse kept = Lease(w, 6, 10000);
+  ASSERT_EQ(kept.tasks_size(), 6);
+  StopServer();  // the worker measured the lease meanwhile and spooled its results
+
+  StartServer(o);
+  w = RegisterWorker("host-a");
+  // What the resumed job dispatched: those ids are held again and would not test the restore.
+  std::set<std::string> redispatched;
+  for (v1::LeaseResponse l = Lease(w, 64, 2000); l.tasks_size() > 0; l = Lease(w, 64, 200)) {
+    for (const v1::Task& t : l.tasks()) redispatched.insert(t.candidate_id());
+  }
+  v1::LeaseResponse restorable;
+  for (const v1::Task& t : kept.tasks()) {
+    if (redispatched.count(t.candidate_id()) == 0) *restorable.add_tasks() = t;
+  }
+  ASSERT_GE(restorable.tasks_size(), 3) << "the resumed job drew the same candidates";
+  const int before = Job(job).workloads(0).trials_done();
+
+  // 1. Without their tasks they cannot be stored: rejected, not an error.
+  v1::LeaseResponse one = restorable;
+  one.mutable_tasks()->DeleteSubrange(1, one.tasks_size() - 1);
+  v1::ReportResponse r = Report(OkReport(w, one));
+  EXPECT_EQ(r.accepted(), 0);
+  EXPECT_EQ(r.rejected(), 1);
+  // 2. A task whose trace does not give the candidate id is rejected too.
+  v1::ReportRequest forged = OkReport(w, one);
+  v1::Task bad = one.tasks(0);
+  bad.mutable_request()->set_trace_json(restorable.tasks(1).request().trace_json());
+  *forged.add_tasks() = bad;
+  r = Report(forged);
+  EXPECT_EQ(r.accepted(), 0);
+  EXPECT_EQ(r.rejected(), 1);
+  // 3. With their tasks they are stored and count for the resumed job.
+  v1::ReportRequest req = OkReport(w, restorable);
+  for (const v1::Task& t : restorable.tasks()) *req.add_tasks() = t;
+  r = Report(req);
+  EXPECT_EQ(r.accepted(), restorable.tasks_size());
+  EXPECT_EQ(r.rejected(), 0);
+  EXPECT_EQ(Job(job).workloads(0).trials_done(), before + restorable.tasks_size());
+  // A retry is a duplicate, counted once.
+  r = Report(req);
+  EXPECT_EQ(r.accepted(), 0);
+  EXPECT_EQ(r.duplicates(), restorable.tasks_size());
+  EXPECT_EQ(Job(job).workloads(0).trials_done(), before + restorable.tasks_size());
+  // 4. A task of a job this daemon does not run is rejected cleanly.
+  v1::LeaseResponse other = Lease(w, 1, 0);  // nothing queued any more
+  EXPECT_EQ(other.tasks_size(), 0);
+  v1::ReportRequest stray = OkReport(w, one);
+  stray.mutable_results(0)->set_candidate_id("stray");
+  v1::Task t = one.tasks(0);
+  t.set_candidate_id("stray");
+  t.set_job_id("job-unknown");
+  *stray.add_tasks() = t;
+  r = Report(stray);
+  EXPECT_EQ(r.accepted(), 0);
+  EXPECT_EQ(r.rejected(), 1);
+  StopServer();
+  auto database = db::Database::Open(db_path_);
+  ASSERT_TRUE(database.ok()) << database.status();
+  for (const v1::Task& t : restorable.tasks()) {
+    auto rec = (*database)->GetByCandidateId(t.candidate_id());
+    ASSERT_TRUE(rec.ok()) << rec.status();
+    EXPECT_TRUE(rec->has_value()) << t.candidate_id() << " was not stored";
+  }
+  auto stray_rec = (*database)->GetByCandidateId("stray");
+  ASSERT_TRUE(stray_rec.ok());
+  EXPECT_FALSE(stray_rec->has_value());
+}
+
 TEST_F(ServiceTest, CancelStopsJob) {
   StartServer(Options());
   const std::string job = Submit(64, 8);

@@ -1,0 +1,553 @@
+#include "tuner/job_runner.h"
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cost_model/database_io.h"
+#include "ir/trace.h"
+#include "ir/workload.h"
+#include "spdlog/spdlog.h"
+#include "tuner/space.h"
+#include "tuner/tune.h"
+#include "tuner/tune_common.h"
+
+namespace lathe::tuner {
+
+namespace v1 = lathe::v1;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool Terminal(db::JobState s) {
+  return s == db::JobState::kDone || s == db::JobState::kFailed || s == db::JobState::kCancelled;
+}
+
+v1::JobState ToProto(db::JobState s) {
+  switch (s) {
+    case db::JobState::kQueued:
+      return v1::QUEUED;
+    case db::JobState::kRunning:
+      return v1::RUNNING;
+    case db::JobState::kDone:
+      return v1::DONE;
+    case db::JobState::kFailed:
+      return v1::FAILED;
+    case db::JobState::kCancelled:
+      return v1::CANCELLED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+// Lowers the calling thread's scheduling priority (Linux: nice is per thread, and threads it
+// creates inherit it). Failing to is harmless: the search just competes at full priority.
+void NiceThisThread(int nice) {
+  if (nice <= 0) return;
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(nice, 19)) != 0) {
+    spdlog::debug("event=search_nice_failed error=\"{}\"", std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+class JobRunner::Impl {
+ public:
+  Impl(const JobRunnerOptions& o, LeaseRegistry* r, db::Database* d)
+      : options(o), registry(r), db(d) {}
+
+  JobRunnerOptions options;
+  LeaseRegistry* registry;
+  db::Database* db;
+  std::mutex mu;
+  std::condition_variable change_cv;  // a job changed, a result arrived, cancel, stopping
+  bool stopping = false;
+  bool stopped = false;
+  std::map<std::string, std::unique_ptr<JobEntry>> jobs;
+  std::mt19937_64 id_rng{std::random_device{}() ^
+                         static_cast<uint64_t>(Clock::now().time_since_epoch().count())};
+
+  // --- helpers; all expect `mu` held unless said otherwise ---
+
+  void Touch(JobEntry& job) {
+    ++job.version;
+    job.updated_ms = NowUnixMs();
+    change_cv.notify_all();
+  }
+
+  v1::JobStatus StatusOf(const JobEntry& job) const {
+    v1::JobStatus st;
+    st.set_job_id(job.id);
+    st.set_state(ToProto(job.state));
+    st.set_device_class(job.device_class);
+    st.set_message(job.message);
+    st.set_created_at_ms(job.created_ms);
+    st.set_updated_at_ms(job.updated_ms);
+    for (const WorkloadRun& w : job.workloads) {
+      v1::WorkloadProgress* p = st.add_workloads();
+      p->set_workload(w.canonical);
+      p->set_trials_done(w.done);
+      p->set_trials_target(w.target);
+      p->set_best_latency_us(w.best_latency_us);
+      p->set_best_gflops(w.best_gflops);
+      for (const auto& [name, n] : w.errors) (*p->mutable_errors())[name] = n;
+    }
+    return st;
+  }
+
+  int TotalDone(const JobEntry& job) const {
+    int n = 0;
+    for (const WorkloadRun& w : job.workloads) n += w.done;
+    return n;
+  }
+
+  // `mu` need not be held.
+  void Persist(db::Database& database, const std::string& job_id, db::JobState state, int done,
+               const std::string& message) {
+    absl::Status st = database.UpdateJob(job_id, state, done, message);
+    if (!st.ok())
+      spdlog::error("event=job_persist_failed job={} error=\"{}\"", job_id, st.ToString());
+  }
+
+  void StartJobThread(JobEntry* job) {
+    job->thread = std::thread([this, job] { RunJob(job); });
+  }
+
+  // `mu` must NOT be held.
+  void FailJob(JobEntry* job, db::Database& database, const std::string& message) {
+    int done;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (Terminal(job->state)) return;
+      job->state = db::JobState::kFailed;
+      job->message = message;
+      registry->DropQueued(job->id);
+      done = TotalDone(*job);
+      Touch(*job);
+    }
+    Persist(database, job->id, db::JobState::kFailed, done, message);
+    spdlog::error("event=job_finished job={} state=failed message=\"{}\"", job->id, message);
+  }
+
+  void RunJob(JobEntry* job);
+};
+
+// ---------------------------------------------------------------------------------------
+// The search thread of one job.
+
+namespace {
+
+// Distinct programs (search keys) among the stored traces of a workload on a device class.
+absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
+                                                   const std::string& workload_key,
+                                                   const std::string& device_class) {
+  absl::StatusOr<std::vector<std::string>> traces =
+      database.MeasuredTraces(workload_key, device_class);
+  if (!traces.ok()) return traces.status();
+  std::set<std::string> keys;
+  for (const std::string& t : *traces) keys.insert(KeyOfStoredTrace(t));
+  return keys;
+}
+
+}  // namespace
+
+void JobRunner::Impl::RunJob(JobEntry* job) {
+  NiceThisThread(options.search_nice);
+  db::OpenOptions oo;
+  absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(options.db_path, oo);
+  if (!opened.ok()) {
+    FailJob(job, *db, absl::StrCat("cannot open database: ", opened.status().ToString()));
+    return;
+  }
+  db::Database& jdb = **opened;
+  const std::string dc = job->device_class;
+  const int batch = job->spec.batch();
+
+  absl::StatusOr<CpuTarget> target = CpuTargetForDeviceClass(dc);
+  if (!target.ok()) {
+    FailJob(job, jdb, std::string(target.status().message()));
+    return;
+  }
+  const size_t n = job->workloads.size();
+  std::vector<ir::Workload> wls;
+  std::vector<std::unique_ptr<SearchSpace>> spaces;
+  std::vector<std::set<std::string>> measured(n);
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(job->workloads[i].canonical);
+    if (!w.ok()) {
+      FailJob(job, jdb, std::string(w.status().message()));
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<SearchSpace>> sp = SearchSpace::Create(*w, *target);
+    if (!sp.ok()) {
+      FailJob(job, jdb, absl::StrCat("workload '", w->canonical, "': ", sp.status().message()));
+      return;
+    }
+    absl::StatusOr<std::set<std::string>> keys = MeasuredKeys(jdb, w->key, dc);
+    if (!keys.ok()) {
+      FailJob(job, jdb, absl::StrCat("database: ", keys.status().ToString()));
+      return;
+    }
+    measured[i] = std::move(*keys);
+    double best_lat = 0, best_g = 0;
+    if (auto b = jdb.Best(w->key, dc); b.ok() && b->has_value()) {
+      best_lat = (*b)->median_us;
+      best_g = (*b)->Gflops();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      WorkloadRun& run = job->workloads[i];
+      run.done = static_cast<int>(
+          std::max<int64_t>(0, static_cast<int64_t>(measured[i].size()) - run.baseline));
+      run.finished = run.done >= run.target;
+      run.best_latency_us = best_lat;
+      run.best_gflops = best_g;
+    }
+    wls.push_back(std::move(*w));
+    spaces.push_back(std::move(*sp));
+  }
+
+  int done_total;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (job->cancel || stopping) return;
+    job->state = db::JobState::kRunning;
+    done_total = TotalDone(*job);
+    Touch(*job);
+  }
+  Persist(jdb, job->id, db::JobState::kRunning, done_total, "");
+  spdlog::info("event=job_started job={} device_class=\"{}\" workloads={} trials_done={}", job->id,
+               dc, n, done_total);
+
+  cost_model::CostModel model = options.use_cost_model && !wls.empty()
+                                    ? InitialModel(jdb, wls[0], dc)
+                                    : cost_model::CostModel();
+  int64_t saved_trained_on = model.trained() ? model.trained_on() : 0;
+  const uint64_t seed =
+      job->spec.seed() != 0
+          ? job->spec.seed()
+          : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^ std::random_device{}();
+  std::mt19937_64 rng(seed);
+  // Dispatched candidates not yet reported: candidate id -> (workload, candidate).
+  std::map<std::string, std::pair<int, Candidate>> inflight;
+
+  for (;;) {
+    std::vector<Reported> inbox;
+    std::vector<int> need_round;
+    bool all_finished = false;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      auto needs = [&](const WorkloadRun& w) {
+        return !w.finished && !w.stalled && w.target - w.done - w.outstanding > 0 &&
+               w.outstanding <= batch / 2;
+      };
+      auto ready = [&] {
+        if (stopping || job->cancel || !job->inbox.empty()) return true;
+        bool all = true;
+        for (const WorkloadRun& w : job->workloads) {
+          if (needs(w)) return true;
+          all = all && w.finished;
+        }
+        return all;
+      };
+      change_cv.wait(lock, ready);
+      if (stopping || job->cancel) return;  // cancel was persisted by Cancel
+      inbox.swap(job->inbox);
+      all_finished = true;
+      for (size_t i = 0; i < n; ++i) {
+        WorkloadRun& w = job->workloads[i];
+        if (!w.finished && w.done >= w.target) w.finished = true;
+        all_finished = all_finished && w.finished;
+        if (needs(w)) need_round.push_back(static_cast<int>(i));
+      }
+      if (all_finished) {
+        job->state = db::JobState::kDone;
+        registry->DropQueued(job->id);
+        done_total = TotalDone(*job);
+        Touch(*job);
+      }
+    }
+    if (all_finished) {
+      Persist(jdb, job->id, db::JobState::kDone, done_total, "");
+      spdlog::info("event=job_finished job={} state=done trials_done={}", job->id, done_total);
+      return;
+    }
+
+    if (!inbox.empty()) {
+      std::vector<cost_model::FeatureMatrix> programs;
+      std::vector<double> throughputs;
+      std::vector<std::string> keys;
+      for (const Reported& r : inbox) {
+        auto it = inflight.find(r.candidate_id);
+        if (it == inflight.end()) {
+          // Not dispatched by this run: never propose it again.
+          if (!r.program_key.empty() && r.workload >= 0 && static_cast<size_t>(r.workload) < n) {
+            measured[r.workload].insert(r.program_key);
+          }
+          continue;
+        }
+        if (options.use_cost_model) {
+          absl::StatusOr<cost_model::FeatureMatrix> f =
+              CandidateFeatures(*spaces[it->second.first], it->second.second);
+          if (f.ok()) {
+            programs.push_back(std::move(*f));
+            throughputs.push_back(r.throughput);
+            keys.push_back(wls[it->second.first].key);
+          }
+        }
+        inflight.erase(it);
+      }
+      if (!programs.empty()) {
+        // A failed retraining keeps the previous model; tuning goes on with it.
+        (void)model.Update(programs, throughputs, keys);
+        if (model.trained() && model.trained_on() != saved_trained_on) {
+          if (absl::Status st = cost_model::SaveToDatabase(jdb, dc, model); st.ok()) {
+            saved_trained_on = model.trained_on();
+          } else {
+            spdlog::warn("event=cost_model_save_failed job={} error=\"{}\"", job->id,
+                         st.ToString());
+          }
+        }
+      }
+      int done_now;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        done_now = TotalDone(*job);
+      }
+      Persist(jdb, job->id, db::JobState::kRunning, done_now, "");
+    }
+
+    for (int i : need_round) {
+      int want;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        const WorkloadRun& w = job->workloads[i];
+        want = std::min(batch, w.target - w.done - w.outstanding);
+      }
+      if (want <= 0) continue;
+      std::vector<Candidate> seeds =
+          SeedsFromDatabase(jdb, *spaces[i], wls[i], dc, options.seed_records);
+      absl::StatusOr<std::vector<Candidate>> next =
+          NextBatch(*spaces[i], model, seeds, measured[i], want, options.search, rng);
+      if (!next.ok()) {
+        FailJob(job, jdb,
+                absl::StrCat("search for '", wls[i].canonical, "': ", next.status().message()));
+        return;
+      }
+      std::vector<v1::Task> fresh;
+      for (Candidate& c : *next) {
+        std::string key = CandidateKey(c);
+        if (!measured[i].insert(key).second) continue;
+        v1::Task t;
+        t.set_candidate_id(CandidateId(wls[i].key, key, dc));
+        t.set_job_id(job->id);
+        t.set_device_class(dc);
+        v1::MeasureRequest* req = t.mutable_request();
+        req->set_candidate_id(t.candidate_id());
+        req->set_workload(wls[i].canonical);
+        req->set_trace_json(ir::TraceToJson(c.trace));
+        req->set_min_repeat_ms(job->spec.min_repeat_ms());
+        inflight.emplace(t.candidate_id(), std::make_pair(i, std::move(c)));
+        fresh.push_back(std::move(t));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping || job->cancel || Terminal(job->state)) return;
+      WorkloadRun& w = job->workloads[i];
+      if (fresh.empty()) {
+        if (w.outstanding == 0) {
+          // Nothing new to measure: the space (as the search sees it) is exhausted.
+          w.finished = true;
+          spdlog::info("event=workload_exhausted job={} workload=\"{}\" trials_done={}", job->id,
+                       w.canonical, w.done);
+        } else {
+          w.stalled = true;
+        }
+        Touch(*job);
+        continue;
+      }
+      // Under `mu` (then the registry's): a concurrent Cancel drops them or never sees them.
+      w.outstanding += registry->Enqueue(i, std::move(fresh));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+JobRunner::JobRunner(const JobRunnerOptions& options, LeaseRegistry* registry, db::Database* db)
+    : impl_(std::make_unique<Impl>(options, registry, db)) {}
+
+JobRunner::~JobRunner() { Stop(); }
+
+std::string JobRunner::NewJobId() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "job-%012llx",
+                static_cast<unsigned long long>(impl_->id_rng() & 0xffffffffffffull));
+  return buf;
+}
+
+bool JobRunner::Add(std::unique_ptr<JobEntry> job, bool start) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->stopping) return false;
+  JobEntry* raw = job.get();
+  impl_->jobs.emplace(job->id, std::move(job));
+  if (start) impl_->StartJobThread(raw);
+  return true;
+}
+
+void JobRunner::BeginShutdown() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->stopping = true;
+  impl_->change_cv.notify_all();
+}
+
+void JobRunner::Stop() {
+  BeginShutdown();
+  std::vector<std::thread*> threads;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+    for (auto& [id, job] : impl_->jobs) {
+      if (job->thread.joinable()) threads.push_back(&job->thread);
+    }
+  }
+  for (std::thread* t : threads) t->join();
+}
+
+absl::StatusOr<v1::JobStatus> JobRunner::Get(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->jobs.find(job_id);
+  if (it == impl_->jobs.end()) {
+    return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  }
+  return impl_->StatusOf(*it->second);
+}
+
+absl::StatusOr<v1::JobStatus> JobRunner::Watch(const std::string& job_id, uint64_t* version,
+                                               int timeout_ms) {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  auto it = s.jobs.find(job_id);
+  if (it == s.jobs.end()) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  JobEntry& job = *it->second;
+  s.change_cv.wait_for(lock, std::chrono::milliseconds(std::max(0, timeout_ms)),
+                       [&] { return s.stopping || job.version > *version; });
+  *version = job.version;
+  return s.StatusOf(job);
+}
+
+absl::StatusOr<v1::CancelJobResponse> JobRunner::Cancel(const std::string& job_id) {
+  Impl& s = *impl_;
+  v1::CancelJobResponse resp;
+  int done;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.jobs.find(job_id);
+    if (it == s.jobs.end()) {
+      return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+    }
+    JobEntry& job = *it->second;
+    if (Terminal(job.state)) {
+      *resp.mutable_status() = s.StatusOf(job);
+      return resp;
+    }
+    job.cancel = true;
+    job.state = db::JobState::kCancelled;
+    s.registry->DropQueued(job.id);
+    done = s.TotalDone(job);
+    s.Touch(job);
+    *resp.mutable_status() = s.StatusOf(job);
+  }
+  s.Persist(*s.db, job_id, db::JobState::kCancelled, done, "");
+  spdlog::info("event=job_finished job={} state=cancelled trials_done={}", job_id, done);
+  return resp;
+}
+
+v1::ListJobsResponse JobRunner::List() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<const JobEntry*> all;
+  for (const auto& [id, job] : impl_->jobs) all.push_back(job.get());
+  std::stable_sort(all.begin(), all.end(), [](const JobEntry* a, const JobEntry* b) {
+    return a->created_ms < b->created_ms;
+  });
+  v1::ListJobsResponse resp;
+  for (const JobEntry* j : all) *resp.add_jobs() = impl_->StatusOf(*j);
+  return resp;
+}
+
+std::optional<JobRunner::WorkloadInfo> JobRunner::Workload(const std::string& job_id,
+                                                           int workload) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto j = impl_->jobs.find(job_id);
+  if (j == impl_->jobs.end()) return std::nullopt;
+  const std::vector<WorkloadRun>& runs = j->second->workloads;
+  if (workload < 0 || static_cast<size_t>(workload) >= runs.size()) return std::nullopt;
+  return WorkloadInfo{runs[workload].key, runs[workload].flops};
+}
+
+absl::StatusOr<int> JobRunner::RunningWorkload(const std::string& job_id,
+                                               const std::string& canonical,
+                                               const std::string& device_class) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto j = impl_->jobs.find(job_id);
+  if (j == impl_->jobs.end()) {
+    return absl::NotFoundError(absl::StrCat("job '", job_id, "' is unknown to this daemon"));
+  }
+  const JobEntry& job = *j->second;
+  if (Terminal(job.state)) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' has ended"));
+  }
+  if (job.device_class != device_class) {
+    return absl::InvalidArgumentError(absl::StrCat("job '", job_id, "' tunes for device class '",
+                                                   job.device_class, "', not '", device_class,
+                                                   "'"));
+  }
+  for (size_t i = 0; i < job.workloads.size(); ++i) {
+    if (job.workloads[i].canonical == canonical) return static_cast<int>(i);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("job '", job_id, "' has no workload '", canonical, "'"));
+}
+
+void JobRunner::Account(const std::vector<StoredResult>& results) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (const StoredResult& r : results) {
+    auto j = s.jobs.find(r.job_id);
+    if (j == s.jobs.end()) continue;
+    JobEntry& job = *j->second;
+    if (r.workload < 0 || static_cast<size_t>(r.workload) >= job.workloads.size()) continue;
+    WorkloadRun& run = job.workloads[r.workload];
+    if (r.program_key.empty()) run.outstanding = std::max(0, run.outstanding - 1);
+    run.stalled = false;
+    if (Terminal(job.state)) continue;
+    ++run.done;
+    if (r.error_class == db::ErrorClass::kOk) {
+      if (run.best_latency_us == 0 || r.median_us < run.best_latency_us) {
+        run.best_latency_us = r.median_us;
+        run.best_gflops = r.gflops;
+      }
+    } else {
+      ++run.errors[std::string(db::ErrorClassName(r.error_class))];
+    }
+    job.inbox.push_back(Reported{r.workload, r.candidate_id, r.program_key,
+                                 r.error_class == db::ErrorClass::kOk ? 1.0 / r.median_us : 0.0});
+    s.Touch(job);
+  }
+}
+
+}  // namespace lathe::tuner

@@ -1,0 +1,152 @@
+// \file
+// The jobs of lathed: their in-memory progress and one search thread per running job
+// (DESIGN.md "Search"). Free of gRPC.
+//
+// Per workload the search thread keeps a SearchSpace and the measured set (database traces of
+// the workload on the job's device class, plus the candidates it has dispatched) and runs
+// rounds of NextBatch whose candidates it queues in the LeaseRegistry. A round starts when
+// fewer than half a batch of the workload's tasks are outstanding, so workers never idle
+// between rounds. trials_done of a workload = traces stored for it now minus its baseline, so a
+// restarted daemon resumes every QUEUED or RUNNING job exactly where its commits stopped and
+// never dispatches a stored trace again. One cost model per job (its device class's), fed
+// with every reported result, retrained by the model itself when its data grew >= 20 %, and
+// saved to the database after each retraining.
+//
+// The search is a background activity: it runs on `search.threads` threads (0: every core)
+// at the nice value `search_nice` (Linux: the job thread sets its own nice value and the
+// search's threads, created by it, inherit it), so that the threads answering workers keep
+// their latency while a round is searched on a small host.
+//
+// Thread-safety: every method may be called from any thread. One mutex guards the jobs; it is
+// never held across a search round or a database transaction. Lock order: this mutex, then
+// the registry's (the registry never calls in here).
+#ifndef LATHE_TUNER_JOB_RUNNER_H_
+#define LATHE_TUNER_JOB_RUNNER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "db/database.h"
+#include "lathe/v1/service.pb.h"
+#include "tuner/lease_registry.h"
+#include "tuner/search.h"
+
+namespace lathe::tuner {
+
+// Progress of one workload of a job.
+struct WorkloadRun {
+  std::string canonical;
+  std::string key;
+  double flops = 0;
+  int target = 0;
+  int64_t baseline = 0;  // traces stored for the workload when the job was created
+  int done = 0;
+  int outstanding = 0;  // dispatched, not reported
+  bool finished = false;
+  bool stalled = false;  // the search found nothing new; wait for a result before retrying
+  double best_latency_us = 0;
+  double best_gflops = 0;
+  std::map<std::string, int> errors;
+};
+
+// A result the job's thread has not seen yet.
+struct Reported {
+  int workload = 0;
+  std::string candidate_id;
+  // Set for a candidate this daemon did not dispatch (a result kept by a worker across a
+  // restart): the search key of its trace, so that the search never proposes it again.
+  std::string program_key;
+  double throughput = 0;  // 1 / median for ok results, else 0
+};
+
+struct JobEntry {
+  std::string id;
+  lathe::v1::JobSpec spec;  // normalised
+  std::string device_class;
+  db::JobState state = db::JobState::kQueued;
+  std::string message;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  std::vector<WorkloadRun> workloads;
+  uint64_t version = 1;
+  bool cancel = false;
+  std::vector<Reported> inbox;
+  std::thread thread;
+};
+
+// A stored result of a task of a job, for its progress.
+struct StoredResult {
+  std::string job_id;
+  int workload = 0;
+  std::string candidate_id;
+  std::string program_key;  // see Reported
+  db::ErrorClass error_class = db::ErrorClass::kOk;
+  double median_us = 0;
+  double gflops = 0;
+};
+
+struct JobRunnerOptions {
+  std::string db_path;  // each job thread opens its own connection
+  SearchOptions search;
+  int seed_records = 16;
+  bool use_cost_model = true;
+  int search_nice = 0;  // nice value of the job threads and their search threads (0..19)
+};
+
+class JobRunner {
+ public:
+  // `registry` and `db` (the service's connection, for failures before a job thread has its
+  // own) are not owned and must outlive the runner.
+  JobRunner(const JobRunnerOptions& options, LeaseRegistry* registry, db::Database* db);
+  // Stop().
+  ~JobRunner();
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+
+  // A fresh job id.
+  std::string NewJobId();
+  // Takes a job; with `start`, runs its search thread. False (and the job is dropped) once
+  // shutting down: a submitted job stays QUEUED in the database and runs on the next start.
+  bool Add(std::unique_ptr<JobEntry> job, bool start);
+  // Wakes WatchJob waiters and job threads; job threads stop at their next step.
+  void BeginShutdown();
+  // BeginShutdown(), then joins the job threads. Jobs stay RUNNING in the database.
+  void Stop();
+
+  // --- clients (see service.h) ---
+  absl::StatusOr<lathe::v1::JobStatus> Get(const std::string& job_id);
+  absl::StatusOr<lathe::v1::JobStatus> Watch(const std::string& job_id, uint64_t* version,
+                                             int timeout_ms);
+  absl::StatusOr<lathe::v1::CancelJobResponse> Cancel(const std::string& job_id);
+  lathe::v1::ListJobsResponse List();
+
+  // --- Report ---
+  // The key and flops of workload `workload` of a job; nullopt for an unknown job.
+  struct WorkloadInfo {
+    std::string key;
+    double flops = 0;
+  };
+  std::optional<WorkloadInfo> Workload(const std::string& job_id, int workload);
+  // The index of the workload `canonical` in job `job_id` when that job is QUEUED or RUNNING
+  // on `device_class`; else a message saying why a result for it cannot count.
+  absl::StatusOr<int> RunningWorkload(const std::string& job_id, const std::string& canonical,
+                                      const std::string& device_class);
+  // Accounts stored results to their jobs' progress and wakes their threads.
+  void Account(const std::vector<StoredResult>& results);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lathe::tuner
+
+#endif  // LATHE_TUNER_JOB_RUNNER_H_

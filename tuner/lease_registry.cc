@@ -1,0 +1,482 @@
+#include "tuner/lease_registry.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+#include "tuner/metrics.h"
+#include "tuner/tune_common.h"
+
+namespace lathe::tuner {
+
+namespace v1 = lathe::v1;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxDevicesPerWorker = 64;
+constexpr int kMaxLeaseIds = 4096;
+
+struct TaskEntry {
+  DispatchedTask d;
+  std::string lease_id;  // empty: queued
+};
+
+struct LeaseEntry {
+  std::string worker_id;
+  Clock::time_point deadline;
+  std::set<std::string> tasks;  // unreported candidate ids
+};
+
+struct WorkerEntry {
+  std::string hostname;
+  std::string version;
+  std::vector<v1::DeviceInfo> devices;
+  Clock::time_point last_seen;
+  int64_t last_seen_ms = 0;
+  int64_t measured = 0;
+  bool lost = false;
+};
+
+}  // namespace
+
+class LeaseRegistry::Impl {
+ public:
+  explicit Impl(const LeaseRegistryOptions& o) : options(o) {}
+
+  LeaseRegistryOptions options;
+  std::mutex mu;
+  std::condition_variable work_cv;    // tasks queued, or stopping
+  std::condition_variable reaper_cv;  // stopping
+  bool stopping = false;
+  bool stopped = false;
+  std::map<std::string, TaskEntry> tasks;                 // candidate id -> task
+  std::map<std::string, std::deque<std::string>> queues;  // device class -> candidate ids
+  std::map<std::string, LeaseEntry> leases;
+  std::map<std::string, WorkerEntry> workers;
+  std::thread reaper;
+  std::mt19937_64 id_rng{std::random_device{}() ^
+                         static_cast<uint64_t>(Clock::now().time_since_epoch().count())};
+
+  Metrics* metrics() { return options.metrics; }
+
+  // --- helpers; all expect `mu` held ---
+
+  std::string NewId(const char* prefix) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%012llx", prefix,
+                  static_cast<unsigned long long>(id_rng() & 0xffffffffffffull));
+    return buf;
+  }
+
+  void Seen(WorkerEntry& w) {
+    w.last_seen = Clock::now();
+    w.last_seen_ms = NowUnixMs();
+    w.lost = false;
+  }
+
+  // Workers holding a lease with unreported tasks: one pass over the leases.
+  std::set<std::string> BusyWorkers() const {
+    std::set<std::string> busy;
+    for (const auto& [id, l] : leases) {
+      if (!l.tasks.empty()) busy.insert(l.worker_id);
+    }
+    return busy;
+  }
+
+  int64_t Queued() const {
+    int64_t n = 0;
+    for (const auto& [id, t] : tasks) n += t.lease_id.empty() ? 1 : 0;
+    return n;
+  }
+
+  // Puts the unreported tasks `ids` of lease `lease_id` back at the front of their queues
+  // (in their order: they waited longest) and forgets them in the lease; returns how many.
+  int Requeue(const std::string& lease_id, LeaseEntry& lease, const std::vector<std::string>& ids) {
+    int back = 0;
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
+      lease.tasks.erase(*it);
+      auto task = tasks.find(*it);
+      if (task == tasks.end() || task->second.lease_id != lease_id) continue;
+      task->second.lease_id.clear();
+      queues[task->second.d.task.device_class()].push_front(*it);
+      ++back;
+    }
+    if (back > 0) work_cv.notify_all();
+    return back;
+  }
+
+  // Refreshed by the reaper every reaper_interval_ms (and on Register), not on the Lease and
+  // Report paths: it walks every task.
+  void UpdateGauges() {
+    if (metrics() == nullptr) return;
+    const std::set<std::string> busy_set = BusyWorkers();
+    int64_t idle = 0, busy = 0, lost = 0;
+    for (const auto& [id, w] : workers) {
+      if (w.lost) {
+        ++lost;
+      } else if (busy_set.count(id) > 0) {
+        ++busy;
+      } else {
+        ++idle;
+      }
+    }
+    metrics()->SetWorkers(idle, busy, lost);
+    metrics()->SetQueueDepth(Queued());
+    metrics()->SetActiveLeases(static_cast<int64_t>(leases.size()));
+  }
+
+  void Reap() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stopping) {
+      reaper_cv.wait_for(lock, std::chrono::milliseconds(options.reaper_interval_ms),
+                         [&] { return stopping; });
+      if (stopping) break;
+      const Clock::time_point now = Clock::now();
+      for (auto it = leases.begin(); it != leases.end();) {
+        if (it->second.deadline > now) {
+          ++it;
+          continue;
+        }
+        std::vector<std::string> ids(it->second.tasks.begin(), it->second.tasks.end());
+        const int back = Requeue(it->first, it->second, ids);
+        spdlog::warn("event=lease_expired lease={} worker={} requeued={}", it->first,
+                     it->second.worker_id, back);
+        it = leases.erase(it);
+      }
+      const auto lost_after = std::chrono::milliseconds(int64_t{options.heartbeat_interval_ms} *
+                                                        std::max(1, options.lost_after_heartbeats));
+      for (auto& [id, w] : workers) {
+        if (!w.lost && now - w.last_seen > lost_after) {
+          w.lost = true;
+          spdlog::warn("event=worker_lost worker={} hostname=\"{}\" last_seen_ms={}", id,
+                       w.hostname, w.last_seen_ms);
+        }
+      }
+      UpdateGauges();
+    }
+  }
+};
+
+LeaseRegistry::LeaseRegistry(const LeaseRegistryOptions& options)
+    : impl_(std::make_unique<Impl>(options)) {}
+
+LeaseRegistry::~LeaseRegistry() { Stop(); }
+
+void LeaseRegistry::Start() {
+  Impl* s = impl_.get();
+  s->reaper = std::thread([s] { s->Reap(); });
+}
+
+void LeaseRegistry::BeginShutdown() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->stopping = true;
+  impl_->work_cv.notify_all();
+  impl_->reaper_cv.notify_all();
+}
+
+void LeaseRegistry::Stop() {
+  BeginShutdown();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+  }
+  if (impl_->reaper.joinable()) impl_->reaper.join();
+}
+
+absl::StatusOr<v1::RegisterResponse> LeaseRegistry::Register(const v1::RegisterRequest& req) {
+  if (req.hostname().empty()) return absl::InvalidArgumentError("empty hostname");
+  if (req.devices().empty()) return absl::InvalidArgumentError("no devices");
+  if (req.devices_size() > kMaxDevicesPerWorker) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(req.devices_size(), " devices (at most ", kMaxDevicesPerWorker, ")"));
+  }
+  for (int i = 0; i < req.devices_size(); ++i) {
+    if (req.devices(i).device_class().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].device_class is empty"));
+    }
+  }
+  if (req.worker_id().size() > 128) return absl::InvalidArgumentError("worker_id too long");
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  const std::string id = req.worker_id().empty() ? s.NewId("w-") : req.worker_id();
+  WorkerEntry& w = s.workers[id];
+  w.hostname = req.hostname();
+  w.version = req.lathe_version();
+  w.devices.assign(req.devices().begin(), req.devices().end());
+  s.Seen(w);
+  std::vector<std::string> classes;
+  for (const v1::DeviceInfo& d : w.devices) classes.push_back(d.device_class());
+  spdlog::info("event=worker_registered worker={} hostname=\"{}\" devices=\"{}\" version={}", id,
+               w.hostname, absl::StrJoin(classes, ";"), w.version);
+  s.UpdateGauges();
+  v1::RegisterResponse resp;
+  resp.set_worker_id(id);
+  resp.set_heartbeat_interval_ms(s.options.heartbeat_interval_ms);
+  resp.set_lease_duration_ms(s.options.lease_duration_ms);
+  return resp;
+}
+
+absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& req) {
+  const Clock::time_point start = Clock::now();
+  Impl& s = *impl_;
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
+  if (req.max_tasks() < 1 || req.max_tasks() > s.options.max_tasks_per_lease) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tasks ", req.max_tasks(), " (need 1..",
+                                                   s.options.max_tasks_per_lease, ")"));
+  }
+  if (req.wait_ms() < 0 || req.wait_ms() > s.options.max_wait_ms) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("wait_ms ", req.wait_ms(), " (need 0..", s.options.max_wait_ms, ")"));
+  }
+  std::unique_lock<std::mutex> lock(s.mu);
+  auto wit = s.workers.find(req.worker_id());
+  if (wit == s.workers.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("worker '", req.worker_id(), "' is not registered; register again"));
+  }
+  std::string dc = req.device_class();
+  {
+    WorkerEntry& w = wit->second;
+    if (dc.empty()) dc = w.devices.front().device_class();
+    bool known = false;
+    for (const v1::DeviceInfo& d : w.devices) known = known || d.device_class() == dc;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device_class '", dc, "' is not one this worker registered"));
+    }
+    s.Seen(w);
+  }
+  const Clock::time_point deadline = start + std::chrono::milliseconds(req.wait_ms());
+  Clock::duration waited{};
+  v1::LeaseResponse resp;
+  std::vector<std::string> taken;
+  for (;;) {
+    std::deque<std::string>& q = s.queues[dc];
+    while (!q.empty() && static_cast<int>(taken.size()) < req.max_tasks()) {
+      std::string id = std::move(q.front());
+      q.pop_front();
+      auto t = s.tasks.find(id);
+      if (t == s.tasks.end() || !t->second.lease_id.empty()) continue;  // stale entry
+      taken.push_back(std::move(id));
+    }
+    if (!taken.empty() || s.stopping) break;
+    const Clock::time_point before = Clock::now();
+    if (before >= deadline) break;
+    s.work_cv.wait_until(lock, deadline);
+    waited += Clock::now() - before;
+  }
+  if (taken.empty()) return resp;
+  const std::string lease_id = s.NewId("lease-");
+  LeaseEntry& lease = s.leases[lease_id];
+  lease.worker_id = req.worker_id();
+  lease.deadline = Clock::now() + std::chrono::milliseconds(s.options.lease_duration_ms);
+  for (const std::string& id : taken) {
+    TaskEntry& t = s.tasks[id];
+    t.lease_id = lease_id;
+    lease.tasks.insert(id);
+    *resp.add_tasks() = t.d.task;
+  }
+  resp.set_lease_id(lease_id);
+  resp.set_deadline_ms(NowUnixMs() + s.options.lease_duration_ms);
+  if (Metrics* m = s.metrics()) {
+    m->AddLeaseGranted(static_cast<int64_t>(taken.size()));
+    m->ObserveDispatchLatency(std::chrono::duration<double>(Clock::now() - start - waited).count());
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> LeaseRegistry::Heartbeat(const v1::HeartbeatRequest& req) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
+  if (req.lease_ids_size() > kMaxLeaseIds) {
+    return absl::InvalidArgumentError("too many lease_ids");
+  }
+  for (int i = 0; i < req.lease_ids_size(); ++i) {
+    if (req.lease_ids(i).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("lease_ids[", i, "] is empty"));
+    }
+  }
+  Impl& s = *impl_;
+  v1::HeartbeatResponse resp;
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto w = s.workers.find(req.worker_id());
+  if (w == s.workers.end()) {
+    resp.set_reregister(true);
+    return resp;
+  }
+  const bool was_lost = w->second.lost;
+  s.Seen(w->second);
+  if (was_lost) spdlog::info("event=worker_back worker={}", req.worker_id());
+  const Clock::time_point now = Clock::now();
+  for (const std::string& id : req.lease_ids()) {
+    auto l = s.leases.find(id);
+    if (l == s.leases.end() || l->second.worker_id != req.worker_id()) continue;
+    l->second.deadline = now + std::chrono::milliseconds(s.options.lease_duration_ms);
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequest& req) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
+  if (req.lease_id().empty()) return absl::InvalidArgumentError("empty lease_id");
+  Impl& s = *impl_;
+  if (req.candidate_ids_size() > s.options.max_tasks_per_lease) {
+    return absl::InvalidArgumentError(absl::StrCat(req.candidate_ids_size(),
+                                                   " candidate_ids (a lease holds at most ",
+                                                   s.options.max_tasks_per_lease, ")"));
+  }
+  v1::ReleaseResponse resp;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (auto w = s.workers.find(req.worker_id()); w != s.workers.end()) s.Seen(w->second);
+  auto l = s.leases.find(req.lease_id());
+  // An expired (already requeued) or reported lease: nothing left to hand back.
+  if (l == s.leases.end()) return resp;
+  if (l->second.worker_id != req.worker_id()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("lease '", req.lease_id(), "' is not held by worker '", req.worker_id(), "'"));
+  }
+  std::vector<std::string> ids;
+  if (req.candidate_ids().empty()) {
+    ids.assign(l->second.tasks.begin(), l->second.tasks.end());
+  } else {
+    for (const std::string& id : req.candidate_ids()) {
+      if (l->second.tasks.count(id) > 0) ids.push_back(id);
+    }
+  }
+  const int back = s.Requeue(l->first, l->second, ids);
+  spdlog::info("event=lease_released lease={} worker={} requeued={}", l->first, l->second.worker_id,
+               back);
+  if (l->second.tasks.empty()) s.leases.erase(l);
+  resp.set_requeued(back);
+  return resp;
+}
+
+int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  int queued = 0;
+  for (v1::Task& t : tasks) {
+    const std::string id = t.candidate_id();
+    std::deque<std::string>& q = s.queues[t.device_class()];
+    TaskEntry e;
+    e.d.task = std::move(t);
+    e.d.workload = workload;
+    if (!s.tasks.emplace(id, std::move(e)).second) continue;  // another job dispatched it
+    q.push_back(id);
+    ++queued;
+  }
+  if (queued > 0) s.work_cv.notify_all();
+  return queued;
+}
+
+void LeaseRegistry::DropQueued(const std::string& job_id) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (auto it = s.tasks.begin(); it != s.tasks.end();) {
+    if (it->second.d.task.job_id() == job_id && it->second.lease_id.empty()) {
+      it = s.tasks.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::string LeaseRegistry::TouchWorker(const std::string& worker_id) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto w = s.workers.find(worker_id);
+  if (w == s.workers.end()) return worker_id;
+  s.Seen(w->second);
+  return absl::StrCat(worker_id, "@", w->second.hostname);
+}
+
+std::vector<std::optional<DispatchedTask>> LeaseRegistry::Find(
+    const std::vector<std::string>& candidate_ids) {
+  Impl& s = *impl_;
+  std::vector<std::optional<DispatchedTask>> out(candidate_ids.size());
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (size_t i = 0; i < candidate_ids.size(); ++i) {
+    auto t = s.tasks.find(candidate_ids[i]);
+    if (t != s.tasks.end()) out[i] = t->second.d;
+  }
+  return out;
+}
+
+std::vector<std::optional<DispatchedTask>> LeaseRegistry::Complete(
+    const std::vector<std::string>& candidate_ids) {
+  Impl& s = *impl_;
+  std::vector<std::optional<DispatchedTask>> out(candidate_ids.size());
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (size_t i = 0; i < candidate_ids.size(); ++i) {
+    auto t = s.tasks.find(candidate_ids[i]);
+    if (t == s.tasks.end()) continue;
+    TaskEntry task = std::move(t->second);
+    s.tasks.erase(t);
+    if (!task.lease_id.empty()) {
+      if (auto l = s.leases.find(task.lease_id); l != s.leases.end()) {
+        l->second.tasks.erase(candidate_ids[i]);
+        if (l->second.tasks.empty()) s.leases.erase(l);
+      }
+    }
+    out[i] = std::move(task.d);
+  }
+  return out;
+}
+
+void LeaseRegistry::AddMeasured(const std::string& worker_id, int64_t n) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (auto w = s.workers.find(worker_id); w != s.workers.end()) w->second.measured += n;
+}
+
+int64_t LeaseRegistry::Queued() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->Queued();
+}
+
+v1::ListWorkersResponse LeaseRegistry::ListWorkers() {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  const std::set<std::string> busy = s.BusyWorkers();
+  v1::ListWorkersResponse resp;
+  for (const auto& [id, w] : s.workers) {
+    v1::WorkerInfo* info = resp.add_workers();
+    info->set_worker_id(id);
+    info->set_hostname(w.hostname);
+    std::vector<std::string> classes;
+    for (const v1::DeviceInfo& d : w.devices) classes.push_back(d.device_class());
+    info->set_device_class(absl::StrJoin(classes, ";"));
+    info->set_state(w.lost ? "lost" : busy.count(id) > 0 ? "busy" : "idle");
+    info->set_measured(w.measured);
+    info->set_last_seen_ms(w.last_seen_ms);
+  }
+  return resp;
+}
+
+std::set<std::string> LeaseRegistry::DeviceClasses(bool cpu) {
+  Impl& s = *impl_;
+  std::set<std::string> classes;
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (const auto& [id, w] : s.workers) {
+    if (w.lost) continue;
+    for (const v1::DeviceInfo& d : w.devices) {
+      if (absl::StartsWith(d.device_class(), "cpu:") == cpu) classes.insert(d.device_class());
+    }
+  }
+  return classes;
+}
+
+}  // namespace lathe::tuner

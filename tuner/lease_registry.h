@@ -1,0 +1,105 @@
+// \file
+// The worker side of lathed (DESIGN.md "Workers pull"): registered workers, the queue of
+// candidates per device class, and leases. Free of gRPC and of the database: Lease, Heartbeat
+// and Release touch memory only, and the registry's mutex is never held across a search round,
+// a database transaction or a call into the job runner, so a worker's call never waits on
+// either (the job runner calls in here, never the other way round).
+//
+// Register returns an id, the heartbeat interval and the lease duration. Lease hands out
+// queued tasks of the requested device class (a long poll up to wait_ms) and records a lease
+// with a deadline. Heartbeat extends the listed leases. Release hands back a lease's tasks
+// that were not measured (a worker stopping) to the front of their queue at once. A reaper
+// thread returns the unreported tasks of expired leases the same way and marks workers unseen
+// for `lost_after_heartbeats` intervals "lost".
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef LATHE_TUNER_LEASE_REGISTRY_H_
+#define LATHE_TUNER_LEASE_REGISTRY_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lathe/v1/service.pb.h"
+
+namespace lathe::tuner {
+
+class Metrics;
+
+struct LeaseRegistryOptions {
+  int heartbeat_interval_ms = 10000;
+  int lease_duration_ms = 120000;
+  int lost_after_heartbeats = 3;
+  int max_tasks_per_lease = 1024;
+  int max_wait_ms = 60000;
+  int reaper_interval_ms = 200;
+  Metrics* metrics = nullptr;  // not owned; may be null
+};
+
+// A dispatched candidate and the index of its workload in its job.
+struct DispatchedTask {
+  lathe::v1::Task task;
+  int workload = 0;
+};
+
+class LeaseRegistry {
+ public:
+  explicit LeaseRegistry(const LeaseRegistryOptions& options);
+  // Stop().
+  ~LeaseRegistry();
+  LeaseRegistry(const LeaseRegistry&) = delete;
+  LeaseRegistry& operator=(const LeaseRegistry&) = delete;
+
+  // Starts the reaper thread.
+  void Start();
+  // Wakes every long-polling Lease so that it answers at once; later ones do not wait.
+  void BeginShutdown();
+  // BeginShutdown(), then joins the reaper. Idempotent.
+  void Stop();
+
+  // --- workers (the WorkerService calls; see service.h) ---
+  absl::StatusOr<lathe::v1::RegisterResponse> Register(const lathe::v1::RegisterRequest& req);
+  absl::StatusOr<lathe::v1::LeaseResponse> Lease(const lathe::v1::LeaseRequest& req);
+  absl::StatusOr<lathe::v1::HeartbeatResponse> Heartbeat(const lathe::v1::HeartbeatRequest& req);
+  absl::StatusOr<lathe::v1::ReleaseResponse> Release(const lathe::v1::ReleaseRequest& req);
+
+  // --- the job runner ---
+  // Queues `tasks` (all of one job, workload index `workload`) at the back of their device
+  // class's queue. A candidate id the registry already holds is skipped (another job
+  // dispatched it). Returns how many were queued.
+  int Enqueue(int workload, std::vector<lathe::v1::Task> tasks);
+  // Forgets the queued tasks of a job; its leased tasks stay (their results are still stored).
+  void DropQueued(const std::string& job_id);
+
+  // --- Report ---
+  // Marks the worker seen and returns how results of it are attributed: "<id>@<hostname>"
+  // (just the id for an unknown worker).
+  std::string TouchWorker(const std::string& worker_id);
+  // Copies of the tasks of `candidate_ids` that the registry holds (queued or leased).
+  std::vector<std::optional<DispatchedTask>> Find(const std::vector<std::string>& candidate_ids);
+  // Removes the task of each id (and from its lease); returns it where it was still present,
+  // so that of two concurrent reports of one candidate exactly one accounts for it.
+  std::vector<std::optional<DispatchedTask>> Complete(
+      const std::vector<std::string>& candidate_ids);
+  // Adds to the "measured" count of a worker shown by ListWorkers.
+  void AddMeasured(const std::string& worker_id, int64_t n);
+
+  // --- queries ---
+  int64_t Queued();
+  lathe::v1::ListWorkersResponse ListWorkers();
+  // The device classes of registered, not lost workers: CPU ones (`cpu`) or the others.
+  std::set<std::string> DeviceClasses(bool cpu);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lathe::tuner
+
+#endif  // LATHE_TUNER_LEASE_REGISTRY_H_
