@@ -186,8 +186,10 @@ class Worker::Impl {
  private:
   absl::Status Finish(absl::Status st) {
     WorkerStats s = stats();
-    spdlog::info("worker stopped: {} measured, {} reported, {} spooled, {} re-sent from the spool",
-                 s.measured, s.reported, s.spooled, s.resent);
+    spdlog::info(
+        "worker stopped: {} measured, {} reported, {} spooled, {} re-sent from the spool, {} "
+        "handed back unstarted",
+        s.measured, s.reported, s.spooled, s.resent, s.released);
     if (spool_ && !spool_->Empty()) {
       spdlog::warn(
           "results are still waiting in {}; they are re-sent when a worker with this "
@@ -356,12 +358,9 @@ class Worker::Impl {
     lathe::v1::ReportRequest batch;
     batch.set_lease_id(lease.lease_id());
     batch.set_device_class(dc);
-    for (int t = 0; t < lease.tasks_size(); ++t) {
-      if (stopping()) {
-        spdlog::info("stopping: {} task(s) of lease {} not started; they return to the queue",
-                     lease.tasks_size() - t, lease.lease_id());
-        break;
-      }
+    int t = 0;
+    for (; t < lease.tasks_size(); ++t) {
+      if (stopping()) break;
       const lathe::v1::Task& task = lease.tasks(t);
       lathe::v1::MeasureRequest req = task.request();  // the test-only fault passes through
       if (!task.candidate_id().empty()) req.set_candidate_id(task.candidate_id());
@@ -378,26 +377,85 @@ class Worker::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.measured;
     }
-    if (batch.results_size() > 0) Deliver(std::move(batch));
+    if (t < lease.tasks_size()) ReleaseRest(lease, t);
+    if (batch.results_size() > 0) Deliver(std::move(batch), lease);
     std::lock_guard<std::mutex> lock(mu_);
     active_leases_.erase(lease.lease_id());
   }
 
+  // Hands the tasks of `lease` from index `from` on (not started: stopping, or the sandbox
+  // failed) back to the daemon, so that they are leased again at once rather than when the
+  // lease expires. Best effort: when it fails they still return at expiry.
+  void ReleaseRest(const lathe::v1::LeaseResponse& lease, int from) {
+    const int rest = lease.tasks_size() - from;
+    lathe::v1::ReleaseRequest req;
+    req.set_worker_id(worker_id());
+    req.set_lease_id(lease.lease_id());
+    for (int t = from; t < lease.tasks_size(); ++t) {
+      req.add_candidate_ids(lease.tasks(t).candidate_id());
+    }
+    lathe::v1::ReleaseResponse resp;
+    auto ctx = Context(std::min(opt_.rpc_timeout_ms, 5000));
+    grpc::Status s = stub_->Release(ctx.get(), req, &resp);
+    if (s.ok()) {
+      spdlog::info("{} task(s) of lease {} not started: handed back ({} requeued)", rest,
+                   lease.lease_id(), resp.requeued());
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.released += rest;
+      return;
+    }
+    spdlog::warn(
+        "{} task(s) of lease {} not started and could not be handed back ({}); they return "
+        "to the queue when the lease expires",
+        rest, lease.lease_id(), Describe(s));
+  }
+
+  // The tasks of `lease` whose results `batch` holds: with them, a daemon that restarted
+  // since the lease can still store the results.
+  static void AttachTasks(lathe::v1::ReportRequest& batch, const lathe::v1::LeaseResponse& lease) {
+    if (batch.tasks_size() > 0) return;
+    std::set<std::string> ids;
+    for (const lathe::v1::MeasureResult& r : batch.results()) ids.insert(r.candidate_id());
+    for (const lathe::v1::Task& t : lease.tasks()) {
+      if (ids.count(t.candidate_id()) > 0) *batch.add_tasks() = t;
+    }
+  }
+
   // Reports one lease's results; a few quick retries, then the spool.
-  void Deliver(lathe::v1::ReportRequest batch) {
+  // The first attempt sends the results alone; a retry, a resend after the daemon rejected
+  // some (it restarted since the lease) and the spool carry the lease's tasks too.
+  void Deliver(lathe::v1::ReportRequest batch, const lathe::v1::LeaseResponse& lease) {
     grpc::Status s;
     Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
     for (int attempt = 0; attempt < 3; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(backoff.Next()));
+      if (attempt > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(backoff.Next()));
+        AttachTasks(batch, lease);
+      }
       batch.set_worker_id(worker_id());
       lathe::v1::ReportResponse resp;
       auto ctx = Context(opt_.rpc_timeout_ms);
       s = stub_->Report(ctx.get(), batch, &resp);
+      if (s.ok() && resp.rejected() > 0 && batch.tasks_size() == 0) {
+        spdlog::info(
+            "the tuner did not know {} result(s) of lease {}; sending them with their tasks",
+            resp.rejected(), batch.lease_id());
+        AttachTasks(batch, lease);
+        resp.Clear();
+        auto again = Context(opt_.rpc_timeout_ms);
+        s = stub_->Report(again.get(), batch, &resp);
+      }
       if (s.ok()) {
-        spdlog::debug("reported {} result(s) of lease {}: {} new, {} duplicate(s)",
-                      batch.results_size(), batch.lease_id(), resp.accepted(), resp.duplicates());
+        spdlog::debug("reported {} result(s) of lease {}: {} new, {} duplicate(s), {} rejected",
+                      batch.results_size(), batch.lease_id(), resp.accepted(), resp.duplicates(),
+                      resp.rejected());
+        if (resp.rejected() > 0) {
+          spdlog::warn("the tuner rejected {} result(s) of lease {} (see its log)", resp.rejected(),
+                       batch.lease_id());
+        }
         std::lock_guard<std::mutex> lock(mu_);
         stats_.reported += batch.results_size();
+        stats_.rejected += resp.rejected();
         return;
       }
       if (IsAuthError(s)) {
@@ -421,6 +479,7 @@ class Worker::Impl {
           batch.results_size(), batch.lease_id(), Describe(s));
       return;
     }
+    AttachTasks(batch, lease);
     if (auto st = spool_->Append(batch); !st.ok()) {
       spdlog::error("could not report {} result(s) of lease {} ({}) nor spool them: {}",
                     batch.results_size(), batch.lease_id(), Describe(s), std::string(st.message()));
@@ -443,7 +502,7 @@ class Worker::Impl {
       spdlog::error("cannot read the spool: {}", contents.status().ToString());
       return;
     }
-    int64_t n = 0;
+    int64_t n = 0, rejected = 0;
     for (lathe::v1::ReportRequest& batch : contents->batches) {
       batch.set_worker_id(worker_id());
       lathe::v1::ReportResponse resp;
@@ -460,7 +519,12 @@ class Worker::Impl {
         spdlog::debug("re-sending the spool failed ({}); trying again later", Describe(s));
         return;
       }
+      if (resp.rejected() > 0) {
+        spdlog::warn("the tuner rejected {} spooled result(s) of lease {} (see its log)",
+                     resp.rejected(), batch.lease_id());
+      }
       n += batch.results_size();
+      rejected += resp.rejected();
     }
     if (auto st = spool_->DropThrough(contents->end); !st.ok()) {
       spdlog::error("cannot shrink the spool: {}", st.ToString());
@@ -469,6 +533,7 @@ class Worker::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.reported += n;
     stats_.resent += n;
+    stats_.rejected += rejected;
   }
 
   // Extends active leases, notices a restarted daemon, and drains the spool when the daemon

@@ -15,8 +15,11 @@
 // - The daemon refusing the token (UNAUTHENTICATED, PERMISSION_DENIED) is fatal: retrying
 //   cannot help, so Run() returns that error.
 // - Stop() is graceful: no new lease, the task being measured is finished and its lease's
-//   results are reported (or spooled); the lease's tasks not yet started return to the
-//   queue when the lease expires.
+//   results are reported (or spooled); the lease's tasks not yet started are handed back with
+//   Release at once (they return to the queue only at lease expiry if that call fails).
+// - A report that fails or that the daemon partly rejects (it restarted since the lease and
+//   no longer holds the candidates) is re-sent with the lease's tasks, and spooled batches
+//   carry them too, so a restarted daemon can still store the results of its resumed jobs.
 // - Devices that cannot measure (GPUs, until a GPU measurement child exists) are registered
 //   but never leased for; the worker logs that once.
 //
@@ -58,6 +61,8 @@ struct WorkerStats {
   int64_t spooled = 0;   // results written to the spool
   int64_t resent = 0;    // spooled results delivered later
   int64_t registrations = 0;
+  int64_t released = 0;  // leased tasks handed back unstarted (Release)
+  int64_t rejected = 0;  // results the daemon acknowledged but could not store
 };
 
 class Worker {

@@ -64,6 +64,12 @@ class WorkerProxy final : public lathe::v1::WorkerService::Service {
     c.set_deadline(ctx->deadline());
     return stub_->Report(&c, *req, resp);
   }
+  grpc::Status Release(grpc::ServerContext* ctx, const lathe::v1::ReleaseRequest* req,
+                       lathe::v1::ReleaseResponse* resp) override {
+    grpc::ClientContext c;
+    c.set_deadline(ctx->deadline());
+    return stub_->Release(&c, *req, resp);
+  }
   grpc::Status Lease(grpc::ServerContext* ctx, const lathe::v1::LeaseRequest* req,
                      lathe::v1::LeaseResponse* resp) override {
     grpc::ClientContext c;
