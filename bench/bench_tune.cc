@@ -33,6 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/conv_baselines.h"
 #include "bench/gemm_baselines.h"
+#include "bench/model_quality.h"
 #include "codegen/cpu_kernel.h"
 #include "cost_model/database_io.h"
 #include "cost_model/features.h"
@@ -214,30 +215,6 @@ double BestAt(const std::vector<std::pair<int, double>>& curve, int trial) {
   return best;
 }
 
-// Every record of a run's database, featurized: (features, GFLOP/s or 0 when failed).
-struct Program {
-  std::string workload_key;
-  cost_model::FeatureMatrix features;
-  double gflops = 0;
-  std::string trace_json;
-};
-
-std::vector<Program> LoadPrograms(const std::string& db_path) {
-  std::vector<Program> out;
-  auto database = db::Database::Open(db_path);
-  if (!database.ok()) return out;
-  (void)(*database)->ForEachRecord([&](const db::Record& r) {
-    auto f = cost_model::LowerTraceJson(r.trace_json);
-    if (!f.ok()) return absl::OkStatus();
-    auto m = cost_model::ExtractFeatures(*f);
-    if (!m.ok()) return absl::OkStatus();
-    out.push_back({r.workload_key, std::move(*m),
-                   r.error_class == db::ErrorClass::kOk ? r.Gflops() : 0.0, r.trace_json});
-    return absl::OkStatus();
-  });
-  return out;
-}
-
 void PrintModelQuality(const std::vector<Run>& runs, uint64_t seed) {
   std::printf("\n## Cost model on held-out records (80 %% train / 20 %% test, per workload)\n\n");
   std::map<std::string, std::vector<Program>> by_workload;
@@ -248,77 +225,30 @@ void PrintModelQuality(const std::vector<Run>& runs, uint64_t seed) {
       by_workload[p.workload_key].push_back(std::move(p));
     }
   }
-  std::vector<cost_model::FeatureMatrix> train_x, test_x;
-  std::vector<double> train_y, test_y;
-  std::vector<std::string> train_k, test_k;
-  std::mt19937_64 rng(seed);
-  for (auto& [key, programs] : by_workload) {
-    std::shuffle(programs.begin(), programs.end(), rng);
-    for (size_t i = 0; i < programs.size(); ++i) {
-      const bool test = i % 5 == 0;
-      (test ? test_x : train_x).push_back(programs[i].features);
-      (test ? test_y : train_y).push_back(programs[i].gflops);
-      (test ? test_k : train_k).push_back(key);
-    }
-  }
-  cost_model::CostModel model;
-  const Clock::time_point t = Clock::now();
-  absl::Status st = model.Update(train_x, train_y, train_k);
-  if (st.ok() && !model.trained()) st = model.Train();
-  const double train_s = Seconds(t);
-  if (!st.ok()) {
-    std::printf("training failed: %s\n", st.ToString().c_str());
+  const cost_model::CostModelOptions options;
+  const ModelQuality q = EvaluateHeldOut(by_workload, names, options, seed);
+  if (!q.ok) {
+    std::printf("%s\n", q.error.c_str());
     return;
   }
-  auto scores = model.Predict(test_x);
-  if (!scores.ok()) {
-    std::printf("prediction failed: %s\n", scores.status().ToString().c_str());
-    return;
-  }
-  std::printf("trained on %zu programs in %.2f s; %zu held out\n\n", train_x.size(), train_s,
-              test_x.size());
+  std::printf("objective %s; trained on %zu programs in %.2f s\n\n",
+              cost_model::ObjectiveName(options.objective), q.trained_on, q.train_s);
   std::printf(
       "| workload | held out | pairwise acc. | top-1 recall | top-5 recall | "
       "top-10 recall | best of predicted top-10 |\n|---|---|---|---|---|---|---|\n");
-  double acc_sum = 0;
-  int acc_n = 0;
-  for (const auto& [key, name] : names) {
-    std::vector<float> s, l;
-    for (size_t i = 0; i < test_x.size(); ++i) {
-      if (test_k[i] != key) continue;
-      s.push_back((*scores)[i]);
-      l.push_back(static_cast<float>(test_y[i]));
-    }
-    if (s.size() < 2) continue;
-    std::vector<size_t> by_true(s.size()), by_pred(s.size());
-    std::iota(by_true.begin(), by_true.end(), 0);
-    std::iota(by_pred.begin(), by_pred.end(), 0);
-    std::sort(by_true.begin(), by_true.end(), [&](size_t a, size_t b) { return l[a] > l[b]; });
-    std::sort(by_pred.begin(), by_pred.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
-    const double acc = cost_model::PairwiseAccuracy(s, l);
-    acc_sum += acc;
-    ++acc_n;
-    std::printf("| %s | %zu | %.3f", name.c_str(), s.size(), acc);
-    float best_pred = 0;
-    for (size_t k : {1, 5, 10}) {
-      if (k > s.size()) {
+  for (const WorkloadQuality& w : q.workloads) {
+    std::printf("| %s | %zu | %.3f", w.name.c_str(), w.held_out, w.pairwise);
+    for (double r : w.recall) {
+      if (r < 0) {
         std::printf(" | -");
-        continue;
+      } else {
+        std::printf(" | %.2f", r);
       }
-      std::set<size_t> truth(by_true.begin(), by_true.begin() + k);
-      int hit = 0;
-      for (size_t j = 0; j < k; ++j) {
-        hit += truth.count(by_pred[j]);
-        best_pred = std::max(best_pred, l[by_pred[j]]);
-      }
-      std::printf(" | %.2f", static_cast<double>(hit) / k);
     }
-    std::printf(" | %.0f %% |\n", l[by_true[0]] > 0 ? 100.0 * best_pred / l[by_true[0]] : 0.0);
+    std::printf(" | %.0f %% |\n", 100.0 * w.best_of_top10);
   }
-  if (acc_n > 0) {
-    std::printf("\nmean pairwise accuracy over %d workloads: %.3f (target >= 0.85)\n", acc_n,
-                acc_sum / acc_n);
-  }
+  std::printf("\nmean pairwise accuracy over %zu workloads: %.3f (target >= 0.85)\n",
+              q.workloads.size(), q.mean_pairwise);
 }
 
 void PrintOverhead(const std::vector<Run>& runs) {

@@ -102,7 +102,105 @@ uint64_t Checksum(const char* data, size_t size) {
   return h;
 }
 
+// Programs as consecutive rows of one matrix, for the objectives trained on program sums.
+struct Packed {
+  std::vector<float> rows;
+  std::vector<size_t> begin;  // program i owns rows [begin[i], begin[i + 1])
+  std::vector<float> labels;  // per program
+  std::vector<int> group;     // workload of each program, 0..num_groups-1
+  int num_groups = 0;
+};
+
+// Squared error of program sums against labels, good programs weighted up (as Ansor does):
+// per program gradient and hessian.
+void PackSumGradients(const Packed& p, const std::vector<double>& sums, std::vector<double>* g,
+                      std::vector<double>* h) {
+  g->assign(p.labels.size(), 0.0);
+  h->assign(p.labels.size(), 0.0);
+  for (size_t i = 0; i < p.labels.size(); ++i) {
+    const double w = std::max(p.labels[i], 0.1f);
+    (*g)[i] = w * (sums[i] - p.labels[i]);
+    (*h)[i] = w;
+  }
+}
+
+// Pairwise logistic loss between programs of one workload, each pair weighted by the
+// difference of the two labels. Groups with few enough pairs use all of them; larger ones
+// draw a fixed number of partners per program each round. Hessians are scaled so their mean
+// per program is 1, which keeps min_child_weight and the L2 term meaningful.
+void PairwiseGradients(const Packed& p, const std::vector<double>& sums, std::mt19937_64& rng,
+                       std::vector<double>* g, std::vector<double>* h) {
+  constexpr size_t kMaxPairsPerGroup = 40000;
+  const size_t n = p.labels.size();
+  g->assign(n, 0.0);
+  h->assign(n, 0.0);
+  std::vector<std::vector<size_t>> members(static_cast<size_t>(p.num_groups));
+  for (size_t i = 0; i < n; ++i) members[static_cast<size_t>(p.group[i])].push_back(i);
+  auto pair = [&](size_t a, size_t b) {
+    if (p.labels[a] == p.labels[b]) return;
+    if (p.labels[a] < p.labels[b]) std::swap(a, b);  // a is the better program
+    const double w = p.labels[a] - p.labels[b];
+    const double q = 1.0 / (1.0 + std::exp(sums[a] - sums[b]));  // P(order is wrong)
+    (*g)[a] -= w * q;
+    (*g)[b] += w * q;
+    const double hh = w * std::max(q * (1.0 - q), 1e-6);
+    (*h)[a] += hh;
+    (*h)[b] += hh;
+  };
+  for (const std::vector<size_t>& m : members) {
+    const size_t k = m.size();
+    if (k < 2) continue;
+    if (k * (k - 1) / 2 <= kMaxPairsPerGroup) {
+      for (size_t x = 0; x < k; ++x) {
+        for (size_t y = x + 1; y < k; ++y) pair(m[x], m[y]);
+      }
+      continue;
+    }
+    const size_t partners = std::max<size_t>(kMaxPairsPerGroup / k, 1);
+    std::uniform_int_distribution<size_t> pick(0, k - 1);
+    for (size_t x = 0; x < k; ++x) {
+      for (size_t t = 0; t < partners; ++t) {
+        const size_t y = pick(rng);
+        if (y != x) pair(m[x], m[y]);
+      }
+    }
+  }
+  double hsum = 0;
+  for (double v : *h) hsum += v;
+  if (hsum <= 0) return;
+  const double scale = static_cast<double>(n) / hsum;
+  for (size_t i = 0; i < n; ++i) {
+    (*g)[i] *= scale;
+    (*h)[i] = std::max((*h)[i] * scale, 1e-3);
+  }
+}
+
+// Pairwise accuracy of program sums within each workload, pooled over the pairs.
+double GroupedPairwiseAccuracy(const Packed& p, const std::vector<double>& sums) {
+  int64_t pairs = 0, right = 0;
+  for (size_t i = 0; i < p.labels.size(); ++i) {
+    for (size_t j = i + 1; j < p.labels.size(); ++j) {
+      if (p.group[i] != p.group[j] || p.labels[i] == p.labels[j]) continue;
+      ++pairs;
+      if ((sums[i] - sums[j]) * (p.labels[i] - p.labels[j]) > 0) ++right;
+    }
+  }
+  return pairs == 0 ? 1.0 : static_cast<double>(right) / static_cast<double>(pairs);
+}
+
 }  // namespace
+
+const char* ObjectiveName(Objective o) {
+  switch (o) {
+    case Objective::kRowRegression:
+      return "row-regression";
+    case Objective::kPackSumRegression:
+      return "pack-sum";
+    case Objective::kPairwiseRank:
+      return "pairwise-rank";
+  }
+  return "unknown";
+}
 
 struct CostModel::Impl {
   CostModelOptions options;
@@ -111,10 +209,17 @@ struct CostModel::Impl {
   std::vector<double> throughputs;
   std::vector<std::string> keys;
   int64_t trained_on = 0;
+  // A program's score: the sum of its rows' predictions (else their mean).
+  bool sum_rows = false;
 
   absl::Status SetParams(BoosterHandle h) const {
+    const bool custom = options.objective != Objective::kRowRegression;
     const std::vector<std::pair<std::string, std::string>> params = {
+        // The custom objectives hand XGBoost their own gradients; the objective named here
+        // then only fixes the output transform (identity) and base_score 0 keeps row sums
+        // free of a per-row offset.
         {"objective", "reg:squarederror"},
+        {"base_score", custom ? "0" : "0.5"},
         {"tree_method", "hist"},
         {"eta", absl::StrCat(options.eta)},
         {"max_depth", absl::StrCat(options.max_depth)},
@@ -172,6 +277,9 @@ struct CostModel::Impl {
     std::vector<size_t> valid_idx(idx.begin(), idx.begin() + num_valid);
     std::vector<size_t> train_idx(idx.begin() + num_valid, idx.end());
 
+    if (options.objective != Objective::kRowRegression) {
+      return TrainOnSums(train_idx, valid_idx, labels);
+    }
     std::vector<float> rows, row_labels, row_weights;
     Gather(train_idx, labels, &rows, &row_labels, &row_weights);
     absl::StatusOr<DMatrix> dtrain = NewDMatrix(rows, row_labels.size(), &row_labels, &row_weights);
@@ -219,6 +327,113 @@ struct CostModel::Impl {
       model.reset(sliced);
     }
     booster = std::move(model);
+    sum_rows = false;
+    trained_on = static_cast<int64_t>(programs.size());
+    return absl::OkStatus();
+  }
+
+  // Programs at `idx` laid out for training on program sums.
+  Packed Pack(const std::vector<size_t>& idx, const std::vector<float>& labels) const {
+    Packed p;
+    std::map<std::string, int> group_of;
+    p.begin.push_back(0);
+    for (size_t i : idx) {
+      const FeatureMatrix& m = programs[i];
+      p.rows.insert(p.rows.end(), m.data.begin(), m.data.end());
+      p.begin.push_back(p.begin.back() + static_cast<size_t>(m.num_rows));
+      p.labels.push_back(labels[i]);
+      p.group.push_back(group_of.emplace(keys[i], static_cast<int>(group_of.size())).first->second);
+    }
+    p.num_groups = static_cast<int>(group_of.size());
+    return p;
+  }
+
+  // Row margins of `m` (the booster's current trees) summed per program of `p`.
+  absl::Status ProgramSums(BoosterHandle b, DMatrixHandle m, const Packed& p,
+                           std::vector<double>* sums) const {
+    bst_ulong len = 0;
+    const float* out = nullptr;
+    LATHE_XGB(XGBoosterPredict(b, m, /*option_mask=*/1, 0, /*training=*/1, &len, &out), "predict");
+    if (len != p.begin.back()) {
+      return absl::InternalError(
+          absl::StrCat("xgboost predicted ", len, " rows, expected ", p.begin.back()));
+    }
+    sums->assign(p.labels.size(), 0.0);
+    for (size_t i = 0; i < p.labels.size(); ++i) {
+      for (size_t r = p.begin[i]; r < p.begin[i + 1]; ++r) (*sums)[i] += out[r];
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status TrainOnSums(const std::vector<size_t>& train_idx,
+                           const std::vector<size_t>& valid_idx, const std::vector<float>& labels) {
+    const Packed train = Pack(train_idx, labels);
+    absl::StatusOr<DMatrix> dtrain = NewDMatrix(train.rows, train.begin.back(), nullptr, nullptr);
+    if (!dtrain.ok()) return dtrain.status();
+    std::vector<DMatrixHandle> cache = {dtrain->get()};
+    const Packed valid = Pack(valid_idx, labels);
+    DMatrix dvalid;
+    if (!valid_idx.empty()) {
+      absl::StatusOr<DMatrix> m = NewDMatrix(valid.rows, valid.begin.back(), nullptr, nullptr);
+      if (!m.ok()) return m.status();
+      dvalid = std::move(*m);
+      cache.push_back(dvalid.get());
+    }
+    absl::StatusOr<Booster> b = NewBooster(cache);
+    if (!b.ok()) return b.status();
+    if (absl::Status st = SetParams(b->get()); !st.ok()) return st;
+
+    std::mt19937_64 rng(options.seed);
+    std::vector<double> sums, g, h;
+    std::vector<float> row_g(train.begin.back()), row_h(train.begin.back());
+    double best = -1;
+    int best_iter = -1;
+    for (int iter = 0; iter < options.max_rounds; ++iter) {
+      if (iter == 0) {
+        sums.assign(train.labels.size(), 0.0);
+      } else if (absl::Status st = ProgramSums(b->get(), dtrain->get(), train, &sums); !st.ok()) {
+        return st;
+      }
+      if (options.objective == Objective::kPackSumRegression) {
+        PackSumGradients(train, sums, &g, &h);
+      } else {
+        PairwiseGradients(train, sums, rng, &g, &h);
+      }
+      for (size_t i = 0; i < train.labels.size(); ++i) {
+        for (size_t r = train.begin[i]; r < train.begin[i + 1]; ++r) {
+          row_g[r] = static_cast<float>(g[i]);
+          row_h[r] = static_cast<float>(h[i]);
+        }
+      }
+      LATHE_XGB(XGBoosterBoostOneIter(b->get(), dtrain->get(), row_g.data(), row_h.data(),
+                                      static_cast<bst_ulong>(row_g.size())),
+                "train");
+      if (dvalid == nullptr) {
+        best_iter = iter;
+        continue;
+      }
+      std::vector<double> vsums;
+      if (absl::Status st = ProgramSums(b->get(), dvalid.get(), valid, &vsums); !st.ok()) {
+        return st;
+      }
+      const double acc = GroupedPairwiseAccuracy(valid, vsums);
+      if (acc > best) {
+        best = acc;
+        best_iter = iter;
+      } else if (iter - best_iter >= options.early_stopping_rounds) {
+        break;
+      }
+    }
+    Booster model = std::move(*b);
+    int rounds = 0;
+    LATHE_XGB(XGBoosterBoostedRounds(model.get(), &rounds), "count rounds");
+    if (best_iter + 1 < rounds) {
+      BoosterHandle sliced = nullptr;
+      LATHE_XGB(XGBoosterSlice(model.get(), 0, best_iter + 1, 1, &sliced), "slice");
+      model.reset(sliced);
+    }
+    booster = std::move(model);
+    sum_rows = true;
     trained_on = static_cast<int64_t>(programs.size());
     return absl::OkStatus();
   }
@@ -301,7 +516,7 @@ absl::StatusOr<std::vector<float>> CostModel::Predict(
     double sum = 0;
     for (int k = 0; k < n; ++k) sum += out[r + k];
     r += static_cast<size_t>(n);
-    scores[i] = static_cast<float>(sum / n);
+    scores[i] = static_cast<float>(impl_->sum_rows ? sum : sum / n);
   }
   return scores;
 }
@@ -314,9 +529,9 @@ absl::StatusOr<std::string> CostModel::Save() const {
   const char* buf = nullptr;
   LATHE_XGB(XGBoosterSaveModelToBuffer(impl_->booster.get(), R"({"format": "ubj"})", &len, &buf),
             "save model");
-  std::string out =
-      absl::StrCat(kMagic, " ", kFeatureVersion, " ", kNumFeatures, " ", impl_->trained_on, " ",
-                   len, " ", absl::Hex(Checksum(buf, len)), "\n");
+  std::string out = absl::StrCat(kMagic, " ", kFeatureVersion, " ", kNumFeatures, " ",
+                                 impl_->trained_on, " ", len, " ", absl::Hex(Checksum(buf, len)),
+                                 " ", impl_->sum_rows ? "sum" : "mean", "\n");
   out.append(buf, len);
   return out;
 }
@@ -329,7 +544,10 @@ absl::StatusOr<CostModel> CostModel::Load(const std::string& bytes, CostModelOpt
   int version = 0, width = 0;
   int64_t trained_on = 0;
   uint64_t body_size = 0, checksum = 0;
-  if (header.size() != 6 || header[0] != kMagic || !absl::SimpleAtoi(header[1], &version) ||
+  // Models saved before the aggregation field existed (six fields) score by the mean.
+  const bool sum_rows = header.size() == 7 && header[6] == "sum";
+  if ((header.size() != 6 && !(header.size() == 7 && (sum_rows || header[6] == "mean"))) ||
+      header[0] != kMagic || !absl::SimpleAtoi(header[1], &version) ||
       !absl::SimpleAtoi(header[2], &width) || !absl::SimpleAtoi(header[3], &trained_on) ||
       !absl::SimpleAtoi(header[4], &body_size) || !absl::SimpleHexAtoi(header[5], &checksum)) {
     return absl::InvalidArgumentError("cost model bytes: not a lathe xgboost model (bad header)");
@@ -369,6 +587,7 @@ absl::StatusOr<CostModel> CostModel::Load(const std::string& bytes, CostModelOpt
   CostModel model(options);
   model.impl_->booster = std::move(*b);
   model.impl_->trained_on = trained_on;
+  model.impl_->sum_rows = sum_rows;
   return model;
 }
 

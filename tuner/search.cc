@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -194,11 +195,23 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
       scores->insert(scores->end(), tail_scores->begin(), tail_scores->end());
     }
     st.scored += static_cast<int>(pop.size());
-    std::vector<double> fitness(pop.size());
+    // Fitness by rank, not by score: scores are only ordered (the pairwise model's are
+    // logits), so the r-th best of the population weighs exp(-r / (N / 4)); the top quarter
+    // draws about two thirds of the parents.
+    std::vector<size_t> by_score;
     for (size_t i = 0; i < pop.size(); ++i) {
-      float s = ok[i] ? (*scores)[i] : -1e9f;
+      if (ok[i]) by_score.push_back(i);
+    }
+    std::stable_sort(by_score.begin(), by_score.end(),
+                     [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+    std::vector<double> fitness(pop.size(), 0.0);
+    const double temperature = std::max(1.0, static_cast<double>(by_score.size()) / 4);
+    for (size_t r = 0; r < by_score.size(); ++r) {
+      fitness[by_score[r]] = std::exp(-static_cast<double>(r) / temperature);
+    }
+    for (size_t i = 0; i < pop.size(); ++i) {
+      const float s = ok[i] ? (*scores)[i] : -1e9f;
       if (!ok[i]) ++st.invalid;
-      fitness[i] = ok[i] ? std::max(1e-6, static_cast<double>(s)) : 0;
       if (!ok[i] || best.count(pop[i].decisions) || measured_already(pop[i])) continue;
       best.emplace(pop[i].decisions, Scored{pop[i], "", s});
     }

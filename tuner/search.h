@@ -2,7 +2,7 @@
 // Evolutionary search over a SearchSpace, ranked by the learned cost model (Ansor's
 // defaults: population 2048, 4 generations, mutation probability 0.85, ε-greedy 0.05).
 // Each round starts from the best measured candidates and random samples, evolves them by
-// mutation with fitness-proportional selection under the model's scores, and returns the
+// mutation, parents drawn by their rank under the model's scores, and returns the
 // best-scored candidates never measured before plus an ε share of random ones.
 #ifndef LATHE_TUNER_SEARCH_H_
 #define LATHE_TUNER_SEARCH_H_

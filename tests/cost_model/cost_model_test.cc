@@ -1,5 +1,6 @@
 // Tests of the XGBoost cost model: learning a known function, ranking held-out programs,
 // persistence (bytes and database), error handling.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +28,9 @@ struct Synthetic {
   std::vector<std::string> keys;
 };
 
-Synthetic MakeSynthetic(int n, uint64_t seed) {
+// With `additive`, a program's throughput grows with the sum of its rows' scores (what the
+// pack-sum objective models) instead of their mean.
+Synthetic MakeSynthetic(int n, uint64_t seed, bool additive = false) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(0.f, 8.f);
   std::uniform_int_distribution<int> rows(1, 3);
@@ -43,7 +46,8 @@ Synthetic MakeSynthetic(int n, uint64_t seed) {
                (row[100] > 4 ? 1.0 : 0.0);
       m.data.insert(m.data.end(), row.begin(), row.end());
     }
-    s.throughputs.push_back(5.0 + score / m.num_rows);  // positive: score > -3.2
+    // Positive: score > -3.2 per row.
+    s.throughputs.push_back(additive ? 5.0 * m.num_rows + score : 5.0 + score / m.num_rows);
     s.keys.push_back(p % 2 == 0 ? "w0" : "w1");
     s.programs.push_back(std::move(m));
   }
@@ -66,10 +70,17 @@ CostModel TrainedModel() {
   return model;
 }
 
-TEST(CostModelTest, RanksHeldOutProgramsOfAKnownFunction) {
-  Synthetic train = MakeSynthetic(400, 1);
-  Synthetic test = MakeSynthetic(150, 2);
-  CostModel model(FastOptions());
+class ObjectiveTest : public ::testing::TestWithParam<Objective> {};
+
+TEST_P(ObjectiveTest, RanksHeldOutProgramsOfAKnownFunction) {
+  // Row regression and pack-sum fit per-program labels, so each gets throughputs of the form
+  // it can express (mean, sum of rows); the pairwise objective only needs their order.
+  const bool additive = GetParam() == Objective::kPackSumRegression;
+  Synthetic train = MakeSynthetic(400, 1, additive);
+  Synthetic test = MakeSynthetic(150, 2, additive);
+  CostModelOptions options = FastOptions();
+  options.objective = GetParam();
+  CostModel model(options);
   ASSERT_TRUE(model.Update(train.programs, train.throughputs, train.keys).ok());
   ASSERT_TRUE(model.trained());
   EXPECT_EQ(model.trained_on(), 400);
@@ -86,6 +97,67 @@ TEST(CostModelTest, RanksHeldOutProgramsOfAKnownFunction) {
     }
     EXPECT_GT(PairwiseAccuracy(s, l), 0.8) << key;
   }
+  // The aggregation (mean or sum of rows) survives a save and load.
+  auto bytes = model.Save();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto loaded = CostModel::Load(*bytes);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto again = loaded->Predict(test.programs);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *scores);
+}
+
+INSTANTIATE_TEST_SUITE_P(Objectives, ObjectiveTest,
+                         ::testing::Values(Objective::kRowRegression, Objective::kPackSumRegression,
+                                           Objective::kPairwiseRank),
+                         [](const ::testing::TestParamInfo<Objective>& info) {
+                           std::string name = ObjectiveName(info.param);
+                           name.erase(std::remove(name.begin(), name.end(), '-'), name.end());
+                           return name;
+                         });
+
+// The pairwise objective orders programs of one workload; labels of other workloads do not
+// pull on it. Two workloads whose throughputs differ 100x are ranked as well as one.
+TEST(CostModelTest, PairwiseRankIgnoresScaleAcrossWorkloads) {
+  Synthetic train = MakeSynthetic(400, 5);
+  for (size_t i = 0; i < train.throughputs.size(); ++i) {
+    if (train.keys[i] == "w1") train.throughputs[i] *= 100;
+  }
+  Synthetic test = MakeSynthetic(150, 6);
+  CostModelOptions options = FastOptions();
+  options.objective = Objective::kPairwiseRank;
+  CostModel model(options);
+  ASSERT_TRUE(model.Update(train.programs, train.throughputs, train.keys).ok());
+  auto scores = model.Predict(test.programs);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  for (const std::string key : {"w0", "w1"}) {
+    std::vector<float> s, l;
+    for (size_t i = 0; i < test.programs.size(); ++i) {
+      if (test.keys[i] != key) continue;
+      s.push_back((*scores)[i]);
+      l.push_back(static_cast<float>(test.throughputs[i]));
+    }
+    EXPECT_GT(PairwiseAccuracy(s, l), 0.8) << key;
+  }
+}
+
+// Models saved before the header named the aggregation (six fields) load and score by the
+// mean of their rows, as they were trained.
+TEST(CostModelTest, LegacyHeaderLoadsAsMeanOfRows) {
+  CostModelOptions options = FastOptions();
+  options.objective = Objective::kRowRegression;
+  Synthetic s = MakeSynthetic(200, 7);
+  CostModel model(options);
+  ASSERT_TRUE(model.Update(s.programs, s.throughputs, s.keys).ok());
+  auto bytes = model.Save();
+  ASSERT_TRUE(bytes.ok());
+  const size_t eol = bytes->find('\n');
+  std::string header = bytes->substr(0, eol);
+  ASSERT_EQ(header.substr(header.rfind(' ')), " mean");
+  std::string legacy = header.substr(0, header.rfind(' ')) + bytes->substr(eol);
+  auto loaded = CostModel::Load(legacy);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded->Predict(s.programs), *model.Predict(s.programs));
 }
 
 TEST(CostModelTest, NormalizesByTheBestOfEachWorkload) {
