@@ -32,6 +32,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr std::chrono::milliseconds kPersistEvery{1000};
+
 bool Terminal(db::JobState s) {
   return s == db::JobState::kDone || s == db::JobState::kFailed || s == db::JobState::kCancelled;
 }
@@ -243,6 +245,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
   std::mt19937_64 rng(seed);
   // Dispatched candidates not yet reported: candidate id -> (workload, candidate).
   std::map<std::string, std::pair<int, Candidate>> inflight;
+  Clock::time_point persisted_at = Clock::now();
 
   for (;;) {
     std::vector<Reported> inbox;
@@ -322,12 +325,18 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
           }
         }
       }
-      int done_now;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        done_now = TotalDone(*job);
+      // The stored count is informational (a resumed job recounts its stored traces), so it
+      // is written at most once per kPersistEvery: each write takes SQLite's write lock,
+      // which Report's inserts on the service's connection would otherwise keep waiting for.
+      if (Clock::now() - persisted_at >= kPersistEvery) {
+        int done_now;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          done_now = TotalDone(*job);
+        }
+        Persist(jdb, job->id, db::JobState::kRunning, done_now, "");
+        persisted_at = Clock::now();
       }
-      Persist(jdb, job->id, db::JobState::kRunning, done_now, "");
     }
 
     for (int i : need_round) {
