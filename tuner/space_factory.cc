@@ -1,6 +1,12 @@
 #include "tuner/space_factory.h"
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/host.h"
+
 #ifdef LATHE_HAVE_CUDA_BACKEND
+#include "codegen/cuda/cuda_build.h"
+#include "codegen/cuda/cuda_driver.h"
 #include "tuner/gpu_space.h"
 #endif
 
@@ -24,6 +30,60 @@ absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workloa
 #else
   return absl::UnimplementedError("target '" + target +
                                   "' needs the CUDA backend, which this build lacks");
+#endif
+}
+
+absl::StatusOr<int> GpuOrdinalForTarget(const std::string& target) {
+  if (!IsCudaTarget(target)) {
+    return absl::InvalidArgumentError("target '" + target + "' names no GPU");
+  }
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  namespace cuda = codegen::cuda;
+  auto driver = cuda::CudaDriver::Get();
+  if (!driver.ok()) return driver.status();
+  auto count = (*driver)->DeviceCount();
+  if (!count.ok()) return count.status();
+  auto arch = cuda::ArchOfTarget(target);
+  if (arch.ok()) {
+    std::string present;
+    for (int i = 0; i < *count; ++i) {
+      auto info = (*driver)->Describe(i);
+      if (!info.ok()) continue;
+      if (info->arch() == *arch) return i;
+      absl::StrAppend(&present, present.empty() ? "" : ", ", "cuda:", i, " ", info->arch());
+    }
+    return absl::FailedPreconditionError(absl::StrCat("no GPU of architecture ", *arch,
+                                                      " on this machine (",
+                                                      present.empty() ? "none" : present, ")"));
+  }
+  int ordinal = 0;
+  if (target != "cuda" && (!absl::SimpleAtoi(target.substr(5), &ordinal) || ordinal < 0)) {
+    return absl::InvalidArgumentError("target '" + target +
+                                      "' (expected cuda, cuda:N or cuda:sm_XX)");
+  }
+  if (ordinal >= *count) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no GPU cuda:", ordinal, " on this machine (", *count, " GPUs)"));
+  }
+  return ordinal;
+#else
+  return absl::UnimplementedError("target '" + target +
+                                  "' needs the CUDA backend, which this build lacks");
+#endif
+}
+
+absl::StatusOr<std::string> DeviceClassForTarget(const std::string& target) {
+  if (target == "cpu") return codegen::HostDeviceClass();
+  auto ordinal = GpuOrdinalForTarget(target);
+  if (!ordinal.ok()) return ordinal.status();
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  auto driver = codegen::cuda::CudaDriver::Get();
+  if (!driver.ok()) return driver.status();
+  auto info = (*driver)->Describe(*ordinal);
+  if (!info.ok()) return info.status();
+  return "cuda:" + info->device_class();
+#else
+  return absl::UnimplementedError("this build lacks the CUDA backend");
 #endif
 }
 

@@ -24,6 +24,17 @@ bool IsCudaTarget(const std::string& target);
 absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workload& workload,
                                                                const std::string& target);
 
+// For tuning on this machine (`lathe tune --target T`): the ordinal of the GPU that `target`
+// measures on. "cuda" is GPU 0, "cuda:N" GPU N, "cuda:sm_XX" the first GPU of that
+// architecture. FailedPrecondition when there is no CUDA driver or no such GPU (naming the
+// GPUs there are), InvalidArgument for a target that names no GPU.
+absl::StatusOr<int> GpuOrdinalForTarget(const std::string& target);
+
+// The device class that records measured here for `target` are keyed by: for "cpu",
+// codegen::HostDeviceClass(); for a GPU target, "cuda:<name> (sm_XX)" of the GPU that
+// GpuOrdinalForTarget picks, as lathe-worker registers it. Fails as GpuOrdinalForTarget.
+absl::StatusOr<std::string> DeviceClassForTarget(const std::string& target);
+
 }  // namespace lathe::tuner
 
 #endif  // LATHE_TUNER_SPACE_FACTORY_H_

@@ -212,6 +212,24 @@ TEST(SpaceFactoryTest, PicksTheSpaceByTarget) {
   EXPECT_NE(dev.status().message().find("driver"), std::string::npos) << dev.status();
 }
 
+TEST(SpaceFactoryTest, TargetsOfLocalTuning) {
+  auto cpu = DeviceClassForTarget("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->rfind("cpu", 0), 0u) << *cpu;
+  EXPECT_EQ(GpuOrdinalForTarget("cpu").status().code(), absl::StatusCode::kInvalidArgument);
+  if (codegen::cuda::CudaDriver::Get().ok()) {
+    auto dc = DeviceClassForTarget("cuda");
+    if (dc.ok()) EXPECT_EQ(dc->rfind("cuda:", 0), 0u) << *dc;
+    return;
+  }
+  for (const std::string t : {"cuda", "cuda:1", "cuda:sm_90"}) {
+    EXPECT_EQ(GpuOrdinalForTarget(t).status().code(), absl::StatusCode::kFailedPrecondition) << t;
+    auto dc = DeviceClassForTarget(t);
+    EXPECT_EQ(dc.status().code(), absl::StatusCode::kFailedPrecondition) << t;
+    EXPECT_NE(dc.status().message().find("driver"), std::string::npos) << dc.status();
+  }
+}
+
 }  // namespace
 }  // namespace lathe::tuner
 
