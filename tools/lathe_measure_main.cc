@@ -1,5 +1,7 @@
 // lathe-measure: the sandboxed measurement child. Spawned by lathe::worker::Measurer, it
-// reads framed MeasureRequests on stdin and answers MeasureResults on stdout.
+// reads framed MeasureRequests on stdin and answers MeasureResults on stdout; CPU candidates
+// run JIT-compiled, cuda candidates on the GPU named by $LATHE_MEASURE_GPU (see
+// worker/measure_child.h).
 #include <unistd.h>
 
 #include "worker/measure_child.h"
