@@ -8,11 +8,13 @@
 // the search's time per round and the model's retraining time.
 //
 // Usage: bench_tune [--quick] [--only NAME[,NAME...]] [--trials N] [--sections LIST]
-//                   [--seed N] [--keep-db]
+//                   [--seed N] [--keep-db] [--from-db DIR]
 //   --quick      64 trials per workload (a smoke run)
 //   --only       workloads by name (see the table), e.g. --only gemm512,conv128
 //   --trials N   trials per workload (overrides the defaults and --quick)
 //   --sections   comma list of tune,efficiency,model,overhead (default: all)
+//   --keep-db    keep the run's databases (their directory is printed)
+//   --from-db    only the model and overhead sections, on the databases a --keep-db run kept
 // Progress goes to stderr, the figures to stdout.
 #include <unistd.h>
 
@@ -84,6 +86,7 @@ struct Flags {
   std::set<std::string> sections = {"tune", "efficiency", "model", "overhead"};
   uint64_t seed = 1000;
   bool keep_db = false;
+  std::string from_db;  // run the model and overhead sections on these stored databases
 };
 
 struct Library {
@@ -342,10 +345,13 @@ Flags ParseFlags(int argc, char** argv) {
       f.seed = std::strtoull(value().c_str(), nullptr, 10);
     } else if (a == "--keep-db") {
       f.keep_db = true;
+    } else if (a == "--from-db") {
+      f.from_db = value();
     } else {
       std::fprintf(stderr,
                    "usage: bench_tune [--quick] [--only NAME,...] [--trials N] "
-                   "[--sections tune,efficiency,model,overhead] [--seed N] [--keep-db]\n");
+                   "[--sections tune,efficiency,model,overhead] [--seed N] [--keep-db] "
+                   "[--from-db DIR]\n");
       std::exit(2);
     }
   }
@@ -360,8 +366,35 @@ Flags ParseFlags(int argc, char** argv) {
   return f;
 }
 
+// The model and overhead sections on the databases a `--keep-db` run left in `dir`
+// (NAME.db and NAME-random.db for the workloads of the table), without tuning anything.
+int FromDatabases(const Flags& flags) {
+  std::vector<Run> runs;
+  for (const Workload& wl : Workloads()) {
+    if (!flags.only.empty() && !flags.only.count(wl.name)) continue;
+    for (bool random : {false, true}) {
+      Run run;
+      run.name = wl.name;
+      run.spec = wl.spec;
+      run.random = random;
+      run.db_path = flags.from_db + "/" + wl.name + (random ? "-random" : "") + ".db";
+      if (std::filesystem::exists(run.db_path)) runs.push_back(std::move(run));
+    }
+  }
+  if (runs.empty()) {
+    std::fprintf(stderr, "--from-db %s: no NAME.db of the workload table there\n",
+                 flags.from_db.c_str());
+    return 2;
+  }
+  std::printf("# bench_tune: stored databases in %s\n", flags.from_db.c_str());
+  if (flags.sections.count("model")) PrintModelQuality(runs, flags.seed);
+  if (flags.sections.count("overhead")) PrintOverhead(runs);
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
+  if (!flags.from_db.empty()) return FromDatabases(flags);
   const std::string dir = TempDir();
   std::fprintf(stderr, "temporary databases in %s\n", dir.c_str());
   const Clock::time_point start = Clock::now();

@@ -164,15 +164,10 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
       ++st.invalid;
     }
   }
-  std::map<std::vector<int64_t>, Scored> best;  // every unmeasured candidate seen
-  std::map<std::vector<int64_t>, bool> is_measured;
-  auto measured_already = [&](const Candidate& c) {
-    auto it = is_measured.find(c.decisions);
-    if (it != is_measured.end()) return it->second;
-    bool m = measured.count(CandidateKey(c)) > 0;
-    is_measured.emplace(c.decisions, m);
-    return m;
-  };
+  // Every candidate seen, by decisions. Whether it was measured already is asked only of
+  // the best-scored ones at the end (`take`): the key is the trace's JSON, too dear to build
+  // for the whole population.
+  std::map<std::vector<int64_t>, Scored> best;
   FeatureCache cache(space, options.threads);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int gen = 0; gen <= options.generations && !pop.empty(); ++gen) {
@@ -212,7 +207,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     for (size_t i = 0; i < pop.size(); ++i) {
       const float s = ok[i] ? (*scores)[i] : -1e9f;
       if (!ok[i]) ++st.invalid;
-      if (!ok[i] || best.count(pop[i].decisions) || measured_already(pop[i])) continue;
+      if (!ok[i] || best.count(pop[i].decisions)) continue;
       best.emplace(pop[i].decisions, Scored{pop[i], "", s});
     }
     if (gen == options.generations) break;
