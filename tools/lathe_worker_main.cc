@@ -1,7 +1,8 @@
 // lathe-worker: a measurement worker for lathed (CONTRACT.md "The CLI", DESIGN.md "Workers
 // pull"). Registers this machine's devices, pulls tasks, measures them in the sandboxed
 // `lathe-measure` child and reports the results. SIGTERM/SIGINT: stop leasing, finish and
-// report the task in flight, exit 0; a second signal exits at once.
+// report the task in flight, hand the lease's unstarted tasks back to the daemon, exit 0; a
+// second signal exits at once.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -153,8 +154,10 @@ int main(int argc, char** argv) {
   std::thread([&signals, w = worker->get()] {
     int sig = 0;
     sigwait(&signals, &sig);
-    spdlog::info("{}: no new tasks; finishing the task in flight (send it again to exit at once)",
-                 strsignal(sig));
+    spdlog::info(
+        "{}: no new tasks; finishing the task in flight and handing back the lease's unstarted "
+        "ones (send it again to exit at once)",
+        strsignal(sig));
     w->Stop();
     sigwait(&signals, &sig);
     spdlog::warn("{} again: exiting now; the task in flight is abandoned (its lease expires)",

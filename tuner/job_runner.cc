@@ -64,6 +64,24 @@ void NiceThisThread(int nice) {
   }
 }
 
+// Runs `fn` on a thread of its own at nice value `nice` and waits for it. The heavy parts of a
+// job (search rounds, featurization, retraining) run this way while the job thread itself
+// keeps normal priority: it takes the jobs' and the registry's locks, and a lock holder
+// starved of CPU by the very threads that wait for the lock (priority inversion) would bring
+// back the latency the nice value is there to remove.
+template <typename Fn>
+void RunNiced(int nice, Fn&& fn) {
+  if (nice <= 0) {
+    fn();
+    return;
+  }
+  std::thread t([&] {
+    NiceThisThread(nice);
+    fn();
+  });
+  t.join();
+}
+
 }  // namespace
 
 class JobRunner::Impl {
@@ -167,7 +185,6 @@ absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
 }  // namespace
 
 void JobRunner::Impl::RunJob(JobEntry* job) {
-  NiceThisThread(options.search_nice);
   db::OpenOptions oo;
   absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(options.db_path, oo);
   if (!opened.ok()) {
@@ -290,41 +307,43 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
     }
 
     if (!inbox.empty()) {
-      std::vector<cost_model::FeatureMatrix> programs;
-      std::vector<double> throughputs;
-      std::vector<std::string> keys;
-      for (const Reported& r : inbox) {
-        auto it = inflight.find(r.candidate_id);
-        if (it == inflight.end()) {
-          // Not dispatched by this run: never propose it again.
-          if (!r.program_key.empty() && r.workload >= 0 && static_cast<size_t>(r.workload) < n) {
-            measured[r.workload].insert(r.program_key);
+      RunNiced(options.search_nice, [&] {
+        std::vector<cost_model::FeatureMatrix> programs;
+        std::vector<double> throughputs;
+        std::vector<std::string> keys;
+        for (const Reported& r : inbox) {
+          auto it = inflight.find(r.candidate_id);
+          if (it == inflight.end()) {
+            // Not dispatched by this run: never propose it again.
+            if (!r.program_key.empty() && r.workload >= 0 && static_cast<size_t>(r.workload) < n) {
+              measured[r.workload].insert(r.program_key);
+            }
+            continue;
           }
-          continue;
+          if (options.use_cost_model) {
+            absl::StatusOr<cost_model::FeatureMatrix> f =
+                CandidateFeatures(*spaces[it->second.first], it->second.second);
+            if (f.ok()) {
+              programs.push_back(std::move(*f));
+              throughputs.push_back(r.throughput);
+              keys.push_back(wls[it->second.first].key);
+            }
+          }
+          inflight.erase(it);
         }
-        if (options.use_cost_model) {
-          absl::StatusOr<cost_model::FeatureMatrix> f =
-              CandidateFeatures(*spaces[it->second.first], it->second.second);
-          if (f.ok()) {
-            programs.push_back(std::move(*f));
-            throughputs.push_back(r.throughput);
-            keys.push_back(wls[it->second.first].key);
+        if (!programs.empty()) {
+          // A failed retraining keeps the previous model; tuning goes on with it.
+          (void)model.Update(programs, throughputs, keys);
+          if (model.trained() && model.trained_on() != saved_trained_on) {
+            if (absl::Status st = cost_model::SaveToDatabase(jdb, dc, model); st.ok()) {
+              saved_trained_on = model.trained_on();
+            } else {
+              spdlog::warn("event=cost_model_save_failed job={} error=\"{}\"", job->id,
+                           st.ToString());
+            }
           }
         }
-        inflight.erase(it);
-      }
-      if (!programs.empty()) {
-        // A failed retraining keeps the previous model; tuning goes on with it.
-        (void)model.Update(programs, throughputs, keys);
-        if (model.trained() && model.trained_on() != saved_trained_on) {
-          if (absl::Status st = cost_model::SaveToDatabase(jdb, dc, model); st.ok()) {
-            saved_trained_on = model.trained_on();
-          } else {
-            spdlog::warn("event=cost_model_save_failed job={} error=\"{}\"", job->id,
-                         st.ToString());
-          }
-        }
-      }
+      });
       // The stored count is informational (a resumed job recounts its stored traces), so it
       // is written at most once per kPersistEvery: each write takes SQLite's write lock,
       // which Report's inserts on the service's connection would otherwise keep waiting for.
@@ -347,10 +366,12 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
         want = std::min(batch, w.target - w.done - w.outstanding);
       }
       if (want <= 0) continue;
-      std::vector<Candidate> seeds =
-          SeedsFromDatabase(jdb, *spaces[i], wls[i], dc, options.seed_records);
-      absl::StatusOr<std::vector<Candidate>> next =
-          NextBatch(*spaces[i], model, seeds, measured[i], want, options.search, rng);
+      absl::StatusOr<std::vector<Candidate>> next = absl::UnknownError("no search ran");
+      RunNiced(options.search_nice, [&] {
+        std::vector<Candidate> seeds =
+            SeedsFromDatabase(jdb, *spaces[i], wls[i], dc, options.seed_records);
+        next = NextBatch(*spaces[i], model, seeds, measured[i], want, options.search, rng);
+      });
       if (!next.ok()) {
         FailJob(job, jdb,
                 absl::StrCat("search for '", wls[i].canonical, "': ", next.status().message()));
@@ -415,6 +436,11 @@ bool JobRunner::Add(std::unique_ptr<JobEntry> job, bool start) {
   impl_->jobs.emplace(job->id, std::move(job));
   if (start) impl_->StartJobThread(raw);
   return true;
+}
+
+bool JobRunner::ShuttingDown() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stopping;
 }
 
 void JobRunner::BeginShutdown() {

@@ -13,9 +13,11 @@
 // saved to the database after each retraining.
 //
 // The search is a background activity: it runs on `search.threads` threads (0: every core)
-// at the nice value `search_nice` (Linux: the job thread sets its own nice value and the
-// search's threads, created by it, inherit it), so that the threads answering workers keep
-// their latency while a round is searched on a small host.
+// at the nice value `search_nice`, so that the threads answering workers keep their latency
+// while a round is searched on a small host. Linux nice values are per thread and inherited by
+// the threads a thread creates: each search round (and each featurization and retraining of
+// the cost model) runs on a short-lived thread that lowers its own priority, while the job
+// thread, which takes the locks, keeps normal priority (no priority inversion).
 //
 // Thread-safety: every method may be called from any thread. One mutex guards the jobs; it is
 // never held across a search round or a database transaction. Lock order: this mutex, then
@@ -115,6 +117,8 @@ class JobRunner {
   // Takes a job; with `start`, runs its search thread. False (and the job is dropped) once
   // shutting down: a submitted job stays QUEUED in the database and runs on the next start.
   bool Add(std::unique_ptr<JobEntry> job, bool start);
+  // True once BeginShutdown() was called.
+  bool ShuttingDown();
   // Wakes WatchJob waiters and job threads; job threads stop at their next step.
   void BeginShutdown();
   // BeginShutdown(), then joins the job threads. Jobs stay RUNNING in the database.

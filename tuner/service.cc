@@ -314,6 +314,7 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   nlohmann::json doc = nlohmann::json::parse(spec_text);
   doc["baselineMeasured"] = baseline;
 
+  if (s_->runner.ShuttingDown()) return absl::UnavailableError("lathed is shutting down");
   auto job = std::make_unique<JobEntry>();
   job->id = s_->runner.NewJobId();
   job->spec = spec;
