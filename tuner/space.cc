@@ -98,6 +98,10 @@ class CpuSpace : public SearchSpace {
   std::vector<int> pack_slot_;  // per packed input: 0 = no, else outer loop depth + 1
   std::vector<int> side_slot_;  // per side stage: 0 = root, 1 = at the first outer loop
   std::vector<int> pad_slot_;   // per padding: 0 = inline, 1 = root
+  // Per side stage: 0, or the factor of an rfactor of its reduce axis (vector partial sums),
+  // offered where the spatial extent is small; -1 where not offered. These slots come last
+  // so that traces from before they existed still map to decisions (FromTrace pads with 0).
+  std::vector<int> rfactor_slot_;
 };
 
 absl::Status CpuSpace::Init() {
@@ -169,6 +173,20 @@ absl::Status CpuSpace::Init() {
   }
   for (const std::string& s : an_.side) side_slot_.push_back(AddSlot("at." + s, {0, 1}));
   for (const std::string& s : an_.pad_stages) pad_slot_.push_back(AddSlot("root." + s, {0, 1}));
+  // Row reductions with few rows: split the reduce axis into vector-wide partial results.
+  for (const std::string& st : an_.side) {
+    const ir::Tensor& t = sch.FindStage(st)->tensor;
+    int64_t rows = 1;
+    for (int64_t e : t->shape) rows *= e;
+    const auto& raxes = t->body->reduce_axes;
+    const bool small = rows <= 4 * static_cast<int64_t>(target_.cores);
+    if (raxes.size() == 1 && small && raxes[0]->extent >= 4 * lanes) {
+      rfactor_slot_.push_back(
+          AddSlot("rfactor." + st, {0, lanes, 2 * static_cast<int64_t>(lanes)}));
+    } else {
+      rfactor_slot_.push_back(-1);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -216,6 +234,19 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
     LATHE_TRY(s.Parallel(st, par));
     LATHE_TRY_VALUE(vp, s.Split(st, loops.back(), {target_.vector_lanes}));
     LATHE_TRY(s.Vectorize(st, vp[1]));
+  }
+  // rfactor before the side stage is transformed: partial results over the inner part of
+  // the reduce axis, rows outer, that part innermost and vectorized.
+  for (size_t i = 0; i < an_.side.size(); ++i) {
+    if (rfactor_slot_[i] < 0 || d(rfactor_slot_[i]) == 0) continue;
+    const std::string& st = an_.side[i];
+    const std::string axis = s.FindStage(st)->tensor->body->reduce_axes[0]->var->name;
+    LATHE_TRY_VALUE(rf, s.RFactor(st, axis, d(rfactor_slot_[i])));
+    std::vector<std::string> loops = s.FindStage(rf)->root_loops;  // axis.rf, rows..., axis.o
+    std::vector<std::string> order(loops.begin() + 1, loops.end());
+    order.push_back(loops[0]);
+    LATHE_TRY(s.Reorder(rf, order));
+    LATHE_TRY(s.Vectorize(rf, loops[0]));
   }
   if (an_.cache_write) LATHE_TRY(s.CacheWrite(an_.out, "local").status());
   std::vector<std::string> pack_stages;
@@ -385,6 +416,13 @@ absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {
   Candidate c;
   c.sketch = trace.sketch;
   c.decisions = trace.decisions;
+  // Traces recorded before the rfactor slots existed lack them: they chose no rfactor.
+  const size_t first_rfactor =
+      slots_.size() - static_cast<size_t>(std::count_if(rfactor_slot_.begin(), rfactor_slot_.end(),
+                                                        [](int slot) { return slot >= 0; }));
+  if (c.decisions.size() >= first_rfactor && c.decisions.size() < slots_.size()) {
+    c.decisions.resize(slots_.size(), 0);
+  }
   auto f = Finish(c);
   if (!f.ok()) return f.status();
   if (f->trace.instructions != trace.instructions) {

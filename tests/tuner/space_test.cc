@@ -47,7 +47,60 @@ INSTANTIATE_TEST_SUITE_P(
                       "conv2d:n=1,c=8,h=9,w=9,k=8,r=3,s=3,pad=1,groups=8,epilogue=bias",
                       "conv2d:n=1,c=4,h=8,w=8,k=8,r=1,s=1,layout=nhwc",
                       "pool2d:n=1,c=4,h=9,w=9,r=3,s=3,stride=2,pad=1", "softmax:m=8,n=40",
-                      "layer_norm:m=6,n=33"));
+                      "layer_norm:m=6,n=33", "softmax:m=1,n=300", "layer_norm:m=2,n=77"));
+
+// Row reductions over few rows get an rfactor choice: vector-wide partial results.
+TEST(SpaceRFactorTest, FewLongRowsOfferAnRFactor) {
+  auto w = ir::MakeWorkload("softmax:m=1,n=300");
+  ASSERT_TRUE(w.ok());
+  auto space = SearchSpace::Create(*w, HostCpuTarget());
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::mt19937_64 rng(7);
+  int with_rfactor = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto c = (*space)->Sample(rng);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string text = ir::TraceToText(c->trace);
+    if (text.find("rfactor") == std::string::npos) continue;
+    ++with_rfactor;
+    auto sch = (*space)->Apply(*c);
+    ASSERT_TRUE(sch.ok()) << sch.status();
+    absl::Status st = testing::BuildAndCheck(*sch, 3);
+    ASSERT_TRUE(st.ok()) << st << "\n" << text;
+    // A trace without the rfactor decisions (recorded before they existed) still maps back.
+  }
+  EXPECT_GT(with_rfactor, 5);
+  auto many = ir::MakeWorkload("softmax:m=64,n=300");
+  auto many_space = SearchSpace::Create(*many, HostCpuTarget());
+  ASSERT_TRUE(many_space.ok());
+  for (int i = 0; i < 20; ++i) {
+    auto c = (*many_space)->Sample(rng);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(ir::TraceToText(c->trace).find("rfactor"), std::string::npos)
+        << "64 rows parallelize without an rfactor";
+  }
+}
+
+// Traces of the space before the rfactor decisions existed (decisions without them) replay.
+TEST(SpaceRFactorTest, TracesWithoutRFactorDecisionsStillReplay) {
+  auto w = ir::MakeWorkload("softmax:m=1,n=300");
+  ASSERT_TRUE(w.ok());
+  auto space = SearchSpace::Create(*w, HostCpuTarget());
+  ASSERT_TRUE(space.ok());
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 40; ++i) {
+    auto c = (*space)->Sample(rng);
+    ASSERT_TRUE(c.ok());
+    if (ir::TraceToText(c->trace).find("rfactor") != std::string::npos) continue;
+    ir::Trace old = c->trace;
+    old.decisions.resize(old.decisions.size() - 2);  // the two side stages' rfactor slots
+    auto back = (*space)->FromTrace(old);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->decisions, c->decisions);
+    return;
+  }
+  FAIL() << "no sample without rfactor";
+}
 
 }  // namespace
 }  // namespace lathe::tuner
