@@ -9,17 +9,27 @@
 //   2. many workers: N simulated worker clients (threads with their own channels, bounded in
 //      time and iterations) leasing one task at a time, "measuring" it (a sleep) and reporting
 //      a fake result: leases/s and the p50/p99 latency of Lease calls (target p99 <= 50 ms).
-//   3. real workers: lathed and lathe-worker processes from the build directory measure a
-//      real job with 1 worker, then with 2: results/s in the steady state and the ratio
-//      (target >= 1.8x).
+//   3. real workers: lathe-worker processes from the build directory measure a pre-generated
+//      set of candidates (the in-process daemon searches it in one round before the clock
+//      starts) with 1 worker, then with 2, each worker pinned to its own core (taskset) and
+//      measuring single-threaded candidates (device class ...:1c, LATHE_NUM_THREADS=1):
+//      results/s from the first result to the last and the ratio (target >= 1.8x). Searching
+//      inside the window, or workers whose parallel kernels fight over the same cores, would
+//      measure the search and the scheduler rather than measurement throughput.
 //
 // Flags: --workers N (default 500), --seconds S (default 10, per part-2 run), --measure-ms M
 // (simulated measurement per task in part 2, default 1000), --candidates N
-// (part 1, default 3000), --real-trials N (part 3, default 48), --skip-real, --quick.
+// (part 1, default 3000), --real-trials N (part 3, default 48), --real-ms M (part 3's
+// min_repeat_ms per candidate, default 20), --real-rounds N (part 3 repeated, the median
+// ratio reported), --skip-real, --quick,
+// --search-threads N and --search-nice N (the in-process daemon's search; lathed's defaults:
+// every core but one, nice 10; `--search-threads 0 --search-nice 0` is the daemon before
+// those existed), --parts LIST (of 1,2a,2b,3; default all).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +49,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "codegen/host.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "spdlog/spdlog.h"
@@ -53,6 +65,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using lathe::tuner::GrpcServer;
 using lathe::tuner::TunerService;
+
+// The in-process daemon's search settings (lathed's defaults unless given).
+int g_search_threads = lathe::tuner::DefaultSearchThreads();
+int g_search_nice = 10;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -81,6 +97,8 @@ struct Daemon {
     o.db_path = d->dir + "/tuning.db";
     o.search.population = population;
     o.search.generations = generations;
+    o.search.threads = g_search_threads;
+    o.search_nice = g_search_nice;
     o.use_cost_model = false;  // fake results would teach it nothing
     o.heartbeat_interval_ms = 10000;
     o.lease_duration_ms = 120000;
@@ -279,7 +297,7 @@ void ManyWorkers(int n, int seconds, int measure_ms, bool prefill) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   std::mutex mu;
-  std::vector<double> lat_ms, lat_tasks_ms;
+  std::vector<double> lat_ms, lat_tasks_ms, report_ms;
   std::atomic<int64_t> leases{0}, tasks{0}, errors{0}, registered{0};
   std::atomic<bool> go{false};
   std::vector<std::thread> threads;
@@ -300,7 +318,7 @@ void ManyWorkers(int n, int seconds, int measure_ms, bool prefill) {
         std::lock_guard<std::mutex> lock(start_mu);
         until = stop_at;
       }
-      std::vector<double> mine, mine_tasks;
+      std::vector<double> mine, mine_tasks, mine_reports;
       std::mt19937_64 rng(i);
       std::uniform_int_distribution<int> measure(measure_ms / 2, measure_ms * 3 / 2);
       // Workers are mid-measurement at the start, not a thundering herd of first leases.
@@ -325,11 +343,14 @@ void ManyWorkers(int n, int seconds, int measure_ms, bool prefill) {
         tasks += lease.tasks_size();
         // "Measure" the candidate, then report it.
         std::this_thread::sleep_for(std::chrono::milliseconds(measure(rng)));
+        const auto r0 = Clock::now();
         if (!w.Report(lease, nullptr)) ++errors;
+        mine_reports.push_back(Seconds(Clock::now() - r0) * 1e3);
       }
       std::lock_guard<std::mutex> lock(mu);
       lat_ms.insert(lat_ms.end(), mine.begin(), mine.end());
       lat_tasks_ms.insert(lat_tasks_ms.end(), mine_tasks.begin(), mine_tasks.end());
+      report_ms.insert(report_ms.end(), mine_reports.begin(), mine_reports.end());
     });
   }
   auto reg_until = Clock::now() + std::chrono::seconds(60);
@@ -354,6 +375,8 @@ void ManyWorkers(int n, int seconds, int measure_ms, bool prefill) {
               Percentile(lat_ms, 0.5), p99, p99 <= 50 ? "ok" : "MISSED");
   std::printf("   Lease latency of leases that got a task: p50 %.2f ms  p99 %.2f ms\n",
               Percentile(lat_tasks_ms, 0.5), Percentile(lat_tasks_ms, 0.99));
+  std::printf("   Report latency (1 result, one SQLite commit): p50 %.2f ms  p99 %.2f ms\n",
+              Percentile(report_ms, 0.5), Percentile(report_ms, 0.99));
 }
 
 // --- part 3 ---
@@ -384,98 +407,213 @@ std::unique_ptr<Child> Spawn(std::vector<std::string> argv, const std::string& l
   return c;
 }
 
-// Results per second in the steady state (after the first 4 results) of a real job measured
-// by `workers` lathe-worker processes; 0 on failure.
-double RealThroughput(int workers, int trials) {
-  std::string dir = TempDir();
-  std::string log = dir + "/lathed.log";
-  auto daemon = Spawn({LATHED_BIN, "--listen", "127.0.0.1:0", "--db", dir + "/tuning.db"}, log);
-  std::string address;
-  for (int i = 0; i < 1500 && address.empty(); ++i) {
-    std::ifstream in(log);
-    for (std::string line; std::getline(in, line);) {
-      const std::string p = "lathed: listening on ";
-      if (line.rfind(p, 0) == 0) address = line.substr(p.size());
+// CPU seconds (user + system) used so far by the processes `pids` and their direct children
+// (a worker's measurement child), from /proc; with `runqueue_s`, also the seconds their main
+// threads spent runnable but waiting for a CPU (schedstat).
+double TreeCpuSeconds(const std::vector<pid_t>& pids, double* runqueue_s = nullptr) {
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  auto stat = [](const std::string& path, pid_t* ppid, double* ticks) {
+    std::ifstream in(path);
+    std::string line;
+    if (!std::getline(in, line)) return false;
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) return false;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    long long v = 0, ut = 0, st = 0;
+    rest >> state >> *ppid;
+    for (int field = 5; field <= 13 && rest >> v; ++field) {
     }
-    if (address.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rest >> ut >> st;
+    *ticks = static_cast<double>(ut + st);
+    return true;
+  };
+  double total = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename();
+    if (name.empty() || name[0] < '0' || name[0] > '9') continue;
+    pid_t ppid = 0;
+    double ticks = 0;
+    if (!stat(it->path().string() + "/stat", &ppid, &ticks)) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    for (pid_t p : pids) {
+      if (pid != p && ppid != p) continue;
+      total += ticks / tick;
+      if (runqueue_s == nullptr) continue;
+      std::ifstream sched(it->path().string() + "/schedstat");
+      long long on_cpu = 0, waiting = 0;
+      if (sched >> on_cpu >> waiting) *runqueue_s += waiting * 1e-9;
+    }
   }
-  if (address.empty()) {
-    std::printf("   lathed did not start (log %s)\n", log.c_str());
-    return 0;
-  }
-  std::vector<std::unique_ptr<Child>> ws;
-  for (int i = 0; i < workers; ++i) {
-    ws.push_back(Spawn({LATHE_WORKER_BIN, "--tuner", address, "--device", "cpu", "--spool",
-                        dir + "/spool" + std::to_string(i)},
-                       dir + "/worker" + std::to_string(i) + ".log"));
-  }
+  return total;
+}
+
+// CPU seconds (user + system) this process has used: the in-process daemon's share.
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// The device class of this host's CPU restricted to one core: the class a lathe-worker
+// pinned to one core (taskset) registers, since discovery counts the cores of its affinity.
+std::string OneCoreDeviceClass() {
+  lathe::codegen::CpuInfo info = lathe::codegen::HostCpu();
+  info.cores = 1;
+  return lathe::codegen::CpuDeviceClass(info);
+}
+
+// Measurement throughput of `workers` real lathe-worker processes on a pre-generated set of
+// `trials` candidates: the in-process daemon searches the whole set in one round (batch =
+// trials) before any worker starts, so no search runs in the timed window. Each worker is
+// pinned to its own core (taskset -c i) and measures single-threaded (target 1 core,
+// LATHE_NUM_THREADS=1), so that the work parallelizes across workers and nothing else of
+// ours competes for those cores except the daemon's Lease/Report handling. Returns results
+// per second from the first result to the last (0 on failure).
+double RealThroughput(int workers, int trials, int min_repeat_ms, bool pin,
+                      double* cpu_share = nullptr) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  const std::string dc = pin ? OneCoreDeviceClass() : lathe::codegen::HostDeviceClass();
+  auto d = Daemon::Start(/*population=*/std::max(256, trials * 2), /*generations=*/1);
+  if (!d) return 0;
+  const std::string address = d->server->address();
   lathe::tuner::ClientOptions co;
   co.address = address;
   auto client = lathe::tuner::TunerClient::Connect(co);
   if (!client.ok()) return 0;
-  for (int i = 0; i < 600; ++i) {
-    auto l = (*client)->ListWorkers();
-    if (l.ok() && static_cast<int>(l->size()) >= workers) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
   lathe::v1::JobSpec spec;
   spec.add_workloads("matmul:m=64,n=64,k=64");
   spec.set_target("cpu");
+  spec.set_device_class(dc);
   spec.set_trials(trials);
-  spec.set_batch(16);
+  spec.set_batch(trials);
   spec.set_seed(5);
-  spec.set_min_repeat_ms(20);
+  spec.set_min_repeat_ms(min_repeat_ms);
   auto id = (*client)->SubmitJob(spec);
   if (!id.ok()) {
     std::printf("   submit: %s\n", id.status().ToString().c_str());
     return 0;
   }
-  Clock::time_point first;
+  // The whole set is queued before the clock starts (the search found `queued` distinct
+  // candidates; fewer than `trials` when the space is small).
+  int64_t queued = 0;
+  for (auto until = Clock::now() + std::chrono::seconds(300); Clock::now() < until;) {
+    const int64_t q = d->service->QueueDepth();
+    if (q >= trials || (q > 0 && q == queued)) break;
+    queued = q;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  queued = d->service->QueueDepth();
+  if (queued == 0) {
+    std::printf("   the search queued nothing\n");
+    return 0;
+  }
+  std::vector<std::unique_ptr<Child>> ws;
+  for (int i = 0; i < workers; ++i) {
+    std::vector<std::string> argv;
+    if (pin) {
+      argv = {"/usr/bin/taskset", "-c", std::to_string(i % std::max(1u, cores))};
+    }
+    for (const std::string& a :
+         {std::string(LATHE_WORKER_BIN), std::string("--tuner"), address, std::string("--device"),
+          std::string("cpu"), std::string("--batch"), std::string("2"), std::string("--spool"),
+          d->dir + "/spool" + std::to_string(i)}) {
+      argv.push_back(a);
+    }
+    ws.push_back(Spawn(argv, d->dir + "/worker" + std::to_string(i) + ".log"));
+  }
+  std::vector<pid_t> pids;
+  for (const auto& w : ws) pids.push_back(w->pid);
+  Clock::time_point first, last;
   int first_done = -1, last_done = 0;
-  Clock::time_point last;
+  double cpu_first = 0, cpu_last = 0, wait_first = 0, wait_last = 0, self_first = 0, self_last = 0;
   auto st = (*client)->Watch(*id, [&](const lathe::v1::JobStatus& s) {
     int n = s.workloads_size() ? s.workloads(0).trials_done() : 0;
-    if (first_done < 0 && n >= 4) {
+    if (first_done < 0 && n >= 1) {
       first_done = n;
       first = Clock::now();
+      cpu_first = TreeCpuSeconds(pids, &wait_first);
+      self_first = SelfCpuSeconds();
     }
     if (n > last_done) {
       last_done = n;
       last = Clock::now();
+      wait_last = 0;
+      cpu_last = TreeCpuSeconds(pids, &wait_last);
+      self_last = SelfCpuSeconds();
     }
   });
+  std::vector<std::string> per_worker;
+  if (auto l = (*client)->ListWorkers(); l.ok()) {
+    for (const lathe::v1::WorkerInfo& w : *l) per_worker.push_back(std::to_string(w.measured()));
+  }
   ws.clear();
-  daemon.reset();
-  std::error_code ec;
   if (!st.ok() || first_done < 0 || last_done <= first_done) {
-    std::printf("   job failed: %s (logs in %s)\n", st.status().ToString().c_str(), dir.c_str());
+    std::printf("   job failed: %s\n", st.status().ToString().c_str());
     return 0;
   }
-  std::filesystem::remove_all(dir, ec);
-  double rate = (last_done - first_done) / Seconds(last - first);
-  std::printf("   %d worker%s: %.2f results/s (%d results in %.1f s)\n", workers,
-              workers == 1 ? " " : "s", rate, last_done - first_done, Seconds(last - first));
+  const double wall = Seconds(last - first);
+  const double rate = (last_done - first_done) / wall;
+  const double cpu = cpu_last - cpu_first;
+  const double runqueue = wait_last - wait_first;
+  std::string split;
+  for (const std::string& m : per_worker) split += (split.empty() ? "" : "+") + m;
+  std::printf(
+      "   %d worker%s: %6.2f results/s (%d results in %.1f s after the first; %s each); the "
+      "workers got %.0f%% of their %d core%s (%.1f CPU s; %.1f s runnable but waiting for a "
+      "CPU; the in-process daemon used %.1f CPU s): %.2f results per CPU s\n",
+      workers, workers == 1 ? " " : "s", rate, last_done - first_done, wall, split.c_str(),
+      100 * cpu / (wall * workers), workers, workers == 1 ? "" : "s", cpu, runqueue,
+      self_last - self_first, cpu > 0 ? (last_done - first_done) / cpu : 0.0);
+  if (cpu_share != nullptr) *cpu_share = cpu / (wall * workers);
   return rate;
 }
 
-void RealWorkers(int trials) {
+void RealWorkers(int trials, int min_repeat_ms, int rounds) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  const bool pin = cores >= 2 && access("/usr/bin/taskset", X_OK) == 0;
   std::printf(
-      "\n3. real lathe-worker processes, matmul:m=64,n=64,k=64, %d trials, 20 ms per "
-      "candidate\n",
-      trials);
-  double one = RealThroughput(1, trials);
-  double two = RealThroughput(2, trials);
-  if (one > 0 && two > 0) {
-    std::printf("   2 workers vs 1: %.2fx   target >= 1.8x  %s (%u cores here)\n", two / one,
-                two / one >= 1.8 ? "ok" : "MISSED", std::thread::hardware_concurrency());
+      "\n3. real lathe-worker processes, matmul:m=64,n=64,k=64, %d pre-generated candidates "
+      "(searched before the clock starts), %d ms per candidate; %s\n",
+      trials, min_repeat_ms,
+      pin ? "each worker pinned to its own core, measuring single-threaded (class ...:1c)"
+          : "workers NOT pinned (no taskset or 1 core): the figure is not comparable");
+  setenv("LATHE_NUM_THREADS", "1", 1);  // inherited by the workers' measurement children
+  std::vector<double> ratios, normalized;
+  for (int r = 0; r < rounds; ++r) {
+    double share1 = 0, share2 = 0;
+    double one = RealThroughput(1, trials, min_repeat_ms, pin, &share1);
+    double two = RealThroughput(2, trials, min_repeat_ms, pin, &share2);
+    if (one > 0 && two > 0) ratios.push_back(two / one);
+    if (one > 0 && two > 0 && share1 > 0 && share2 > 0) {
+      normalized.push_back((two / share2) / (one / share1));
+    }
   }
+  if (ratios.empty()) return;
+  const double ratio = Percentile(ratios, 0.5);
+  if (!normalized.empty()) {
+    std::printf(
+        "   2 workers vs 1 per CPU second the workers actually got: %.2fx (what the ratio "
+        "would be if other processes left them their cores)\n",
+        Percentile(normalized, 0.5));
+  }
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  std::printf(
+      "   2 workers vs 1: %.2fx (median of %zu)   target >= 1.8x  %s (%u cores here, load "
+      "average %.2f)\n",
+      ratio, ratios.size(), ratio >= 1.8 ? "ok" : "MISSED", cores, load[0]);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int workers = 500, seconds = 10, candidates = 3000, real_trials = 48, measure_ms = 1000;
+  int real_ms = 20, real_rounds = 1;
   bool skip_real = false;
+  std::string parts = "1,2a,2b,3";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
@@ -489,6 +627,16 @@ int main(int argc, char** argv) {
       candidates = next();
     } else if (a == "--real-trials") {
       real_trials = next();
+    } else if (a == "--real-ms") {
+      real_ms = next();
+    } else if (a == "--real-rounds") {
+      real_rounds = std::max(1, next());
+    } else if (a == "--search-threads") {
+      g_search_threads = next();
+    } else if (a == "--search-nice") {
+      g_search_nice = next();
+    } else if (a == "--parts" && i + 1 < argc) {
+      parts = argv[++i];
     } else if (a == "--skip-real") {
       skip_real = true;
     } else if (a == "--quick") {
@@ -500,7 +648,8 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: bench_service [--workers N] [--seconds S] [--measure-ms M] [--candidates N] "
-          "[--real-trials N] [--skip-real] [--quick]\n");
+          "[--real-trials N] [--skip-real] [--quick] [--search-threads N] [--search-nice N] "
+          "[--parts 1,2a,2b,3] [--real-ms M] [--real-rounds N]\n");
       return 2;
     }
   }
@@ -509,9 +658,14 @@ int main(int argc, char** argv) {
   getloadavg(load, 3);
   std::printf("bench_service on %s, load average %.2f (figures on a loaded machine are low)\n",
               lathe::codegen::HostDeviceClass().c_str(), load[0]);
-  DispatchOverhead(candidates);
-  ManyWorkers(workers, seconds, measure_ms, /*prefill=*/true);
-  ManyWorkers(workers, seconds, measure_ms, /*prefill=*/false);
-  if (!skip_real) RealWorkers(real_trials);
+  std::printf("in-process daemon: search on %d thread(s) (0: every core) at nice %d\n",
+              g_search_threads, g_search_nice);
+  auto part = [&](const char* name) {
+    return absl::StrContains(absl::StrCat(",", parts, ","), absl::StrCat(",", name, ","));
+  };
+  if (part("1")) DispatchOverhead(candidates);
+  if (part("2a")) ManyWorkers(workers, seconds, measure_ms, /*prefill=*/true);
+  if (part("2b")) ManyWorkers(workers, seconds, measure_ms, /*prefill=*/false);
+  if (part("3") && !skip_real) RealWorkers(real_trials, real_ms, real_rounds);
   return 0;
 }
