@@ -322,7 +322,7 @@ class Worker::Impl {
       if (!s.ok()) {
         if (stopping()) break;
         if (IsAuthError(s)) {
-          RefusedToken(s, "lease");
+          (void)RefusedToken(s, "lease");
           break;
         }
         if (IsUnknownWorker(s)) {
@@ -459,7 +459,7 @@ class Worker::Impl {
         return;
       }
       if (IsAuthError(s)) {
-        RefusedToken(s, "report");
+        (void)RefusedToken(s, "report");
         break;
       }
       if (IsUnknownWorker(s)) {
@@ -514,7 +514,7 @@ class Worker::Impl {
         continue;
       }
       if (!s.ok()) {
-        if (IsAuthError(s)) RefusedToken(s, "report");
+        if (IsAuthError(s)) (void)RefusedToken(s, "report");
         if (IsUnknownWorker(s)) MarkUnregistered();
         spdlog::debug("re-sending the spool failed ({}); trying again later", Describe(s));
         return;
@@ -564,7 +564,7 @@ class Worker::Impl {
       grpc::Status s = stub_->Heartbeat(ctx.get(), req, &resp);
       if (!s.ok()) {
         if (IsAuthError(s)) {
-          RefusedToken(s, "heartbeat");
+          (void)RefusedToken(s, "heartbeat");
           continue;
         }
         if (IsUnknownWorker(s)) {
