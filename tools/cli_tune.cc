@@ -17,6 +17,7 @@
 #include "fmt/format.h"
 #include "ir/workload.h"
 #include "tools/cli_db.h"
+#include "tuner/space_factory.h"
 #include "tuner/tune.h"
 #ifdef LATHE_HAVE_GEMM_BASELINES
 #include "bench/gemm_baselines.h"
@@ -229,13 +230,9 @@ int RunTune(const TuneCliOptions& o) {
     return Fail(kExitFailure, "the tuner service is not available in this build yet");
   absl::StatusOr<ir::Workload> w = ir::MakeWorkload(o.workload);
   if (!w.ok()) return Fail(kExitUsage, std::string(w.status().message()));
-  if (o.target != "cpu") {
-    if (o.target.rfind("cuda", 0) == 0) {
-      return Fail(kExitFailure, "target '" + o.target +
-                                    "' is not supported by this build (cpu only; the cuda "
-                                    "backend is not built yet)");
-    }
-    return Fail(kExitUsage, "unknown --target '" + o.target + "' (expected cpu or cuda[:N])");
+  if (o.target != "cpu" && !tuner::IsCudaTarget(o.target)) {
+    return Fail(kExitUsage,
+                "unknown --target '" + o.target + "' (expected cpu, cuda, cuda:N or cuda:sm_XX)");
   }
   if (o.trials < 1) return Fail(kExitUsage, fmt::format("--trials {} (need >= 1)", o.trials));
   if (o.batch < 1) return Fail(kExitUsage, fmt::format("--batch {} (need >= 1)", o.batch));
@@ -248,7 +245,7 @@ int RunTune(const TuneCliOptions& o) {
   t.trials = o.trials;
   t.batch = o.batch;
   t.db_path = o.db_path.empty() ? DefaultDbPath() : o.db_path;
-  t.device_class = codegen::HostDeviceClass();
+  t.target = o.target;  // the device class follows from it (tuner::DeviceClassForTarget)
   t.seed = o.seed;
   t.min_repeat_ms = o.min_repeat_ms;
   t.stop = &g_stop;
@@ -264,7 +261,7 @@ int RunTune(const TuneCliOptions& o) {
     }
   };
 
-  fmt::print(stderr, "lathe tune: {} on {}, {} trials\n", w->canonical, t.device_class, t.trials);
+  fmt::print(stderr, "lathe tune: {} on {}, {} trials\n", w->canonical, o.target, t.trials);
   absl::StatusOr<tuner::TuneResult> r;
   {
     g_stop.store(false);
@@ -291,7 +288,7 @@ int FinishTune(const TuneCliOptions& o, const ir::Workload& w, const tuner::Tune
   std::optional<Baseline> base;
   if (o.no_baseline) {
     no_baseline_why = "library baseline skipped (--no-baseline)";
-  } else if (remote && r->device_class != codegen::HostDeviceClass()) {
+  } else if (r->device_class != codegen::HostDeviceClass()) {  // remote, or on a GPU
     no_baseline_why =
         "no library baseline: the job ran on " + r->device_class + ", not on this machine";
   } else {

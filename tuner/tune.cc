@@ -24,6 +24,7 @@
 #include "ir/workload.h"
 #include "lathe/v1/measure.pb.h"
 #include "tuner/space.h"
+#include "tuner/space_factory.h"
 #include "tuner/tune_common.h"
 #include "worker/measurer.h"
 
@@ -63,8 +64,23 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   absl::StatusOr<ir::Workload> workload = ir::MakeWorkload(options.workload);
   if (!workload.ok()) return workload.status();
   const ir::Workload& w = *workload;
-  const std::string device_class =
-      options.device_class.empty() ? codegen::HostDeviceClass() : options.device_class;
+  const bool gpu = IsCudaTarget(options.target);
+  if (!gpu && options.target != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown target '", options.target, "' (expected cpu or cuda[:N|:sm_XX])"));
+  }
+  std::string device_class = options.device_class;
+  if (device_class.empty()) {
+    absl::StatusOr<std::string> dc = DeviceClassForTarget(options.target);
+    if (!dc.ok()) return dc.status();
+    device_class = *dc;
+  }
+  int gpu_ordinal = 0;
+  if (gpu) {
+    absl::StatusOr<int> ordinal = GpuOrdinalForTarget(options.target);
+    if (!ordinal.ok()) return ordinal.status();
+    gpu_ordinal = *ordinal;
+  }
 
   std::filesystem::path parent = std::filesystem::path(options.db_path).parent_path();
   if (!parent.empty()) {
@@ -79,7 +95,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   if (!opened.ok()) return opened.status();
   db::Database& database = **opened;
 
-  absl::StatusOr<std::unique_ptr<SearchSpace>> space = SearchSpace::Create(w, HostCpuTarget());
+  absl::StatusOr<std::unique_ptr<SearchSpace>> space = CreateSearchSpace(w, options.target);
   if (!space.ok()) return space.status();
 
   absl::StatusOr<std::vector<std::string>> already = database.MeasuredTraces(w.key, device_class);
@@ -107,6 +123,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   worker::MeasurerOptions mopts;
   mopts.child_path = options.measure_child;
   mopts.timeout_s = options.timeout_s;
+  mopts.gpu_ordinal = gpu_ordinal;
   absl::StatusOr<std::unique_ptr<worker::Measurer>> measurer = worker::Measurer::Create(mopts);
   if (!measurer.ok()) return measurer.status();
 
@@ -168,6 +185,9 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
       req.set_workload(w.canonical);
       req.set_trace_json(trace_json);
       req.set_min_repeat_ms(options.min_repeat_ms);
+      // A GPU kernel's inputs would otherwise sit in its 50 MB L2 between calls.
+      req.set_flush_cache(gpu);
+      if (best_latency_us > 0) req.set_cutoff_us(options.cutoff_factor * best_latency_us);
       absl::StatusOr<lathe::v1::MeasureResult> m = (*measurer)->Measure(req);
       if (!m.ok()) {
         // The sandbox itself failed: keep what this round measured, then report.

@@ -44,18 +44,25 @@ struct TuneProgress {
 };
 
 struct TuneOptions {
-  std::string workload;      // spec, e.g. "matmul:m=256,n=256,k=256"
-  int trials = 300;          // candidates to measure in this run
-  int batch = 64;            // candidates per round
-  std::string db_path;       // created (with its directory) when missing; required
-  std::string device_class;  // empty: codegen::HostDeviceClass()
-  uint64_t seed = 0;         // 0: seeded from the clock
+  std::string workload;  // spec, e.g. "matmul:m=256,n=256,k=256"
+  int trials = 300;      // candidates to measure in this run
+  int batch = 64;        // candidates per round
+  std::string db_path;   // created (with its directory) when missing; required
+  // "cpu" (this machine's CPU), or a GPU of this machine: "cuda", "cuda:N", "cuda:sm_XX"
+  // (measured on the GPU that tuner::GpuOrdinalForTarget picks).
+  std::string target = "cpu";
+  // Empty: codegen::HostDeviceClass() for cpu, tuner::DeviceClassForTarget for a GPU.
+  std::string device_class;
+  uint64_t seed = 0;  // 0: seeded from the clock
   SearchOptions search;
   // False: every round is random sampling (no model is loaded, trained or saved); the
   // baseline against which benchmarks measure what the cost model buys.
   bool use_cost_model = true;
   double min_repeat_ms = 100;  // per candidate; tests use a few ms
   double timeout_s = 60;       // deadline of one candidate (build, check, timing)
+  // A candidate whose first call is this many times slower than the best so far is timed
+  // by that call alone (MeasureRequest.cutoff_us); 0: every candidate gets full repeats.
+  double cutoff_factor = 10;
   // Seeds the search from at most this many of the best stored records.
   int seed_records = 16;
   // The measurement child binary; empty: found as worker::FindMeasureChild() says.

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -19,6 +20,7 @@
 #include "db/record.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "tuner/space_factory.h"
 
 namespace lathe::tuner {
 namespace {
@@ -282,6 +284,21 @@ TEST(TuneCliTest, ExitCodes) {
   EXPECT_NE(r.out.find("cannot reach lathed at 127.0.0.1:1"), std::string::npos) << r.out;
   // A malformed spec is refused before any connection is tried.
   EXPECT_EQ(Lathe("tune --workload bogus --tuner 127.0.0.1:1", true).code, 2);
+  // An unknown target is a usage error; a GPU target on a machine without one fails,
+  // saying why, and leaves no database behind.
+  EXPECT_EQ(
+      Lathe("tune --workload matmul:m=8,n=8,k=8 --target tpu --db /nonexistent/x.db", true).code,
+      2);
+  if (!GpuOrdinalForTarget("cuda").ok()) {  // no GPU (or no CUDA backend) here
+    const std::string db = ::testing::TempDir() + "/gpu-less.db";
+    r = Lathe("tune --workload matmul:m=8,n=8,k=8 --target cuda --trials 2 --db " + db, true);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(r.out.find("driver") != std::string::npos ||
+                r.out.find("GPU") != std::string::npos ||
+                r.out.find("not built") != std::string::npos)
+        << r.out;
+    EXPECT_FALSE(std::filesystem::exists(db)) << "nothing to store without a device";
+  }
 }
 
 }  // namespace

@@ -56,6 +56,25 @@ TEST(MeasurerTest, GoodCandidateIsTimedWithEveryRepeatKept) {
   EXPECT_GT(r->gflops(), 0);
 }
 
+// A candidate slower than the cutoff is timed by its checked call alone; a cutoff above
+// its latency changes nothing.
+TEST(MeasurerTest, CandidateOverTheCutoffIsTimedOnce) {
+  auto m = NewMeasurer();
+  ASSERT_NE(m, nullptr);
+  auto req = Request("slow");
+  req.set_cutoff_us(0.001);
+  auto r = m->Measure(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->error_class(), lathe::v1::OK) << r->error_msg();
+  EXPECT_EQ(r->repeats_us_size(), 1);
+  EXPECT_GT(r->median_us(), 0);
+  req.set_candidate_id("fast");
+  req.set_cutoff_us(1e9);
+  r = m->Measure(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GE(r->repeats_us_size(), 3);
+}
+
 TEST(MeasurerTest, InvalidTraceIsAnInvalidSchedule) {
   auto m = NewMeasurer();
   ASSERT_NE(m, nullptr);
