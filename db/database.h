@@ -106,6 +106,13 @@ class Database {
   // Up to `k` ok records, fastest first.
   absl::StatusOr<std::vector<Record>> TopK(const std::string& workload_key,
                                            const std::string& device_class, int k);
+  // The best ok records of other workloads of the same operator: up to `per_workload` of
+  // each workload whose spec starts with `op` + ":" (other than `exclude_key`), at most `k`
+  // in all, each workload's best first. Seeds for a workload never tuned before.
+  absl::StatusOr<std::vector<Record>> TopOfRelatedWorkloads(const std::string& op,
+                                                            const std::string& device_class,
+                                                            const std::string& exclude_key,
+                                                            int per_workload, int k);
   // The traces already measured (any error class) for the workload on the device class, or
   // on any device class when `device_class` is empty. A search skips these, so a stopped run
   // resumes without measuring a candidate twice.

@@ -342,6 +342,34 @@ absl::StatusOr<std::vector<Record>> Database::TopK(const std::string& workload_k
   return ReadRecords(*stmt);
 }
 
+absl::StatusOr<std::vector<Record>> Database::TopOfRelatedWorkloads(const std::string& op,
+                                                                    const std::string& device_class,
+                                                                    const std::string& exclude_key,
+                                                                    int per_workload, int k) {
+  if (k <= 0 || per_workload <= 0 || op.empty()) return std::vector<Record>();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Connection& conn = *impl_->conn;
+  absl::StatusOr<std::optional<int64_t>> did = internal::FindDeviceClassId(conn, device_class);
+  if (!did.ok()) return did.status();
+  if (!did->has_value()) return std::vector<Record>();
+  const std::string prefix = op + ":";
+  absl::StatusOr<Statement> stmt = conn.Prepare(absl::StrCat(
+      "WITH ranked AS (SELECT r2.id AS id, ROW_NUMBER() OVER (PARTITION BY r2.workload_id "
+      "ORDER BY r2.median_us, r2.id) AS rn FROM records r2 JOIN workloads w2 ON w2.id = "
+      "r2.workload_id WHERE r2.device_class_id = ? AND r2.error_class = 'ok' AND w2.key != ? "
+      "AND substr(w2.spec, 1, ?) = ?) ",
+      kSelectRecord,
+      "JOIN ranked k ON k.id = r.id WHERE k.rn <= ? ORDER BY k.rn, r.workload_id LIMIT ?"));
+  if (!stmt.ok()) return stmt.status();
+  stmt->BindInt64(1, **did)
+      .BindText(2, exclude_key)
+      .BindInt64(3, static_cast<int64_t>(prefix.size()))
+      .BindText(4, prefix)
+      .BindInt64(5, per_workload)
+      .BindInt64(6, k);
+  return ReadRecords(*stmt);
+}
+
 absl::StatusOr<std::optional<Record>> Database::Best(const std::string& workload_key,
                                                      const std::string& device_class) {
   absl::StatusOr<std::vector<Record>> top = TopK(workload_key, device_class, 1);

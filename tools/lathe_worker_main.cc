@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", token_file, "file holding the daemon's shared token");
   app.add_option("--tls-ca", tls_ca, "PEM CA certificates: connect with TLS");
   app.add_option("--device", devices,
-                 "device to register: cpu (default), cuda (GPU 0) or cuda:N; repeatable. GPUs "
-                 "are registered but not measured on yet");
+                 "device to register: cpu (default), cuda (GPU 0) or cuda:N; repeatable. Each "
+                 "device measures in its own child process");
   app.add_option("--max-tasks", opt.max_tasks,
                  "exit after measuring and reporting this many tasks (0: run until stopped)")
       ->check(CLI::NonNegativeNumber);
@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
     auto gpus = lathe::worker::DiscoverGpus();
     if (!gpus.empty()) {
       spdlog::info(
-          "{} GPU(s) found, not registered: pass --device cuda:N to register one (GPU "
-          "measurement is not implemented yet, so no tasks are leased for it)",
+          "{} GPU(s) found, not registered: pass --device cuda:N (and --device cpu to keep "
+          "the CPU) to measure on one",
           gpus.size());
     }
   }

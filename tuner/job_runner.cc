@@ -195,11 +195,6 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
   const std::string dc = job->device_class;
   const int batch = job->spec.batch();
 
-  absl::StatusOr<CpuTarget> target = CpuTargetForDeviceClass(dc);
-  if (!target.ok()) {
-    FailJob(job, jdb, std::string(target.status().message()));
-    return;
-  }
   const size_t n = job->workloads.size();
   std::vector<ir::Workload> wls;
   std::vector<std::unique_ptr<SearchSpace>> spaces;
@@ -210,7 +205,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       FailJob(job, jdb, std::string(w.status().message()));
       return;
     }
-    absl::StatusOr<std::unique_ptr<SearchSpace>> sp = SearchSpace::Create(*w, *target);
+    absl::StatusOr<std::unique_ptr<SearchSpace>> sp = SpaceForDeviceClass(*w, dc);
     if (!sp.ok()) {
       FailJob(job, jdb, absl::StrCat("workload '", w->canonical, "': ", sp.status().message()));
       return;
@@ -390,6 +385,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
         req->set_workload(wls[i].canonical);
         req->set_trace_json(ir::TraceToJson(c.trace));
         req->set_min_repeat_ms(job->spec.min_repeat_ms());
+        req->set_flush_cache(IsGpuDeviceClass(dc));
         inflight.emplace(t.candidate_id(), std::make_pair(i, std::move(c)));
         fresh.push_back(std::move(t));
       }

@@ -288,14 +288,15 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
     spec.set_device_class(*dc);
   }
   const std::string dc = spec.device_class();
-  absl::StatusOr<CpuTarget> target = CpuTargetForDeviceClass(dc);
-  if (!target.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.device_class: ", target.status().message()));
+  if (absl::StatusOr<CpuTarget> cpu = CpuTargetForDeviceClass(dc);
+      !cpu.ok() && !IsGpuDeviceClass(dc)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.device_class: '", dc,
+        "' is neither a CPU class (cpu:<model>:<isa>:<N>c) nor a GPU class (cuda:<name> (sm_XX))"));
   }
   std::vector<int64_t> baseline;
   for (size_t i = 0; i < wls.size(); ++i) {
-    absl::StatusOr<std::unique_ptr<SearchSpace>> sp = SearchSpace::Create(wls[i], *target);
+    absl::StatusOr<std::unique_ptr<SearchSpace>> sp = SpaceForDeviceClass(wls[i], dc);
     if (!sp.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("spec.workloads[", i, "] '", wls[i].canonical,
                                                      "': ", sp.status().message()));

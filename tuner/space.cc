@@ -67,6 +67,17 @@ class CpuSpace : public SearchSpace {
   absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
   absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const override;
   absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const override;
+  absl::StatusOr<Candidate> FromDecisions(int sketch,
+                                          const std::vector<int64_t>& decisions) const override {
+    if (sketch < 0 || sketch >= num_sketches()) {
+      return absl::InvalidArgumentError(absl::StrCat("no sketch ", sketch, " in this space"));
+    }
+    Candidate c;
+    c.sketch = sketch;
+    c.decisions = decisions;
+    if (c.decisions.size() < slots_.size()) c.decisions.resize(slots_.size(), 0);  // see FromTrace
+    return Finish(std::move(c));
+  }
 
  private:
   int AddSlot(std::string name, std::vector<int64_t> choices) {

@@ -61,6 +61,15 @@ class SearchSpace {
   // The candidate that produced `trace`, to seed the search from stored records; fails for
   // traces that no sketch of this space produces.
   virtual absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const = 0;
+  // The candidate of this space with these decisions, e.g. those of a good schedule of
+  // another workload of the same operator (its tile sizes may not exist here: then it
+  // fails). Unimplemented where a space does not support it.
+  virtual absl::StatusOr<Candidate> FromDecisions(int sketch,
+                                                  const std::vector<int64_t>& decisions) const {
+    (void)sketch;
+    (void)decisions;
+    return absl::UnimplementedError("this search space does not map foreign decisions");
+  }
 };
 
 }  // namespace lathe::tuner

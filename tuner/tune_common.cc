@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/lower.h"
@@ -10,6 +11,7 @@
 #include "db/lookup.h"
 #include "ir/trace.h"
 #include "tuner/search.h"
+#include "tuner/space_factory.h"
 
 namespace lathe::tuner {
 
@@ -114,16 +116,29 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
     absl::StatusOr<Candidate> c = space.FromTrace(*t);
     if (c.ok()) seeds.push_back(std::move(*c));
   }
+  if (static_cast<int>(seeds.size()) >= k) return seeds;
+  // A workload with few records of its own starts from the decisions of the best schedules
+  // of other workloads of the operator (the two best of each), where this space has them.
+  absl::StatusOr<std::vector<db::Record>> related = database.TopOfRelatedWorkloads(
+      w.spec.op, device_class, w.key, /*per_workload=*/2, /*k=*/4 * k);
+  if (!related.ok()) return seeds;
+  std::set<std::vector<int64_t>> have;
+  for (const Candidate& c : seeds) have.insert(c.decisions);
+  for (const db::Record& r : *related) {
+    if (static_cast<int>(seeds.size()) >= k) break;
+    absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r.trace_json);
+    if (!t.ok() || t->decisions.empty()) continue;
+    absl::StatusOr<Candidate> c = space.FromDecisions(t->sketch, t->decisions);
+    if (c.ok() && have.insert(c->decisions).second) seeds.push_back(std::move(*c));
+  }
   return seeds;
 }
 
 absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_class) {
   std::optional<db::CpuDeviceClass> cpu = db::ParseCpuDeviceClass(device_class);
   if (!cpu.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device class '", device_class,
-                     "' is not a CPU class (cpu:<model>:<isa>:<N>c); only CPU search spaces "
-                     "exist"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device class '", device_class, "' is not a CPU class (cpu:<model>:<isa>:<N>c)"));
   }
   CpuTarget t;
   int bits = 128;
@@ -138,6 +153,32 @@ absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_clas
   t.cores = std::max(1, cpu->cores);
   t.vector_registers = bits >= 512 ? 32 : 16;
   return t;
+}
+
+bool IsGpuDeviceClass(const std::string& device_class) {
+  return device_class.rfind("cuda:", 0) == 0;
+}
+
+absl::StatusOr<std::unique_ptr<SearchSpace>> SpaceForDeviceClass(const ir::Workload& workload,
+                                                                 const std::string& device_class) {
+  if (IsGpuDeviceClass(device_class)) {
+    // "cuda:<name> (sm_XX)", as lathe-worker registers a GPU.
+    const size_t open = device_class.rfind("(sm_");
+    const size_t close = device_class.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device class '", device_class, "' names no architecture (cuda:<name> (sm_XX))"));
+    }
+    return CreateSearchSpace(
+        workload, absl::StrCat("cuda:", device_class.substr(open + 1, close - open - 1)));
+  }
+  absl::StatusOr<CpuTarget> target = CpuTargetForDeviceClass(device_class);
+  if (!target.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device class '", device_class,
+        "' is neither a CPU class (cpu:<model>:<isa>:<N>c) nor a GPU class (cuda:<name> (sm_XX))"));
+  }
+  return SearchSpace::Create(workload, *target);
 }
 
 }  // namespace lathe::tuner

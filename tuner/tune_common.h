@@ -7,6 +7,7 @@
 #define LATHE_TUNER_TUNE_COMMON_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,15 +45,24 @@ cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w
                                    const std::string& device_class);
 
 // Candidates to start the search from: up to `k` of the best stored records that this space
-// reproduces.
+// reproduces; while the workload has fewer than `k`, the decisions of the best records of
+// other workloads of the same operator fill up (transfer from earlier tunings).
 std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
                                          const ir::Workload& w, const std::string& device_class,
                                          int k);
 
 // The search-space target of a CPU device class "cpu:<model>:<isa>:<N>c" (vector lanes from
-// the ISA, cores from N). InvalidArgument for anything else (GPU classes have no search space
-// yet).
+// the ISA, cores from N). InvalidArgument for anything else.
 absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_class);
+
+// The search space of `workload` for the devices of `device_class`: the CPU space for a CPU
+// class, the GPU space for the architecture a GPU class "cuda:<name> (sm_XX)" names.
+// InvalidArgument for a class that is neither (or a GPU class in a build without CUDA).
+absl::StatusOr<std::unique_ptr<SearchSpace>> SpaceForDeviceClass(const ir::Workload& workload,
+                                                                 const std::string& device_class);
+
+// True for a GPU device class ("cuda:..."), whose candidates are timed with cold caches.
+bool IsGpuDeviceClass(const std::string& device_class);
 
 }  // namespace lathe::tuner
 

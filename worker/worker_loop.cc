@@ -95,7 +95,8 @@ class Worker::Impl {
         measurers_.push_back(nullptr);
         continue;
       }
-      auto m = Measurer::Create(opt_.measurer);
+      // One measurement child per device; a GPU's child is told its ordinal.
+      auto m = Measurer::Create(MeasurerOptionsFor(d, opt_.measurer));
       if (!m.ok()) {
         return absl::Status(m.status().code(),
                             absl::StrCat("cannot start the measurement child for ",

@@ -20,8 +20,9 @@
 // - A report that fails or that the daemon partly rejects (it restarted since the lease and
 //   no longer holds the candidates) is re-sent with the lease's tasks, and spooled batches
 //   carry them too, so a restarted daemon can still store the results of its resumed jobs.
-// - Devices that cannot measure (GPUs, until a GPU measurement child exists) are registered
-//   but never leased for; the worker logs that once.
+// - Every device measures through its own measurement child (a GPU's is told its ordinal);
+//   a device that cannot measure (a GPU whose driver is gone) is registered but never
+//   leased for, and the worker logs that once.
 //
 // Thread-safety: Run() once, from one thread; Stop() and stats() from any thread.
 #ifndef LATHE_WORKER_WORKER_LOOP_H_

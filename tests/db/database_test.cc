@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "tests/db/test_util.h"
 
@@ -87,6 +90,40 @@ TEST(DatabaseTest, BestIsLowestOkMedian) {
   EXPECT_EQ(stats->ok_records, 5);
   EXPECT_EQ(stats->by_error_class["wrong_answer"], 1);
   EXPECT_EQ(stats->schema_version, kSchemaVersion);
+}
+
+TEST(DatabaseTest, TopOfRelatedWorkloadsTakesTheBestOfEachOtherWorkloadOfTheOp) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  for (const auto& [id, w, us] : std::vector<std::tuple<std::string, std::string, double>>{
+           {"own", "1", 1}, {"a1", "2", 30}, {"a2", "2", 10}, {"a3", "2", 20}, {"b1", "3", 50}}) {
+    ASSERT_TRUE(db->Insert(MakeRecord(id, w, kCpu2, us)).ok());
+  }
+  // Not related: another device class, a failed record, another operator.
+  ASSERT_TRUE(db->Insert(MakeRecord("other-class", "2", kCpu4, 1)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("failed", "3", kCpu2, 0, ErrorClass::kRuntimeError)).ok());
+  Record conv = MakeRecord("conv", "4", kCpu2, 1);
+  conv.workload = "conv2d:c=8,h=8,k=8,n=1,r=3,s=3,w=8";
+  ASSERT_TRUE(db->Insert(conv).ok());
+
+  auto ids = [&](int per, int k) {
+    std::vector<std::string> out;
+    auto r = db->TopOfRelatedWorkloads("matmul", kCpu2, "key-1", per, k);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) {
+      for (const Record& x : *r) out.push_back(x.candidate_id);
+    }
+    return out;
+  };
+  // Each workload's best first, then each one's second.
+  EXPECT_EQ(ids(2, 10), (std::vector<std::string>{"a2", "b1", "a3"}));
+  EXPECT_EQ(ids(1, 10), (std::vector<std::string>{"a2", "b1"}));
+  EXPECT_EQ(ids(2, 1), (std::vector<std::string>{"a2"}));
+  EXPECT_TRUE(ids(0, 10).empty());
+  auto none = db->TopOfRelatedWorkloads("matmul", "cpu:unknown:avx2:2c", "key-1", 2, 10);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
 }
 
 TEST(DatabaseTest, SameCandidateIdIsNotDuplicated) {

@@ -16,11 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "codegen/host.h"
 #include "db/database.h"
 #include "db/record.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "tuner/space_factory.h"
+#include "tuner/tune_common.h"
 
 namespace lathe::tuner {
 namespace {
@@ -232,6 +234,41 @@ CliRun Lathe(const std::string& args, bool with_stderr) {
   int st = pclose(p);
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+// A workload never tuned starts from the best schedules of other workloads of the operator:
+// its seeds carry their decisions, replayed in its own space (its own trace and workload).
+TEST_F(TuneTest, NewWorkloadIsSeededFromRelatedWorkloads) {
+  ASSERT_TRUE(Tune(Options(8, 3)).ok());
+  std::set<std::vector<int64_t>> tuned;
+  for (const db::Record& r : Records()) {
+    absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r.trace_json);
+    ASSERT_TRUE(t.ok());
+    tuned.insert(t->decisions);
+  }
+  auto database = db::Database::Open(db_path_);
+  ASSERT_TRUE(database.ok());
+  auto w = ir::MakeWorkload("matmul:m=64,n=64,k=64");
+  ASSERT_TRUE(w.ok());
+  auto space = SearchSpace::Create(*w, HostCpuTarget());
+  ASSERT_TRUE(space.ok());
+  std::vector<Candidate> seeds =
+      SeedsFromDatabase(**database, **space, *w, codegen::HostDeviceClass(), 4);
+  ASSERT_FALSE(seeds.empty()) << "no seed from the 32^3 records";
+  for (const Candidate& c : seeds) {
+    EXPECT_TRUE(tuned.count(c.decisions)) << "a seed that no related record has";
+    EXPECT_EQ(c.trace.workload, w->canonical);
+  }
+  // The best related record comes first.
+  auto best = (*database)->Best(ir::MakeWorkload(kSpec)->key, codegen::HostDeviceClass());
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_EQ(seeds[0].decisions, ir::TraceFromJson((*best)->trace_json)->decisions);
+  // Another operator gets nothing from these records.
+  auto sm = ir::MakeWorkload("softmax:m=8,n=64");
+  auto sm_space = SearchSpace::Create(*sm, HostCpuTarget());
+  ASSERT_TRUE(sm_space.ok());
+  EXPECT_TRUE(
+      SeedsFromDatabase(**database, **sm_space, *sm, codegen::HostDeviceClass(), 4).empty());
 }
 
 TEST_F(TuneTest, CliTunesPrintsJsonAndPlots) {
