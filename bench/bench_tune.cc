@@ -15,6 +15,9 @@
 //   --sections   comma list of tune,efficiency,model,overhead (default: all)
 //   --keep-db    keep the run's databases (their directory is printed)
 //   --from-db    only the model and overhead sections, on the databases a --keep-db run kept
+//   --shared-db  the model-guided runs share one database, tuned in --only's order, as a
+//                user's tuning.db is: later workloads start from the cost model and the best
+//                schedules of earlier ones (transfer); without it every run starts cold
 // Progress goes to stderr, the figures to stdout.
 #include <unistd.h>
 
@@ -46,9 +49,11 @@
 #include "ir/reference.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "lathe/v1/measure.pb.h"
 #include "tuner/search.h"
 #include "tuner/space.h"
 #include "tuner/tune.h"
+#include "worker/measurer.h"
 
 namespace lathe::bench {
 namespace {
@@ -83,6 +88,8 @@ struct Flags {
   bool quick = false;
   int trials = 0;  // 0: defaults
   std::set<std::string> only;
+  std::vector<std::string> only_order;  // --only's names as given: the tuning order
+  bool shared_db = false;               // every model-guided run in one database
   std::set<std::string> sections = {"tune", "efficiency", "model", "overhead"};
   uint64_t seed = 1000;
   bool keep_db = false;
@@ -101,7 +108,7 @@ struct Run {
   std::string name, spec, db_path;
   bool random = false;
   tuner::TuneResult result;
-  double retimed_s = 0;  // the best record re-timed in this process (0: not re-timed)
+  double retimed_s = 0;  // the best record re-timed in a fresh measurement child (0: not re-timed)
 };
 
 // The best library figure for a workload, measured now.
@@ -137,25 +144,28 @@ std::optional<Library> MeasureLibrary(const ir::Workload& w) {
   return best;
 }
 
-// Re-times a stored trace in this process (JIT, checked once, median over >= 0.5 s).
+// Re-times a stored trace in a fresh measurement child (JIT, checked against the reference,
+// median over >= 0.5 s): a clean process, as the libraries had when they were measured at the
+// start. Timed in this process instead, after the libraries' thread pools and XGBoost had
+// run here, tuned kernels measured 15-80 % slower than in the child.
 double RetimeTrace(const ir::Workload& w, const std::string& trace_json) {
-  auto f = cost_model::LowerTraceJson(trace_json);
-  if (!f.ok()) return 0;
-  auto k = codegen::JitCompile(*f);
-  if (!k.ok()) return 0;
-  auto args = ir::AllocateArgs(w);
-  ir::FillRandomInputs(args, 7);
-  auto ref = args;
-  if (!ir::ComputeReference(w, ref).ok()) return 0;
-  std::vector<void*> ptrs;
-  for (auto& a : args) ptrs.push_back(a.data());
-  const int n = static_cast<int>(ptrs.size());
-  (*k)->Run(ptrs.data(), n);
-  if (absl::Status st = ir::CheckOutput(args.back(), ref.back(), w.output()->shape); !st.ok()) {
-    std::fprintf(stderr, "re-timed best is wrong: %s\n", st.ToString().c_str());
+  worker::MeasurerOptions mo;
+  mo.child_path = LATHE_MEASURE_BIN;
+  mo.timeout_s = 120;
+  auto m = worker::Measurer::Create(mo);
+  if (!m.ok()) return 0;
+  lathe::v1::MeasureRequest req;
+  req.set_candidate_id("retime");
+  req.set_workload(w.canonical);
+  req.set_trace_json(trace_json);
+  req.set_min_repeat_ms(500);
+  auto r = (*m)->Measure(req);
+  if (!r.ok() || r->error_class() != lathe::v1::OK) {
+    std::fprintf(stderr, "re-timing the best failed: %s\n",
+                 r.ok() ? r->error_msg().c_str() : r.status().ToString().c_str());
     return 0;
   }
-  return Median(TimeRepeats([&] { (*k)->Run(ptrs.data(), n); }, 0.5));
+  return r->median_us() * 1e-6;
 }
 
 // The 1-minute load average (-1 when unknown).
@@ -174,11 +184,13 @@ std::string TempDir() {
 }
 
 std::optional<Run> TuneOnce(const std::string& dir, const std::string& name,
-                            const std::string& spec, int trials, uint64_t seed, bool random) {
+                            const std::string& spec, int trials, uint64_t seed, bool random,
+                            bool shared_db = false) {
   tuner::TuneOptions o;
   o.workload = spec;
   o.trials = trials;
-  o.db_path = dir + "/" + name + (random ? "-random" : "") + ".db";
+  o.db_path = shared_db && !random ? dir + "/shared.db"
+                                   : dir + "/" + name + (random ? "-random" : "") + ".db";
   o.seed = seed;
   o.use_cost_model = !random;
   o.measure_child = LATHE_MEASURE_BIN;
@@ -218,15 +230,32 @@ double BestAt(const std::vector<std::pair<int, double>>& curve, int trial) {
   return best;
 }
 
+// Every program of the runs' databases (each database read once: runs may share one), with
+// the run name of each workload key.
+std::vector<Program> ProgramsOfRuns(const std::vector<Run>& runs,
+                                    std::map<std::string, std::string>* names) {
+  std::set<std::string> paths;
+  for (const Run& run : runs) {
+    if (absl::StatusOr<ir::Workload> w = ir::MakeWorkload(run.spec); w.ok()) {
+      (*names)[w->key] = run.name;
+    }
+    paths.insert(run.db_path);
+  }
+  std::vector<Program> out;
+  for (const std::string& path : paths) {
+    for (Program& p : LoadPrograms(path)) {
+      if (names->count(p.workload_key)) out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
 void PrintModelQuality(const std::vector<Run>& runs, uint64_t seed) {
   std::printf("\n## Cost model on held-out records (80 %% train / 20 %% test, per workload)\n\n");
   std::map<std::string, std::vector<Program>> by_workload;
   std::map<std::string, std::string> names;
-  for (const Run& run : runs) {
-    for (Program& p : LoadPrograms(run.db_path)) {
-      names[p.workload_key] = run.name;
-      by_workload[p.workload_key].push_back(std::move(p));
-    }
+  for (Program& p : ProgramsOfRuns(runs, &names)) {
+    by_workload[p.workload_key].push_back(std::move(p));
   }
   const cost_model::CostModelOptions options;
   const ModelQuality q = EvaluateHeldOut(by_workload, names, options, seed);
@@ -261,13 +290,12 @@ void PrintOverhead(const std::vector<Run>& runs) {
   std::vector<double> y;
   std::vector<std::string> k;
   std::map<std::string, std::vector<Program>> by_name;
-  for (const Run& run : runs) {
-    for (Program& p : LoadPrograms(run.db_path)) {
-      x.push_back(p.features);
-      y.push_back(p.gflops);
-      k.push_back(p.workload_key);
-      by_name[run.name].push_back(std::move(p));
-    }
+  std::map<std::string, std::string> names;
+  for (Program& p : ProgramsOfRuns(runs, &names)) {
+    x.push_back(p.features);
+    y.push_back(p.gflops);
+    k.push_back(p.workload_key);
+    by_name[names[p.workload_key]].push_back(std::move(p));
   }
   cost_model::CostModel model;
   (void)model.Update(x, y, k);
@@ -335,7 +363,9 @@ Flags ParseFlags(int argc, char** argv) {
     if (a == "--quick") {
       f.quick = true;
     } else if (a == "--only") {
-      for (absl::string_view s : absl::StrSplit(value(), ',')) f.only.insert(std::string(s));
+      for (absl::string_view s : absl::StrSplit(value(), ',')) {
+        if (f.only.insert(std::string(s)).second) f.only_order.emplace_back(s);
+      }
     } else if (a == "--trials") {
       f.trials = std::atoi(value().c_str());
     } else if (a == "--sections") {
@@ -345,13 +375,15 @@ Flags ParseFlags(int argc, char** argv) {
       f.seed = std::strtoull(value().c_str(), nullptr, 10);
     } else if (a == "--keep-db") {
       f.keep_db = true;
+    } else if (a == "--shared-db") {
+      f.shared_db = true;
     } else if (a == "--from-db") {
       f.from_db = value();
     } else {
       std::fprintf(stderr,
                    "usage: bench_tune [--quick] [--only NAME,...] [--trials N] "
                    "[--sections tune,efficiency,model,overhead] [--seed N] [--keep-db] "
-                   "[--from-db DIR]\n");
+                   "[--from-db DIR] [--shared-db]\n");
       std::exit(2);
     }
   }
@@ -424,10 +456,19 @@ int Main(int argc, char** argv) {
                    lib->median_s * 1e6, lib->gflops);
     }
   }
-  uint64_t seed = flags.seed;
-  for (const Workload& wl : Workloads()) {
-    ++seed;
-    if (!flags.only.empty() && !flags.only.count(wl.name)) continue;
+  std::vector<const Workload*> order;
+  for (const std::string& name : flags.only_order) {
+    for (const Workload& wl : Workloads()) {
+      if (name == wl.name) order.push_back(&wl);
+    }
+  }
+  if (order.empty()) {
+    for (const Workload& wl : Workloads()) order.push_back(&wl);
+  }
+  for (const Workload* wlp : order) {
+    const Workload& wl = *wlp;
+    // The seed of a workload does not depend on the order.
+    const uint64_t seed = flags.seed + 1 + static_cast<uint64_t>(wlp - Workloads().data());
     if (!flags.sections.count("tune") && !flags.sections.count("efficiency") &&
         !flags.sections.count("model") && !flags.sections.count("overhead")) {
       break;
@@ -437,7 +478,8 @@ int Main(int argc, char** argv) {
     const int trials = flags.trials > 0 ? flags.trials : flags.quick ? 64 : wl.trials;
     const std::optional<Library>& lib = libraries[wl.name];
     std::fprintf(stderr, "== %s: tuning %d trials\n", wl.name, trials);
-    std::optional<Run> run = TuneOnce(dir, wl.name, wl.spec, trials, seed, /*random=*/false);
+    std::optional<Run> run =
+        TuneOnce(dir, wl.name, wl.spec, trials, seed, /*random=*/false, flags.shared_db);
     if (!run) continue;
     if (run->result.has_best) run->retimed_s = RetimeTrace(*w, run->result.best_trace_json);
     runs.push_back(std::move(*run));
@@ -454,6 +496,11 @@ int Main(int argc, char** argv) {
   std::printf("# bench_tune: lathe's tuner against the libraries (2 threads, float32)\n\n");
   // OpenMP barriers degrade badly on an oversubscribed machine; say how loaded it was.
   std::printf("load average at start %.2f, now %.2f (2 cores)\n\n", load_at_start, LoadAverage());
+  if (flags.shared_db) {
+    std::printf(
+        "shared database: the runs below were tuned in this order in one database, each "
+        "starting from the model and best schedules of the ones before it\n\n");
+  }
   std::printf(
       "| workload | library | lib us | lib GFLOP/s | tuned us (db) | tuned us (re-timed) "
       "| tuned GFLOP/s | ratio | ratio (db) | target | trials | tune wall s | trials to 95 %% |\n"
@@ -483,8 +530,8 @@ int Main(int argc, char** argv) {
         TrialsTo(r.curve, final_best, 0.95));
   }
   std::printf(
-      "\nratio = library latency / tuned latency (re-timed in this process, median over "
-      ">= 0.5 s); ratio (db) uses the measurement child's figure; > 1 means lathe is faster. "
+      "\nratio = library latency / tuned latency (re-timed in a fresh measurement child, median "
+      "over >= 0.5 s); ratio (db) uses the measurement child's figure; > 1 means lathe is faster. "
       "trials to 95 %% = first trial whose "
       "best-so-far reached 95 %% of the run's final best.\n");
   for (const Row& row : rows) {
