@@ -2,6 +2,7 @@
 // widen to vectors, and guards that depend on the lane become store and load masks.
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "codegen/lower.h"
 #include "ir/arith.h"
@@ -40,6 +41,27 @@ class Vectorizer {
           if (!t || !f) return std::nullopt;
           return IfThenElse(c, *t, *f ? *f : nullptr);
         }
+        if (!s->else_body) {
+          // Conjuncts that do not depend on the lane (a row guard of a tile that sticks out
+          // of its tensor) stay a scalar branch around the vector body: a mask covers only
+          // the vector loads, and a broadcast load under a false row guard would read past
+          // the end of its buffer.
+          std::vector<Expr> conj;
+          Conjuncts(c, &conj);
+          Expr scalar, vec;
+          for (Expr x : conj) {
+            // A broadcast condition is the same in every lane.
+            if (x->kind == ExprKind::kBroadcast) x = x->operands[0];
+            Expr& to = x->type.lanes == 1 ? scalar : vec;
+            to = to ? And(to, x) : x;
+          }
+          if (scalar) {
+            Expr mt = !vec ? mask : mask ? And(mask, vec) : vec;
+            auto t = VecStmt(s->body, mt);
+            if (!t) return std::nullopt;
+            return IfThenElse(scalar, *t);
+          }
+        }
         Expr mt = mask ? And(mask, c) : c;
         auto t = VecStmt(s->body, mt);
         if (!t) return std::nullopt;
@@ -75,6 +97,16 @@ class Vectorizer {
 
  private:
   int lanes() const { return ramp_->type.lanes; }
+
+  // The operands of a tree of ands.
+  static void Conjuncts(const Expr& e, std::vector<Expr>* out) {
+    if (e->kind == ExprKind::kAnd) {
+      Conjuncts(e->operands[0], out);
+      Conjuncts(e->operands[1], out);
+      return;
+    }
+    out->push_back(e);
+  }
 
   // Adds `mask` as the predicate of every vector load in `e`.
   static Expr MaskLoads(const Expr& e, const Expr& mask) {

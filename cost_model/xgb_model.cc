@@ -318,7 +318,12 @@ struct CostModel::Impl {
         break;
       }
     }
-    Booster model = std::move(*b);
+    return Keep(std::move(*b), best_iter, /*sums=*/false);
+  }
+
+  // Keeps the first best_iter + 1 rounds of `model` (the best on the validation set) as the
+  // model, scoring programs by the sum (else the mean) of their rows.
+  absl::Status Keep(Booster model, int best_iter, bool sums) {
     int rounds = 0;
     LATHE_XGB(XGBoosterBoostedRounds(model.get(), &rounds), "count rounds");
     if (best_iter + 1 < rounds) {
@@ -327,7 +332,7 @@ struct CostModel::Impl {
       model.reset(sliced);
     }
     booster = std::move(model);
-    sum_rows = false;
+    sum_rows = sums;
     trained_on = static_cast<int64_t>(programs.size());
     return absl::OkStatus();
   }
@@ -424,18 +429,7 @@ struct CostModel::Impl {
         break;
       }
     }
-    Booster model = std::move(*b);
-    int rounds = 0;
-    LATHE_XGB(XGBoosterBoostedRounds(model.get(), &rounds), "count rounds");
-    if (best_iter + 1 < rounds) {
-      BoosterHandle sliced = nullptr;
-      LATHE_XGB(XGBoosterSlice(model.get(), 0, best_iter + 1, 1, &sliced), "slice");
-      model.reset(sliced);
-    }
-    booster = std::move(model);
-    sum_rows = true;
-    trained_on = static_cast<int64_t>(programs.size());
-    return absl::OkStatus();
+    return Keep(std::move(*b), best_iter, /*sums=*/true);
   }
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
+#include "tuner/decisions.h"
 
 namespace lathe::tuner {
 
@@ -189,24 +190,8 @@ bool GpuSpace::Relevant(const std::vector<int64_t>& d, const Slot& s) const {
   return true;
 }
 
-#define LATHE_TRY(expr)        \
-  do {                         \
-    auto _st = (expr);         \
-    if (!_st.ok()) return _st; \
-  } while (0)
-
 absl::StatusOr<Schedule> GpuSpace::Apply(const Candidate& c) const {
-  if (c.decisions.size() != slots_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("candidate has ", c.decisions.size(),
-                                                   " decisions, the space has ", slots_.size()));
-  }
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const auto& ch = slots_[i].choices;
-    if (std::find(ch.begin(), ch.end(), c.decisions[i]) == ch.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("decision ", slots_[i].name, "=", c.decisions[i], " is not in the space"));
-    }
-  }
+  LATHE_TRY(CheckDecisions(slots_, c.decisions));
   auto d = [&](int slot) { return c.decisions[slot]; };
   Schedule sch(workload_, "cuda");
   for (const StagePlan& p : stages_) {

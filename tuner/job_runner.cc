@@ -168,21 +168,7 @@ class JobRunner::Impl {
 // ---------------------------------------------------------------------------------------
 // The search thread of one job.
 
-namespace {
-
-// Distinct programs (search keys) among the stored traces of a workload on a device class.
-absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
-                                                   const std::string& workload_key,
-                                                   const std::string& device_class) {
-  absl::StatusOr<std::vector<std::string>> traces =
-      database.MeasuredTraces(workload_key, device_class);
-  if (!traces.ok()) return traces.status();
-  std::set<std::string> keys;
-  for (const std::string& t : *traces) keys.insert(KeyOfStoredTrace(t));
-  return keys;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void JobRunner::Impl::RunJob(JobEntry* job) {
   db::OpenOptions oo;

@@ -50,18 +50,6 @@ bool Terminal(db::JobState s) {
 
 bool Finite(double v) { return std::isfinite(v); }
 
-// Distinct programs (search keys) among the stored traces of a workload on a device class.
-absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
-                                                   const std::string& workload_key,
-                                                   const std::string& device_class) {
-  absl::StatusOr<std::vector<std::string>> traces =
-      database.MeasuredTraces(workload_key, device_class);
-  if (!traces.ok()) return traces.status();
-  std::set<std::string> keys;
-  for (const std::string& t : *traces) keys.insert(KeyOfStoredTrace(t));
-  return keys;
-}
-
 LeaseRegistryOptions RegistryOptions(const ServiceOptions& o) {
   LeaseRegistryOptions r;
   r.heartbeat_interval_ms = o.heartbeat_interval_ms;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/host.h"
+#include "tuner/decisions.h"
 
 namespace lathe::tuner {
 
@@ -201,28 +202,8 @@ absl::Status CpuSpace::Init() {
   return absl::OkStatus();
 }
 
-#define LATHE_TRY(expr)        \
-  do {                         \
-    auto _st = (expr);         \
-    if (!_st.ok()) return _st; \
-  } while (0)
-#define LATHE_TRY_VALUE(var, expr)              \
-  auto var##_or = (expr);                       \
-  if (!var##_or.ok()) return var##_or.status(); \
-  auto var = *var##_or
-
 absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
-  if (c.decisions.size() != slots_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("candidate has ", c.decisions.size(),
-                                                   " decisions, the space has ", slots_.size()));
-  }
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const auto& ch = slots_[i].choices;
-    if (std::find(ch.begin(), ch.end(), c.decisions[i]) == ch.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("decision ", slots_[i].name, "=", c.decisions[i], " is not in the space"));
-    }
-  }
+  LATHE_TRY(CheckDecisions(slots_, c.decisions));
   auto d = [&](int slot) { return c.decisions[slot]; };
   Schedule s(workload_);
   for (const std::string& st : an_.inline_stages) LATHE_TRY(s.ComputeInline(st));

@@ -98,11 +98,9 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   absl::StatusOr<std::unique_ptr<SearchSpace>> space = CreateSearchSpace(w, options.target);
   if (!space.ok()) return space.status();
 
-  absl::StatusOr<std::vector<std::string>> already = database.MeasuredTraces(w.key, device_class);
+  absl::StatusOr<std::set<std::string>> already = MeasuredKeys(database, w.key, device_class);
   if (!already.ok()) return already.status();
-  // Keys of every program measured for the workload on the device class (CandidateKey form).
-  std::set<std::string> measured;
-  for (const std::string& t : *already) measured.insert(KeyOfStoredTrace(t));
+  std::set<std::string> measured = std::move(*already);
 
   TuneResult result;
   result.workload = w.canonical;

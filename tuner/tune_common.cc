@@ -104,6 +104,18 @@ cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w
   return model;
 }
 
+// Distinct programs (search keys) among the stored traces of a workload on a device class.
+absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
+                                                   const std::string& workload_key,
+                                                   const std::string& device_class) {
+  absl::StatusOr<std::vector<std::string>> traces =
+      database.MeasuredTraces(workload_key, device_class);
+  if (!traces.ok()) return traces.status();
+  std::set<std::string> keys;
+  for (const std::string& t : *traces) keys.insert(KeyOfStoredTrace(t));
+  return keys;
+}
+
 std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
                                          const ir::Workload& w, const std::string& device_class,
                                          int k) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& s
 // model (the first rounds sample at random).
 cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w,
                                    const std::string& device_class);
+
+// Distinct programs (CandidateKey form) among the stored traces of a workload on a device
+// class: what a search must not propose again.
+absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
+                                                   const std::string& workload_key,
+                                                   const std::string& device_class);
 
 // Candidates to start the search from: up to `k` of the best stored records that this space
 // reproduces; while the workload has fewer than `k`, the decisions of the best records of
