@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "ir/trace.h"
 
 namespace lathe::tuner {
 
@@ -30,6 +32,18 @@ absl::Status CheckDecisions(const std::vector<SlotT>& slots,
     }
   }
   return absl::OkStatus();
+}
+
+// `finished` (a candidate built from a trace's decisions) when it replays exactly the
+// trace's instructions; else InvalidArgument.
+template <typename CandidateT>
+absl::StatusOr<CandidateT> MatchesTrace(absl::StatusOr<CandidateT> finished,
+                                        const std::vector<ir::Instruction>& instructions) {
+  if (!finished.ok()) return finished.status();
+  if (finished->trace.instructions != instructions) {
+    return absl::InvalidArgumentError("trace does not match its decisions in this search space");
+  }
+  return finished;
 }
 
 }  // namespace lathe::tuner

@@ -345,12 +345,7 @@ absl::StatusOr<Candidate> GpuSpace::FromTrace(const ir::Trace& trace) const {
   Candidate c;
   c.sketch = trace.sketch;
   c.decisions = trace.decisions;
-  auto f = Finish(c);
-  if (!f.ok()) return f.status();
-  if (f->trace.instructions != trace.instructions) {
-    return absl::InvalidArgumentError("trace does not match its decisions in this search space");
-  }
-  return f;
+  return MatchesTrace(Finish(c), trace.instructions);
 }
 
 }  // namespace

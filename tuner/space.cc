@@ -415,12 +415,7 @@ absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {
   if (c.decisions.size() >= first_rfactor && c.decisions.size() < slots_.size()) {
     c.decisions.resize(slots_.size(), 0);
   }
-  auto f = Finish(c);
-  if (!f.ok()) return f.status();
-  if (f->trace.instructions != trace.instructions) {
-    return absl::InvalidArgumentError("trace does not match its decisions in this search space");
-  }
-  return f;
+  return MatchesTrace(Finish(c), trace.instructions);
 }
 
 }  // namespace

@@ -62,6 +62,19 @@ CostModelOptions FastOptions() {
   return o;
 }
 
+// Pairwise accuracy above 0.8 within each workload of `test`, as the search ranks.
+void ExpectRanksEachWorkload(const Synthetic& test, const std::vector<float>& scores) {
+  for (const std::string key : {"w0", "w1"}) {
+    std::vector<float> s, l;
+    for (size_t i = 0; i < test.programs.size(); ++i) {
+      if (test.keys[i] != key) continue;
+      s.push_back(scores[i]);
+      l.push_back(static_cast<float>(test.throughputs[i]));
+    }
+    EXPECT_GT(PairwiseAccuracy(s, l), 0.8) << key;
+  }
+}
+
 CostModel TrainedModel() {
   Synthetic s = MakeSynthetic(200, 7);
   CostModel model(FastOptions());
@@ -88,15 +101,7 @@ TEST_P(ObjectiveTest, RanksHeldOutProgramsOfAKnownFunction) {
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(scores->size(), test.programs.size());
   // Rank within each workload, as the search does.
-  for (const std::string key : {"w0", "w1"}) {
-    std::vector<float> s, l;
-    for (size_t i = 0; i < test.programs.size(); ++i) {
-      if (test.keys[i] != key) continue;
-      s.push_back((*scores)[i]);
-      l.push_back(static_cast<float>(test.throughputs[i]));
-    }
-    EXPECT_GT(PairwiseAccuracy(s, l), 0.8) << key;
-  }
+  ExpectRanksEachWorkload(test, *scores);
   // The aggregation (mean or sum of rows) survives a save and load.
   auto bytes = model.Save();
   ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -130,15 +135,7 @@ TEST(CostModelTest, PairwiseRankIgnoresScaleAcrossWorkloads) {
   ASSERT_TRUE(model.Update(train.programs, train.throughputs, train.keys).ok());
   auto scores = model.Predict(test.programs);
   ASSERT_TRUE(scores.ok()) << scores.status();
-  for (const std::string key : {"w0", "w1"}) {
-    std::vector<float> s, l;
-    for (size_t i = 0; i < test.programs.size(); ++i) {
-      if (test.keys[i] != key) continue;
-      s.push_back((*scores)[i]);
-      l.push_back(static_cast<float>(test.throughputs[i]));
-    }
-    EXPECT_GT(PairwiseAccuracy(s, l), 0.8) << key;
-  }
+  ExpectRanksEachWorkload(test, *scores);
 }
 
 // Models saved before the header named the aggregation (six fields) load and score by the
