@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -118,15 +116,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       options.reaper_interval_ms < 1) {
     return absl::InvalidArgumentError("heartbeat, lease and reaper intervals must be positive");
   }
-  std::filesystem::path parent = std::filesystem::path(options.db_path).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    if (ec) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot create directory ", parent.string(), ": ", ec.message()));
-    }
-  }
+  if (absl::Status st = CreateParentDirectory(options.db_path); !st.ok()) return st;
   if (options.search_nice < 0 || options.search_nice > 19) {
     return absl::InvalidArgumentError(
         absl::StrCat("search_nice ", options.search_nice, " (need 0..19)"));

@@ -5,12 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
 #include <set>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/host.h"
@@ -82,15 +80,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     gpu_ordinal = *ordinal;
   }
 
-  std::filesystem::path parent = std::filesystem::path(options.db_path).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    if (ec) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot create directory ", parent.string(), ": ", ec.message()));
-    }
-  }
+  if (absl::Status st = CreateParentDirectory(options.db_path); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(options.db_path);
   if (!opened.ok()) return opened.status();
   db::Database& database = **opened;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <set>
 
@@ -102,6 +103,18 @@ cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w
   // FailedPrecondition (too few records) leaves the data in the model, untrained.
   (void)cost_model::TrainFromDatabase(database, device_class, model);
   return model;
+}
+
+absl::Status CreateParentDirectory(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return absl::OkStatus();
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create directory ", parent.string(), ": ", ec.message()));
+  }
+  return absl::OkStatus();
 }
 
 // Distinct programs (search keys) among the stored traces of a workload on a device class.

@@ -45,6 +45,10 @@ absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& s
 cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w,
                                    const std::string& device_class);
 
+// Creates the directory a database file at `path` goes into (and its parents), so that a
+// first run with a fresh path works. PermissionDenied naming the directory when it cannot.
+absl::Status CreateParentDirectory(const std::string& path);
+
 // Distinct programs (CandidateKey form) among the stored traces of a workload on a device
 // class: what a search must not propose again.
 absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
