@@ -10,6 +10,7 @@
 #include "codegen/host.h"
 #include "codegen/llvm_target.h"
 #include "codegen/lower.h"
+#include "codegen/partition.h"
 #include "ir/arith.h"
 #include "ir/functor.h"
 #include "llvm/IR/IRBuilder.h"
@@ -151,7 +152,7 @@ absl::StatusOr<llvm::Function*> CodeGen::EmitBodyFunction(const std::string& nam
 
 absl::Status CodeGen::AddFunction(const LoweredFunc& f) {
   func_name_ = f.name;
-  Stmt body = VectorizeLoops(f.body);
+  Stmt body = VectorizeLoops(PartitionLoops(f.body));
   Scope scope;
   for (const Buffer& b : f.args) {
     scope.bufs.push_back(b.get());

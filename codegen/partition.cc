@@ -1,0 +1,213 @@
+#include "codegen/partition.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "ir/arith.h"
+#include "ir/functor.h"
+
+namespace lathe::codegen {
+
+namespace {
+
+using namespace lathe::ir;  // NOLINT: the pass speaks IR throughout
+
+// The conjuncts of a condition: a && (b && c) -> a, b, c.
+void Conjuncts(const Expr& c, std::vector<Expr>* out) {
+  if (c->kind == ExprKind::kAnd) {
+    Conjuncts(c->operands[0], out);
+    Conjuncts(c->operands[1], out);
+    return;
+  }
+  out->push_back(c);
+}
+
+bool HasLoop(const Stmt& s) {
+  bool found = false;
+  VisitStmt(s, nullptr, [&](const Stmt& x) {
+    if (x->kind == StmtKind::kFor) found = true;
+  });
+  return found;
+}
+
+class Partitioner {
+ public:
+  explicit Partitioner(const PartitionOptions& o) : opt_(o) {}
+
+  Stmt Run(const Stmt& s, int depth) {
+    if (!s) return s;
+    switch (s->kind) {
+      case StmtKind::kFor:
+        return RunFor(s, depth);
+      case StmtKind::kIfThenElse: {
+        Stmt t = Run(s->body, depth);
+        Stmt f = Run(s->else_body, depth);
+        if (t == s->body && f == s->else_body) return s;
+        return IfThenElse(s->cond, t, f);
+      }
+      case StmtKind::kSeq: {
+        std::vector<Stmt> seq;
+        bool changed = false;
+        for (const Stmt& x : s->seq) {
+          seq.push_back(Run(x, depth));
+          changed |= seq.back() != x;
+        }
+        return changed ? Seq(std::move(seq)) : s;
+      }
+      case StmtKind::kAllocate: {
+        Stmt b = Run(s->body, depth);
+        return b == s->body ? s : Allocate(s->buffer, b);
+      }
+      case StmtKind::kStore:
+        return s;
+    }
+    return s;
+  }
+
+ private:
+  // The range of a loop variable from its bounds, given the enclosing loops.
+  ConstInterval LoopRange(const Stmt& f, const RangeMap& ranges) const {
+    ConstInterval mn = ConstBound(f->min, ranges);
+    ConstInterval ext = ConstBound(f->extent, ranges);
+    if (!mn.bounded() || !ext.bounded()) return {};
+    return {mn.lo, mn.hi + ext.hi - 1};
+  }
+
+  // Conditions that guard code inside a loop nested in `body` (the hot paths): if-conditions
+  // and select conditions, split into conjuncts. Fills `inner` with those loops' ranges.
+  void Guards(const Stmt& s, bool nested, std::vector<Expr>* out, RangeMap* inner) const {
+    if (!s) return;
+    auto selects = [&](const Expr& e) {
+      if (!e || !nested) return;
+      Visit(e, [&](const Expr& x) {
+        if (x->kind == ExprKind::kSelect && x->operands[0]->type.lanes == 1) {
+          Conjuncts(x->operands[0], out);
+        }
+      });
+    };
+    switch (s->kind) {
+      case StmtKind::kFor: {
+        RangeMap all = outer_;
+        for (const auto& [v, r] : *inner) all[v] = r;
+        (*inner)[s->var.get()] = LoopRange(s, all);
+        Guards(s->body, true, out, inner);
+        return;
+      }
+      case StmtKind::kIfThenElse:
+        if (nested && s->cond->type.lanes == 1) Conjuncts(s->cond, out);
+        selects(s->cond);
+        Guards(s->body, nested, out, inner);
+        Guards(s->else_body, nested, out, inner);
+        return;
+      case StmtKind::kSeq:
+        for (const Stmt& x : s->seq) Guards(x, nested, out, inner);
+        return;
+      case StmtKind::kAllocate:
+        Guards(s->body, nested, out, inner);
+        return;
+      case StmtKind::kStore:
+        selects(s->index);
+        selects(s->value);
+        return;
+    }
+  }
+
+  // The iterations [lo, hi] of loop `f` (range `r`) on which every guard of its body that
+  // depends on it provably holds; nullopt when there is no such guard or range.
+  std::optional<ConstInterval> CleanRange(const Stmt& f, ConstInterval r) const {
+    std::vector<Expr> conds;
+    RangeMap inner;
+    Guards(f->body, false, &conds, &inner);
+    RangeMap ranges = outer_;
+    for (const auto& [v, rr] : inner) ranges[v] = rr;
+    const ExprNode* var = f->var.get();
+    auto holds = [&](const Expr& c, int64_t lo, int64_t hi) {
+      ranges[var] = {lo, hi};
+      return CanProve(c, ranges);
+    };
+    ConstInterval clean = r;
+    bool any = false;
+    std::vector<Expr> seen;
+    for (const Expr& c : conds) {
+      if (!UsesVar(c, var)) continue;
+      bool dup = false;
+      for (const Expr& x : seen) dup = dup || StructEqual(x, c);
+      if (dup) continue;
+      seen.push_back(c);
+      if (holds(c, r.lo, r.hi)) continue;  // true everywhere: simplification drops it anyway
+      if (holds(c, r.lo, r.lo)) {
+        // A prefix: the largest t with c true on [r.lo, t].
+        int64_t good = r.lo, bad = r.hi;
+        while (bad - good > 1) {
+          int64_t mid = good + (bad - good) / 2;
+          (holds(c, r.lo, mid) ? good : bad) = mid;
+        }
+        clean.hi = std::min(clean.hi, good);
+      } else if (holds(c, r.hi, r.hi)) {
+        // A suffix: the smallest t with c true on [t, r.hi].
+        int64_t good = r.hi, bad = r.lo;
+        while (good - bad > 1) {
+          int64_t mid = bad + (good - bad) / 2;
+          (holds(c, mid, r.hi) ? good : bad) = mid;
+        }
+        clean.lo = std::max(clean.lo, good);
+      } else {
+        continue;  // needed at both ends: no contiguous range without it
+      }
+      any = true;
+    }
+    if (!any || clean.lo > clean.hi) return std::nullopt;
+    const double share =
+        static_cast<double>(clean.hi - clean.lo + 1) / static_cast<double>(r.hi - r.lo + 1);
+    if (share < opt_.min_clean_share) return std::nullopt;
+    return clean;
+  }
+
+  Stmt RunFor(const Stmt& f, int depth) {
+    const ConstInterval r = LoopRange(f, outer_);
+    const ExprNode* var = f->var.get();
+    const bool candidate = (f->for_kind == ForKind::kSerial || f->for_kind == ForKind::kParallel) &&
+                           r.bounded() && r.hi > r.lo && depth < opt_.max_depth &&
+                           versioned_ < opt_.max_loops && HasLoop(f->body);
+    std::optional<ConstInterval> clean;
+    if (candidate) clean = CleanRange(f, r);
+    if (!clean) {
+      outer_[var] = r;
+      Stmt body = Run(f->body, depth);
+      outer_.erase(var);
+      if (body == f->body) return f;
+      return For(f->var, f->min, f->extent, f->for_kind, body, f->thread_tag);
+    }
+    ++versioned_;
+    RangeMap narrowed = outer_;
+    narrowed[var] = *clean;
+    Stmt fast = SimplifyStmt(f->body, narrowed);
+    outer_[var] = *clean;
+    fast = Run(fast, depth + 1);
+    outer_[var] = r;
+    Stmt slow = Run(f->body, depth + 1);
+    outer_.erase(var);
+    Expr cond;
+    if (clean->lo > r.lo) cond = GE(f->var, IntImm(clean->lo));
+    if (clean->hi < r.hi) {
+      Expr le = LE(f->var, IntImm(clean->hi));
+      cond = cond ? And(cond, le) : le;
+    }
+    Stmt body = cond ? IfThenElse(cond, fast, slow) : fast;
+    return For(f->var, f->min, f->extent, f->for_kind, body, f->thread_tag);
+  }
+
+  PartitionOptions opt_;
+  RangeMap outer_;  // enclosing loop variables
+  int versioned_ = 0;
+};
+
+}  // namespace
+
+Stmt PartitionLoops(const Stmt& s, const PartitionOptions& options) {
+  Partitioner p(options);
+  return p.Run(s, 0);
+}
+
+}  // namespace lathe::codegen

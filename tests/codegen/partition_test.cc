@@ -1,0 +1,125 @@
+// Loop versioning for guards (codegen/partition.h): which loops are versioned, that the
+// guard-free copy really lost its guards, and that the built kernels still agree with the
+// reference (BuildAndCheck runs the whole backend, versioning included).
+#include "codegen/partition.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/printer.h"
+#include "test_util.h"
+
+namespace lathe {
+namespace {
+
+ir::Workload W(const std::string& spec) {
+  auto w = ir::MakeWorkload(spec);
+  EXPECT_TRUE(w.ok()) << spec << ": " << w.status();
+  return *w;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// The GEMM micro-kernel shape: a 4-row accumulator tile over 10 rows leaves a last tile of 2
+// rows; every row of the reduction is guarded. Tiles 0 and 1 get a copy without the guard.
+TEST(PartitionTest, TailTileOfAnAccumulatorIsVersioned) {
+  ir::Schedule sch(W("matmul:m=10,n=16,k=8"));
+  ASSERT_TRUE(sch.CacheWrite("C", "local").ok());
+  ASSERT_TRUE(sch.Split("C", "i", {4}).ok());
+  ASSERT_TRUE(sch.Split("C", "j", {8}).ok());
+  ASSERT_TRUE(sch.Reorder("C", {"j.0", "i.0", "i.1", "j.1"}).ok());
+  ASSERT_TRUE(sch.Parallel("C", "j.0").ok());
+  ASSERT_TRUE(sch.ComputeAt("C.local", "C", "i.0").ok());
+  ASSERT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
+  ASSERT_TRUE(sch.Vectorize("C.local", "j").ok());
+  auto f = codegen::Lower(sch, "f");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string before = ir::ToText(f->body);
+  const std::string guard = "(C.i.0*4 + C.local.i) < 10";
+  ASSERT_EQ(Count(before, guard), 2u) << before;  // init and update
+
+  const std::string after = ir::ToText(codegen::PartitionLoops(f->body));
+  EXPECT_EQ(Count(after, "if C.i.0 <= 1 {"), 1u) << after;
+  // The guards are left in the copy for the last tile only.
+  EXPECT_EQ(Count(after, guard), 2u) << after;
+  EXPECT_EQ(Count(after, "for C.local.k in 0..8"), 2u) << after;
+  EXPECT_TRUE(testing::BuildAndCheck(sch).ok()) << testing::BuildAndCheck(sch);
+}
+
+// Padding inlined into a convolution: the selects of the halo hold only at the borders, so
+// the inner rows of the output get a select-free copy; the vectorized loop's tail (28 is no
+// multiple of 8) keeps its mask in the last column tile only.
+TEST(PartitionTest, PaddingSelectsLeaveTheInterior) {
+  ir::Schedule sch(W("conv2d:n=1,c=4,h=28,w=28,k=8,r=3,s=3,pad=1"));
+  for (const ir::Stage& s : sch.stages()) {
+    if (s.tensor->tag == "pad") {
+      ASSERT_TRUE(sch.ComputeInline(s.name).ok());
+    }
+  }
+  ASSERT_TRUE(sch.CacheWrite("Y", "local").ok());
+  ASSERT_TRUE(sch.Split("Y", "y", {2}).ok());
+  ASSERT_TRUE(sch.Split("Y", "x", {8}).ok());
+  ASSERT_TRUE(sch.Reorder("Y", {"n", "k", "y.0", "x.0", "y.1", "x.1"}).ok());
+  ASSERT_TRUE(sch.ComputeAt("Y.local", "Y", "x.0").ok());
+  ASSERT_TRUE(sch.Vectorize("Y.local", "x").ok());
+  auto f = codegen::Lower(sch, "f");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string before = ir::ToText(f->body);
+  ASSERT_NE(before.find("select("), std::string::npos) << before;
+  const std::string after = ir::ToText(codegen::PartitionLoops(f->body));
+  // y.0 in 1..12 and, inside, x.0 in 1..2 are free of the halo.
+  EXPECT_NE(after.find("if (Y.y.0 >= 1) && (Y.y.0 <= 12) {"), std::string::npos) << after;
+  EXPECT_NE(after.find("if (Y.x.0 >= 1) && (Y.x.0 <= 2) {"), std::string::npos) << after;
+  EXPECT_GE(Count(after, "select("), 1u) << after;
+  EXPECT_TRUE(testing::BuildAndCheck(sch).ok()) << testing::BuildAndCheck(sch);
+}
+
+// Loops without guards, and guards that no contiguous range of the loop avoids, stay as
+// they are.
+TEST(PartitionTest, NothingToVersion) {
+  ir::Schedule sch(W("matmul:m=8,n=8,k=8"));
+  ASSERT_TRUE(sch.Split("C", "i", {4}).ok());
+  auto f = codegen::Lower(sch, "f");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(ir::ToText(codegen::PartitionLoops(f->body)), ir::ToText(f->body));
+
+  // The guard of a fused loop (i.0 and j.0 fused; j tiles do not divide) holds on no
+  // contiguous half of the fused range: the fused loop stays; the loop inside it over the
+  // tile's columns is versioned instead (columns 0 and 1 exist in every tile).
+  ir::Schedule fused(W("matmul:m=8,n=10,k=8"));
+  ASSERT_TRUE(fused.Split("C", "i", {4}).ok());
+  ASSERT_TRUE(fused.Split("C", "j", {4}).ok());
+  ASSERT_TRUE(fused.Reorder("C", {"i.0", "j.0", "i.1", "j.1"}).ok());
+  ASSERT_TRUE(fused.Fuse("C", {"i.0", "j.0"}).ok());
+  auto g = codegen::Lower(fused, "f");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::string text = ir::ToText(codegen::PartitionLoops(g->body));
+  EXPECT_EQ(Count(text, "if C.i.0+j.0"), 0u) << text;
+  EXPECT_EQ(Count(text, "if C.j.1 <= 1 {"), 1u) << text;
+  EXPECT_TRUE(testing::BuildAndCheck(fused).ok()) << testing::BuildAndCheck(fused);
+}
+
+// The limits on versioned loops hold.
+TEST(PartitionTest, DepthLimit) {
+  ir::Schedule sch(W("matmul:m=10,n=10,k=10"));
+  ASSERT_TRUE(sch.Split("C", "i", {4}).ok());
+  ASSERT_TRUE(sch.Split("C", "j", {4}).ok());
+  ASSERT_TRUE(sch.Split("C", "k", {4}).ok());
+  ASSERT_TRUE(sch.Reorder("C", {"i.0", "j.0", "k.0", "i.1", "j.1", "k.1"}).ok());
+  auto f = codegen::Lower(sch, "f");
+  ASSERT_TRUE(f.ok()) << f.status();
+  codegen::PartitionOptions one;
+  one.max_depth = 1;
+  const std::string text = ir::ToText(codegen::PartitionLoops(f->body, one));
+  EXPECT_EQ(Count(text, "if C.i.0 <= 1 {"), 1u) << text;
+  EXPECT_EQ(Count(text, "if C.j.0 <= 1 {"), 0u) << text;
+  const std::string full = ir::ToText(codegen::PartitionLoops(f->body));
+  EXPECT_GE(Count(full, "if C.j.0 <= 1 {"), 2u) << full;
+  EXPECT_TRUE(testing::BuildAndCheck(sch).ok()) << testing::BuildAndCheck(sch);
+}
+
+}  // namespace
+}  // namespace lathe
