@@ -1,5 +1,7 @@
-// The hand-written GEMM trace against OpenBLAS and oneDNN, measured in the same run, plus the
-// JIT compile time of the trace (the bound on every worker's measurement rate).
+// A schedule trace (by default the hand-written GEMM one) against the best library, measured
+// in the same run: OpenBLAS and oneDNN sgemm for matmuls, oneDNN's blocked direct convolution
+// for conv2d traces; plus the JIT compile time of the trace (the bound on every worker's
+// measurement rate).
 //
 //   bench_gemm [--trace FILE] [--min-seconds S] [--compiles N]
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "bench/bench_util.h"
+#include "bench/conv_baselines.h"
 #include "bench/gemm_baselines.h"
 #include "codegen/host.h"
 #include "fmt/format.h"
@@ -66,12 +69,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_gemm: %s\n", std::string(sch.status().message()).c_str());
     return 1;
   }
+  const bool is_conv = w->spec.op == "conv2d";
   auto mp = ir::GetMatmulParams(w->spec);
-  if (!mp.ok() || w->spec.op != "matmul") {
-    std::fprintf(stderr, "bench_gemm: %s is not a matmul\n", w->canonical.c_str());
+  if (!is_conv && (!mp.ok() || w->spec.op != "matmul")) {
+    std::fprintf(stderr, "bench_gemm: %s is neither a matmul nor a conv2d\n", w->canonical.c_str());
     return 1;
   }
-  int64_t m = mp->m, n = mp->n, k = mp->k;
   fmt::print("device: {}\nworkload: {}\ntrace: {}\n\n", codegen::HostDeviceClass(), w->canonical,
              trace_file);
 
@@ -90,9 +93,26 @@ int main(int argc, char** argv) {
   }
 
   bench::KernelTiming tuned = bench::TimeSchedule(*sch, min_seconds);
-  auto blas = bench::OpenBlasSgemm(m, n, k, 2, min_seconds);
-  auto dnnl = bench::OnednnSgemm(m, n, k, 2, min_seconds);
-  double best_lib = std::max(blas.ok() ? blas->gflops : 0.0, dnnl.ok() ? dnnl->gflops : 0.0);
+  // The libraries: name -> result (or why there is none).
+  std::vector<std::pair<std::string, absl::StatusOr<double>>> libs;  // GFLOP/s
+  std::vector<double> lib_s;
+  if (is_conv) {
+    auto conv = bench::OnednnConv(w->canonical, 2, min_seconds);
+    libs.emplace_back(conv.ok() ? "onednn conv " + conv->impl : "onednn conv",
+                      conv.ok() ? absl::StatusOr<double>(conv->gflops) : conv.status());
+    lib_s.push_back(conv.ok() ? conv->median_s : 0);
+  } else {
+    auto blas = bench::OpenBlasSgemm(mp->m, mp->n, mp->k, 2, min_seconds);
+    auto dnnl = bench::OnednnSgemm(mp->m, mp->n, mp->k, 2, min_seconds);
+    libs.emplace_back("openblas sgemm",
+                      blas.ok() ? absl::StatusOr<double>(blas->gflops) : blas.status());
+    lib_s.push_back(blas.ok() ? blas->median_s : 0);
+    libs.emplace_back("onednn sgemm",
+                      dnnl.ok() ? absl::StatusOr<double>(dnnl->gflops) : dnnl.status());
+    lib_s.push_back(dnnl.ok() ? dnnl->median_s : 0);
+  }
+  double best_lib = 0;
+  for (const auto& l : libs) best_lib = std::max(best_lib, l.second.ok() ? *l.second : 0.0);
 
   fmt::print("{:<28} {:>12} {:>10} {:>10}\n", "kernel", "median_us", "GFLOP/s", "vs best");
   auto row = [&](const std::string& name, double s, double g) {
@@ -103,15 +123,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_gemm: the trace's kernel is wrong: %s\n", tuned.error.c_str());
     return 1;
   }
-  row("lathe (hand-written trace)", tuned.median_s, tuned.gflops);
-  if (blas.ok())
-    row("openblas sgemm", blas->median_s, blas->gflops);
-  else
-    fmt::print("openblas: {}\n", blas.status().ToString());
-  if (dnnl.ok())
-    row("onednn sgemm", dnnl->median_s, dnnl->gflops);
-  else
-    fmt::print("onednn: {}\n", dnnl.status().ToString());
+  row("lathe (trace)", tuned.median_s, tuned.gflops);
+  for (size_t i = 0; i < libs.size(); ++i) {
+    if (libs[i].second.ok()) {
+      row(libs[i].first, lib_s[i], *libs[i].second);
+    } else {
+      fmt::print("{}: {}\n", libs[i].first, libs[i].second.status().ToString());
+    }
+  }
   fmt::print("\nJIT compile of the trace (lower + O3 + ORC): median {:.1f} ms over {} runs\n",
              bench::MedianOf(compile_ms), compiles);
   return 0;

@@ -1,5 +1,6 @@
 // Vectorization of loops marked kVectorized: the loop variable becomes a Ramp, expressions
 // widen to vectors, and guards that depend on the lane become store and load masks.
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -16,7 +17,9 @@ using namespace lathe::ir;  // NOLINT
 
 class Vectorizer {
  public:
-  Vectorizer(const ExprNode* var, Expr ramp) : var_(var), ramp_(std::move(ramp)) {}
+  // `ranges`: the variables of the loops around the vectorized one.
+  Vectorizer(const ExprNode* var, Expr ramp, RangeMap ranges)
+      : var_(var), ramp_(std::move(ramp)), ranges_(std::move(ranges)) {}
 
   // Returns nullopt when the statement cannot be vectorized.
   std::optional<Stmt> VecStmt(const Stmt& s, const Expr& mask) {
@@ -31,6 +34,10 @@ class Vectorizer {
           return Store(s->buffer, idx, val);
         }
         if (val->type.lanes == 1) val = Broadcast(val, n);
+        // A thread-local scratch buffer (an accumulator tile) stores every lane when all
+        // lanes are inside it: the lanes a guard masks hold positions past the tensor's
+        // edge, which only masked consumers read. Unmasked, the tile stays in registers.
+        if (mask && InsideLocal(s->buffer, idx)) return Store(s->buffer, idx, val);
         return Store(s->buffer, idx, val, mask);
       }
       case StmtKind::kIfThenElse: {
@@ -76,7 +83,10 @@ class Vectorizer {
         if (s->for_kind == ForKind::kParallel || s->for_kind == ForKind::kVectorized) {
           return std::nullopt;
         }
+        ConstInterval mn = ConstBound(s->min, ranges_), ext = ConstBound(s->extent, ranges_);
+        if (mn.bounded() && ext.bounded()) ranges_[s->var.get()] = {mn.lo, mn.hi + ext.hi - 1};
         auto body = VecStmt(s->body, mask);
+        ranges_.erase(s->var.get());
         if (!body) return std::nullopt;
         return For(s->var, s->min, s->extent, s->for_kind, *body, s->thread_tag);
       }
@@ -108,11 +118,29 @@ class Vectorizer {
     out->push_back(e);
   }
 
-  // Adds `mask` as the predicate of every vector load in `e`.
-  static Expr MaskLoads(const Expr& e, const Expr& mask) {
+  // True for a contiguous vector access of a thread-local buffer whose lanes stay in one row
+  // of its innermost dimension: each lane then is the element of the tile it names, and a
+  // lane that a guard masks is a position past the tensor's edge (the guards that keep
+  // indices inside the buffer would let lanes wrap into the next row: excluded).
+  bool InsideLocal(const Buffer& b, const Expr& index) const {
+    if (b->scope != "local" || b->shape.empty() || index->kind != ExprKind::kRamp) return false;
+    int64_t stride;
+    if (!AsConstInt(index->operands[1], &stride) || stride != 1) return false;
+    const int64_t row = b->shape.back();
+    const Expr& base = index->operands[0];
+    ConstInterval iv = ConstBound(base, ranges_);
+    if (!iv.bounded() || iv.lo < 0 || iv.hi + index->type.lanes > b->size()) return false;
+    ConstInterval in_row = ConstBound(Simplify(Mod(base, IntImm(row)), ranges_), ranges_);
+    return in_row.bounded() && in_row.lo >= 0 && in_row.hi + index->type.lanes <= row;
+  }
+
+  // Adds `mask` as the predicate of every vector load in `e` but those of local buffers
+  // that stay inside them (see the store case).
+  Expr MaskLoads(const Expr& e, const Expr& mask) const {
     if (!mask) return e;
     return Rewrite(e, [&](const Expr& x) -> Expr {
       if (x->kind != ExprKind::kLoad || x->type.lanes == 1) return x;
+      if (InsideLocal(x->buffer, x->operands[0])) return x;
       Expr pred = x->operands.size() > 1 ? And(x->operands[1], mask) : mask;
       return Load(x->buffer, x->operands[0], pred);
     });
@@ -133,27 +161,64 @@ class Vectorizer {
 
   const ExprNode* var_;
   Expr ramp_;
+  RangeMap ranges_;
 };
+
+// Vectorizes inner loops first (as a bottom-up rewrite would), knowing the ranges of the
+// loops around each one.
+Stmt Walk(const Stmt& s, RangeMap& ranges) {
+  if (!s) return s;
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      ConstInterval mn = ConstBound(s->min, ranges), ext = ConstBound(s->extent, ranges);
+      const bool bounded = mn.bounded() && ext.bounded();
+      if (bounded) ranges[s->var.get()] = {mn.lo, mn.hi + ext.hi - 1};
+      Stmt body = Walk(s->body, ranges);
+      if (bounded) ranges.erase(s->var.get());
+      Stmt x =
+          body == s->body ? s : For(s->var, s->min, s->extent, s->for_kind, body, s->thread_tag);
+      if (x->for_kind != ForKind::kVectorized) return x;
+      int64_t n = 0;
+      bool const_extent = AsConstInt(x->extent, &n);
+      auto fallback = [&]() {
+        ForKind k = const_extent && n <= 64 ? ForKind::kUnrolled : ForKind::kSerial;
+        return For(x->var, x->min, x->extent, k, x->body);
+      };
+      if (!const_extent || n <= 1) return fallback();
+      Vectorizer v(x->var.get(), Ramp(x->min, IntImm(1), static_cast<int>(n)), ranges);
+      auto out = v.VecStmt(x->body, nullptr);
+      if (!out) return fallback();
+      return *out;
+    }
+    case StmtKind::kIfThenElse: {
+      Stmt t = Walk(s->body, ranges), f = Walk(s->else_body, ranges);
+      if (t == s->body && f == s->else_body) return s;
+      return IfThenElse(s->cond, t, f);
+    }
+    case StmtKind::kSeq: {
+      std::vector<Stmt> seq;
+      bool changed = false;
+      for (const Stmt& x : s->seq) {
+        seq.push_back(Walk(x, ranges));
+        changed |= seq.back() != x;
+      }
+      return changed ? Seq(std::move(seq)) : s;
+    }
+    case StmtKind::kAllocate: {
+      Stmt b = Walk(s->body, ranges);
+      return b == s->body ? s : Allocate(s->buffer, b);
+    }
+    case StmtKind::kStore:
+      return s;
+  }
+  return s;
+}
 
 }  // namespace
 
 Stmt VectorizeLoops(const Stmt& s) {
-  return RewriteStmt(
-      s, [](const Expr& e) { return e; },
-      [](const Stmt& x) -> Stmt {
-        if (x->kind != StmtKind::kFor || x->for_kind != ForKind::kVectorized) return x;
-        int64_t n = 0;
-        bool const_extent = AsConstInt(x->extent, &n);
-        auto fallback = [&]() {
-          ForKind k = const_extent && n <= 64 ? ForKind::kUnrolled : ForKind::kSerial;
-          return For(x->var, x->min, x->extent, k, x->body);
-        };
-        if (!const_extent || n <= 1) return fallback();
-        Vectorizer v(x->var.get(), Ramp(x->min, IntImm(1), static_cast<int>(n)));
-        auto out = v.VecStmt(x->body, nullptr);
-        if (!out) return fallback();
-        return *out;
-      });
+  RangeMap ranges;
+  return Walk(s, ranges);
 }
 
 }  // namespace lathe::codegen

@@ -123,3 +123,33 @@ TEST(PartitionTest, DepthLimit) {
 
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+// The last column tile of an accumulator (12 columns in tiles of 8): the accumulator is a
+// local buffer, so its stores and loads take every lane (the masked-off lanes are columns
+// past the tensor's edge, read by nobody) and it stays in registers; the loads of the inputs
+// and the store of the output keep their masks.
+TEST(VectorizeTest, LocalAccumulatorOfATailTileIsUnmasked) {
+  ir::Schedule sch(W("matmul:m=4,n=12,k=3"));
+  ASSERT_TRUE(sch.CacheWrite("C", "local").ok());
+  ASSERT_TRUE(sch.Split("C", "j", {8}).ok());
+  ASSERT_TRUE(sch.Reorder("C", {"i", "j.0", "j.1"}).ok());
+  ASSERT_TRUE(sch.ComputeAt("C.local", "C", "j.0").ok());
+  ASSERT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
+  ASSERT_TRUE(sch.Vectorize("C.local", "j").ok());
+  ASSERT_TRUE(sch.Vectorize("C", "j.1").ok());
+  auto f = codegen::Lower(sch, "f");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string text = ir::ToText(codegen::VectorizeLoops(f->body));
+  // Masked: the loads of B and the store of C; not the accumulator.
+  EXPECT_EQ(Count(text, "C.local[ramp(C.local.i*8, 1, 8)] = x8(0f)\n"), 1u) << text;
+  EXPECT_EQ(Count(text, "] = C.local[ramp(C.local.i*8, 1, 8)] + "), 1u) << text;
+  EXPECT_NE(text.find("B[ramp(C.local.k*12 + (C.j.0*8), 1, 8)] if "), std::string::npos) << text;
+  EXPECT_NE(text.find("] = C.local[ramp(0, 1, 8)] if "), std::string::npos) << text;
+  EXPECT_TRUE(testing::BuildAndCheck(sch).ok()) << testing::BuildAndCheck(sch);
+}
+
+}  // namespace
+}  // namespace lathe
