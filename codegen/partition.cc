@@ -1,6 +1,8 @@
 #include "codegen/partition.h"
 
+#include <algorithm>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -90,7 +92,10 @@ class Partitioner {
       case StmtKind::kFor: {
         RangeMap all = outer_;
         for (const auto& [v, r] : *inner) all[v] = r;
-        (*inner)[s->var.get()] = LoopRange(s, all);
+        // A variable may head several loops (a reduction's init and update nest): the union.
+        ConstInterval r = LoopRange(s, all);
+        auto [it, fresh] = inner->emplace(s->var.get(), r);
+        if (!fresh) it->second = {std::min(it->second.lo, r.lo), std::max(it->second.hi, r.hi)};
         Guards(s->body, true, out, inner);
         return;
       }
@@ -164,6 +169,45 @@ class Partitioner {
     return clean;
   }
 
+  // For loops whose guards hold on no contiguous range (a fused loop: the row of a tile is
+  // the fused index modulo the tile count), a condition on the loop's and outer variables
+  // under which every guard of the body that depends on the loop holds for all values of
+  // the inner loops: each comparison at its worst case over the inner loops' ranges. Fills
+  // `hoisted` with the conjuncts it covers; null when there are none.
+  Expr CleanPredicate(const Stmt& f, std::vector<Expr>* hoisted) const {
+    std::vector<Expr> conds;
+    RangeMap inner;
+    Guards(f->body, false, &conds, &inner);
+    SymRangeMap sym;
+    for (const auto& [v, r] : inner) {
+      if (r.bounded()) sym[v] = {IntImm(r.lo), IntImm(r.hi)};
+    }
+    std::unordered_map<const ExprNode*, bool> inner_vars;
+    for (const auto& [v, r] : inner) inner_vars[v] = true;
+    Expr pred;
+    for (const Expr& c : conds) {
+      if (!UsesVar(c, f->var.get()) || c->operands.size() != 2) continue;
+      const ExprKind k = c->kind;
+      const bool upper = k == ExprKind::kLT || k == ExprKind::kLE;
+      const bool lower = k == ExprKind::kGT || k == ExprKind::kGE;
+      if ((!upper && !lower) || !c->operands[0]->type.is_int() || c->operands[0]->type.lanes != 1) {
+        continue;
+      }
+      bool dup = false;
+      for (const Expr& x : *hoisted) dup = dup || StructEqual(x, c);
+      if (dup) continue;
+      SymInterval d = EvalInterval(Simplify(Sub(c->operands[0], c->operands[1])), sym);
+      if (!d.min) continue;
+      const Expr& worst = upper ? d.max : d.min;
+      if (UsesVar(worst, inner_vars)) continue;
+      Expr h = Simplify(MakeBinary(k, worst, IntImm(0)), outer_);
+      if (h->kind == ExprKind::kIntImm) continue;  // never (or always) clean: nothing to gain
+      hoisted->push_back(c);
+      pred = pred ? And(pred, h) : h;
+    }
+    return pred;
+  }
+
   Stmt RunFor(const Stmt& f, int depth) {
     const ConstInterval r = LoopRange(f, outer_);
     const ExprNode* var = f->var.get();
@@ -172,6 +216,25 @@ class Partitioner {
                            versioned_ < opt_.max_loops && HasLoop(f->body);
     std::optional<ConstInterval> clean;
     if (candidate) clean = CleanRange(f, r);
+    std::vector<Expr> hoisted;
+    Expr pred;
+    if (candidate && !clean) pred = CleanPredicate(f, &hoisted);
+    if (pred) {
+      // The body with the hoisted guards true, under the predicate.
+      ++versioned_;
+      Stmt fast = RewriteStmt(f->body, [&](const Expr& x) -> Expr {
+        for (const Expr& h : hoisted) {
+          if (x->kind == h->kind && StructEqual(x, h)) return BoolImm(true);
+        }
+        return x;
+      });
+      outer_[var] = r;
+      fast = Run(SimplifyStmt(fast, outer_), depth + 1);
+      Stmt slow = Run(f->body, depth + 1);
+      outer_.erase(var);
+      return For(f->var, f->min, f->extent, f->for_kind, IfThenElse(pred, fast, slow),
+                 f->thread_tag);
+    }
     if (!clean) {
       outer_[var] = r;
       Stmt body = Run(f->body, depth);
