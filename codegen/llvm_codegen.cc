@@ -1,6 +1,7 @@
 #include "codegen/llvm_codegen.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -152,7 +153,9 @@ absl::StatusOr<llvm::Function*> CodeGen::EmitBodyFunction(const std::string& nam
 
 absl::Status CodeGen::AddFunction(const LoweredFunc& f) {
   func_name_ = f.name;
-  Stmt body = VectorizeLoops(PartitionLoops(f.body));
+  // LATHE_NO_PARTITION=1 turns loop versioning off (to time its effect).
+  static const bool kPartition = std::getenv("LATHE_NO_PARTITION") == nullptr;
+  Stmt body = VectorizeLoops(kPartition ? PartitionLoops(f.body) : f.body);
   Scope scope;
   for (const Buffer& b : f.args) {
     scope.bufs.push_back(b.get());

@@ -230,7 +230,7 @@ class Partitioner {
       });
       outer_[var] = r;
       fast = Run(SimplifyStmt(fast, outer_), depth + 1);
-      Stmt slow = Run(f->body, depth + 1);
+      Stmt slow = opt_.version_slow_copies ? Run(f->body, depth + 1) : f->body;
       outer_.erase(var);
       return For(f->var, f->min, f->extent, f->for_kind, IfThenElse(pred, fast, slow),
                  f->thread_tag);
@@ -249,7 +249,7 @@ class Partitioner {
     outer_[var] = *clean;
     fast = Run(fast, depth + 1);
     outer_[var] = r;
-    Stmt slow = Run(f->body, depth + 1);
+    Stmt slow = opt_.version_slow_copies ? Run(f->body, depth + 1) : f->body;
     outer_.erase(var);
     Expr cond;
     if (clean->lo > r.lo) cond = GE(f->var, IntImm(clean->lo));

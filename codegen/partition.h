@@ -10,6 +10,7 @@
 // The check runs once per iteration of a loop that holds other loops, so it costs nothing in
 // the hot loops, which lose their branches and masks. Runs on the lowered function before
 // vectorization; the cost model's features (of the unversioned program) are unaffected.
+// LATHE_NO_PARTITION=1 in the environment turns it off (to time its effect).
 #ifndef LATHE_CODEGEN_PARTITION_H_
 #define LATHE_CODEGEN_PARTITION_H_
 
@@ -24,6 +25,10 @@ struct PartitionOptions {
   int max_loops = 8;
   // The guard-free range must cover at least this share of the loop's iterations.
   double min_clean_share = 0.5;
+  // Version the loops inside the guarded copies too. Off by default: those copies run for
+  // the few tail iterations, and each level doubles the code LLVM compiles (a conv with a
+  // fused row tail and a column tail compiled 2.8x slower with them versioned).
+  bool version_slow_copies = false;
 };
 
 ir::Stmt PartitionLoops(const ir::Stmt& s, const PartitionOptions& options = {});

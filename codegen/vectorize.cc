@@ -43,6 +43,9 @@ class Vectorizer {
       case StmtKind::kIfThenElse: {
         Expr c = VecExpr(s->cond, mask);
         if (c->type.lanes == 1) {
+          if (!s->else_body) {
+            if (auto folded = FoldGuard(c, nullptr, s->body, mask)) return *folded;
+          }
           auto t = VecStmt(s->body, mask);
           auto f = VecStmt(s->else_body, mask);
           if (!t || !f) return std::nullopt;
@@ -63,6 +66,7 @@ class Vectorizer {
             to = to ? And(to, x) : x;
           }
           if (scalar) {
+            if (auto folded = FoldGuard(scalar, vec, s->body, mask)) return *folded;
             Expr mt = !vec ? mask : mask ? And(mask, vec) : vec;
             auto t = VecStmt(s->body, mt);
             if (!t) return std::nullopt;
@@ -132,6 +136,60 @@ class Vectorizer {
     if (!iv.bounded() || iv.lo < 0 || iv.hi + index->type.lanes > b->size()) return false;
     ConstInterval in_row = ConstBound(Simplify(Mod(base, IntImm(row)), ranges_), ranges_);
     return in_row.bounded() && in_row.lo >= 0 && in_row.hi + index->type.lanes <= row;
+  }
+
+  // A body that only accumulates into a local tile, and whose scalar loads stay in their
+  // buffers whatever the guard says, runs unguarded with the guard (`scalar` and `vec`
+  // conjuncts) as a lane mask: the rows past the tensor's edge compute garbage that nobody
+  // reads, and the tile stays in registers (a branch around it keeps it in memory).
+  std::optional<Stmt> FoldGuard(const Expr& scalar, const Expr& vec, const Stmt& body,
+                                const Expr& mask) {
+    Expr m = Broadcast(scalar, lanes());
+    if (vec) m = And(m, vec);
+    if (mask) m = And(mask, m);
+    auto folded = VecStmt(body, m);
+    RangeMap inner = ranges_;
+    if (folded && *folded && Predicable(*folded, inner)) return folded;
+    return std::nullopt;
+  }
+
+  // True when `s` stores only unmasked (local, in-bounds) and every scalar load in it is
+  // inside its buffer for all values of the loops around it (`ranges`).
+  static bool Predicable(const Stmt& s, RangeMap& ranges) {
+    if (!s) return true;
+    auto loads_inside = [&](const Expr& e) {
+      bool ok = true;
+      if (!e) return ok;
+      Visit(e, [&](const Expr& x) {
+        if (!ok || x->kind != ExprKind::kLoad || x->type.lanes != 1) return;
+        ConstInterval iv = ConstBound(x->operands[0], ranges);
+        ok = iv.bounded() && iv.lo >= 0 && iv.hi < x->buffer->size();
+      });
+      return ok;
+    };
+    switch (s->kind) {
+      case StmtKind::kStore:
+        return !s->predicate && loads_inside(s->index) && loads_inside(s->value);
+      case StmtKind::kFor: {
+        ConstInterval mn = ConstBound(s->min, ranges), ext = ConstBound(s->extent, ranges);
+        if (!mn.bounded() || !ext.bounded()) return false;
+        ranges[s->var.get()] = {mn.lo, mn.hi + ext.hi - 1};
+        bool ok = Predicable(s->body, ranges);
+        ranges.erase(s->var.get());
+        return ok;
+      }
+      case StmtKind::kIfThenElse:
+        return loads_inside(s->cond) && Predicable(s->body, ranges) &&
+               Predicable(s->else_body, ranges);
+      case StmtKind::kSeq:
+        for (const Stmt& x : s->seq) {
+          if (!Predicable(x, ranges)) return false;
+        }
+        return true;
+      case StmtKind::kAllocate:
+        return false;
+    }
+    return false;
   }
 
   // Adds `mask` as the predicate of every vector load in `e` but those of local buffers
