@@ -96,11 +96,22 @@ class Partitioner {
         ConstInterval r = LoopRange(s, all);
         auto [it, fresh] = inner->emplace(s->var.get(), r);
         if (!fresh) it->second = {std::min(it->second.lo, r.lo), std::max(it->second.hi, r.hi)};
+        const bool vec = s->for_kind == ForKind::kVectorized;
+        if (vec) lane_vars_[s->var.get()] = true;
         Guards(s->body, true, out, inner);
+        if (vec) lane_vars_.erase(s->var.get());
         return;
       }
       case StmtKind::kIfThenElse:
-        if (nested && s->cond->type.lanes == 1) Conjuncts(s->cond, out);
+        if (nested && s->cond->type.lanes == 1) {
+          // A guard that depends on a vectorized loop becomes a lane mask, cheap next to a
+          // branch (local accumulators even drop it, see vectorize.cc): not worth a copy.
+          std::vector<Expr> conj;
+          Conjuncts(s->cond, &conj);
+          for (const Expr& c : conj) {
+            if (lane_vars_.empty() || !UsesVar(c, lane_vars_)) out->push_back(c);
+          }
+        }
         selects(s->cond);
         Guards(s->body, nested, out, inner);
         Guards(s->else_body, nested, out, inner);
@@ -263,6 +274,8 @@ class Partitioner {
 
   PartitionOptions opt_;
   RangeMap outer_;  // enclosing loop variables
+  // Variables of the vectorized loops around the statement Guards() looks at.
+  mutable std::unordered_map<const ExprNode*, bool> lane_vars_;
   int versioned_ = 0;
 };
 

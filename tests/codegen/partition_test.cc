@@ -85,6 +85,19 @@ TEST(PartitionTest, NothingToVersion) {
   auto f = codegen::Lower(sch, "f");
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(ir::ToText(codegen::PartitionLoops(f->body)), ir::ToText(f->body));
+
+  // A column tail that only a vectorized loop sees becomes a lane mask: no copy for it.
+  ir::Schedule lanes(W("matmul:m=4,n=12,k=3"));
+  ASSERT_TRUE(lanes.CacheWrite("C", "local").ok());
+  ASSERT_TRUE(lanes.Split("C", "j", {8}).ok());
+  ASSERT_TRUE(lanes.ComputeAt("C.local", "C", "j.0").ok());
+  ASSERT_TRUE(lanes.Reorder("C.local", {"k", "i", "j"}).ok());
+  ASSERT_TRUE(lanes.Vectorize("C.local", "j").ok());
+  ASSERT_TRUE(lanes.Vectorize("C", "j.1").ok());
+  auto g = codegen::Lower(lanes, "f");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_NE(ir::ToText(g->body).find("(C.j.0*8 + C.local.j) < 12"), std::string::npos);
+  EXPECT_EQ(ir::ToText(codegen::PartitionLoops(g->body)), ir::ToText(g->body));
 }
 
 // The guard of a fused loop (i.0 and j.0 fused; j tiles do not divide) holds on no
