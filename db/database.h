@@ -96,7 +96,10 @@ class Database {
   // non-finite or negative median, an ok record without a positive median, or a workload key
   // already used by a different canonical spec.
   absl::StatusOr<InsertResult> Insert(const Record& record);
-  // Inserts records in one transaction (e.g. a measurement round): all or nothing.
+  // Inserts records in one transaction (e.g. a measurement round): all or nothing, durable
+  // when this returns. Concurrent calls on one Database share a transaction and its commit
+  // (group commit: one fsync for all of them); each call stays all or nothing (a savepoint of
+  // its own) and gets its own error, except when the shared commit fails, which fails all.
   absl::StatusOr<std::vector<InsertResult>> InsertBatch(std::span<const Record> records);
 
   // The best record for (workload key, device class): the lowest median among ok records

@@ -4,20 +4,42 @@
 #ifndef LATHE_DB_DATABASE_IMPL_H_
 #define LATHE_DB_DATABASE_IMPL_H_
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "db/database.h"
+#include "db/record.h"
 #include "db/sqlite.h"
 
 namespace lathe::db {
 
+namespace internal {
+
+// One InsertBatch call waiting for a group commit (records.cc).
+struct PendingBatch {
+  const std::vector<Record>* records = nullptr;      // validated
+  absl::StatusOr<std::vector<InsertResult>> result;  // set by the leader before `done`
+  bool done = false;
+};
+
+}  // namespace internal
+
 struct Database::Impl {
   std::mutex mu;
   std::unique_ptr<internal::Connection> conn;
+
+  // Group commit of InsertBatch: callers queue their batches under `group_mu`; one of them
+  // (the leader) writes every queued batch in one transaction, each under its own savepoint,
+  // and wakes the others after the commit. Lock order: group_mu is never held while `mu` is.
+  std::mutex group_mu;
+  std::condition_variable group_cv;
+  std::vector<internal::PendingBatch*> group;
+  bool committing = false;
 };
 
 namespace internal {

@@ -291,6 +291,43 @@ absl::StatusOr<InsertResult> InsertOne(Connection& conn, const Record& r, int64_
   return InsertResult{conn.LastInsertRowid(), true};
 }
 
+// Writes `batches` in one transaction, each all or nothing under a savepoint of its own, and
+// sets each batch's result: its rows once the commit succeeded, its own error, or the error
+// that ended the transaction. Expects the connection's mutex held.
+void CommitGroup(Connection& conn, const std::vector<internal::PendingBatch*>& batches) {
+  auto fail_all = [&](const absl::Status& st) {
+    for (internal::PendingBatch* b : batches) b->result = st;
+  };
+  absl::StatusOr<internal::Transaction> txn = internal::Transaction::BeginImmediate(conn);
+  if (!txn.ok()) return fail_all(txn.status());
+  const int64_t now = internal::NowMs();
+  std::vector<std::vector<InsertResult>> rows(batches.size());
+  std::vector<absl::Status> own(batches.size());  // a batch's own error (rolled back alone)
+  for (size_t i = 0; i < batches.size(); ++i) {
+    if (absl::Status st = conn.Exec("SAVEPOINT batch", "savepoint"); !st.ok()) return fail_all(st);
+    for (const Record& r : *batches[i]->records) {
+      absl::StatusOr<InsertResult> res = InsertOne(conn, r, now);
+      if (!res.ok()) {
+        own[i] = res.status();
+        break;
+      }
+      rows[i].push_back(*res);
+    }
+    const char* end = own[i].ok() ? "RELEASE batch" : "ROLLBACK TO batch; RELEASE batch";
+    if (absl::Status st = conn.Exec(end, "end savepoint"); !st.ok()) {
+      return fail_all(own[i].ok() ? st : own[i]);
+    }
+  }
+  if (absl::Status st = txn->Commit(); !st.ok()) return fail_all(st);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    if (own[i].ok()) {
+      batches[i]->result = std::move(rows[i]);
+    } else {
+      batches[i]->result = own[i];
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<InsertResult> Database::Insert(const Record& record) {
@@ -307,20 +344,28 @@ absl::StatusOr<std::vector<InsertResult>> Database::InsertBatch(std::span<const 
     if (!p.ok()) return p.status();
     prepared.push_back(*std::move(p));
   }
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Connection& conn = *impl_->conn;
-  absl::StatusOr<internal::Transaction> txn = internal::Transaction::BeginImmediate(conn);
-  if (!txn.ok()) return txn.status();
-  int64_t now = internal::NowMs();
-  std::vector<InsertResult> out;
-  out.reserve(prepared.size());
-  for (const Record& r : prepared) {
-    absl::StatusOr<InsertResult> res = InsertOne(conn, r, now);
-    if (!res.ok()) return res.status();
-    out.push_back(*res);
+  internal::PendingBatch mine;
+  mine.records = &prepared;
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> group_lock(s.group_mu);
+  s.group.push_back(&mine);
+  s.group_cv.wait(group_lock, [&] { return mine.done || !s.committing; });
+  if (mine.done) return std::move(mine.result);
+  // The leader: commits every batch queued so far (its own among them) in one transaction;
+  // batches queued meanwhile wait for the next leader.
+  s.committing = true;
+  std::vector<internal::PendingBatch*> batches;
+  batches.swap(s.group);
+  group_lock.unlock();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    CommitGroup(*s.conn, batches);
   }
-  if (absl::Status st = txn->Commit(); !st.ok()) return st;
-  return out;
+  group_lock.lock();
+  for (internal::PendingBatch* b : batches) b->done = true;
+  s.committing = false;
+  s.group_cv.notify_all();
+  return std::move(mine.result);
 }
 
 absl::StatusOr<std::vector<Record>> Database::TopK(const std::string& workload_key,
