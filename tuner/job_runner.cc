@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <set>
@@ -33,6 +34,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::chrono::milliseconds kPersistEvery{1000};
+// How often a job thread with tasks in the queue looks whether workers have drained it below
+// half a batch (leases touch only the registry, which never calls into the runner).
+constexpr std::chrono::milliseconds kQueuePoll{20};
+// In-flight tasks of a workload (queued + leased, not reported) at most this many batches: a
+// fleet larger than a batch keeps every worker busy, while a greedy lease cannot make the
+// search run far ahead of the results that teach its cost model.
+constexpr int kMaxInflightBatches = 4;
 
 bool Terminal(db::JobState s) {
   return s == db::JobState::kDone || s == db::JobState::kFailed || s == db::JobState::kCancelled;
@@ -64,23 +72,63 @@ void NiceThisThread(int nice) {
   }
 }
 
-// Runs `fn` on a thread of its own at nice value `nice` and waits for it. The heavy parts of a
-// job (search rounds, featurization, retraining) run this way while the job thread itself
-// keeps normal priority: it takes the jobs' and the registry's locks, and a lock holder
+// Runs closures on one thread of its own at nice value `nice` and waits for each. The heavy
+// parts of a job (search rounds, featurization, retraining) run this way while the job thread
+// itself keeps normal priority: it takes the jobs' and the registry's locks, and a lock holder
 // starved of CPU by the very threads that wait for the lock (priority inversion) would bring
-// back the latency the nice value is there to remove.
-template <typename Fn>
-void RunNiced(int nice, Fn&& fn) {
-  if (nice <= 0) {
-    fn();
-    return;
+// back the latency the nice value is there to remove. The thread lives as long as the job's
+// thread (a thread per call cost a clone and a setpriority per reported result).
+class NicedRunner {
+ public:
+  explicit NicedRunner(int nice) : nice_(nice) {}
+  ~NicedRunner() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
   }
-  std::thread t([&] {
-    NiceThisThread(nice);
-    fn();
-  });
-  t.join();
-}
+  NicedRunner(const NicedRunner&) = delete;
+  NicedRunner& operator=(const NicedRunner&) = delete;
+
+  // Runs `fn` on the niced thread (inline when nice <= 0) and returns when it has returned.
+  void Run(const std::function<void()>& fn) {
+    if (nice_ <= 0) {
+      fn();
+      return;
+    }
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    std::unique_lock<std::mutex> lock(mu_);
+    fn_ = &fn;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return fn_ == nullptr; });
+  }
+
+ private:
+  void Loop() {
+    NiceThisThread(nice_);
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || fn_ != nullptr; });
+      if (fn_ == nullptr) return;  // quit_ with nothing to run
+      const std::function<void()>* fn = fn_;
+      lock.unlock();
+      (*fn)();
+      lock.lock();
+      fn_ = nullptr;
+      cv_.notify_all();
+    }
+  }
+
+  const int nice_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const std::function<void()>* fn_ = nullptr;  // the closure to run; null when done
+  bool quit_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -244,6 +292,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
   // Dispatched candidates not yet reported: candidate id -> (workload, candidate).
   std::map<std::string, std::pair<int, Candidate>> inflight;
   Clock::time_point persisted_at = Clock::now();
+  NicedRunner niced(options.search_nice);
 
   for (;;) {
     std::vector<Reported> inbox;
@@ -251,20 +300,26 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
     bool all_finished = false;
     {
       std::unique_lock<std::mutex> lock(mu);
-      auto needs = [&](const WorkloadRun& w) {
-        return !w.finished && !w.stalled && w.target - w.done - w.outstanding > 0 &&
-               w.outstanding <= batch / 2;
+      // A round when fewer than half a batch of the workload's tasks wait in the queue (so
+      // that workers never run dry while a round is searched, however many there are), as
+      // long as its in-flight tasks stay under kMaxInflightBatches batches.
+      auto needs = [&](size_t i) {
+        const WorkloadRun& w = job->workloads[i];
+        if (w.finished || w.stalled || w.target - w.done - w.outstanding <= 0) return false;
+        if (w.outstanding <= batch / 2) return true;
+        return w.outstanding < kMaxInflightBatches * batch &&
+               registry->QueuedOf(job->id, static_cast<int>(i)) < batch / 2;
       };
       auto ready = [&] {
         if (stopping || job->cancel || !job->inbox.empty()) return true;
         bool all = true;
-        for (const WorkloadRun& w : job->workloads) {
-          if (needs(w)) return true;
-          all = all && w.finished;
+        for (size_t i = 0; i < n; ++i) {
+          if (needs(i)) return true;
+          all = all && job->workloads[i].finished;
         }
         return all;
       };
-      change_cv.wait(lock, ready);
+      while (!ready()) change_cv.wait_for(lock, kQueuePoll);
       if (stopping || job->cancel) return;  // cancel was persisted by Cancel
       inbox.swap(job->inbox);
       all_finished = true;
@@ -272,7 +327,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
         WorkloadRun& w = job->workloads[i];
         if (!w.finished && w.done >= w.target) w.finished = true;
         all_finished = all_finished && w.finished;
-        if (needs(w)) need_round.push_back(static_cast<int>(i));
+        if (needs(i)) need_round.push_back(static_cast<int>(i));
       }
       if (all_finished) {
         job->state = db::JobState::kDone;
@@ -288,7 +343,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
     }
 
     if (!inbox.empty()) {
-      RunNiced(options.search_nice, [&] {
+      niced.Run([&] {
         std::vector<cost_model::FeatureMatrix> programs;
         std::vector<double> throughputs;
         std::vector<std::string> keys;
@@ -348,7 +403,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       }
       if (want <= 0) continue;
       absl::StatusOr<std::vector<Candidate>> next = absl::UnknownError("no search ran");
-      RunNiced(options.search_nice, [&] {
+      niced.Run([&] {
         std::vector<Candidate> seeds =
             SeedsFromDatabase(jdb, *spaces[i], wls[i], dc, options.seed_records);
         next = NextBatch(*spaces[i], model, seeds, measured[i], want, options.search, rng);

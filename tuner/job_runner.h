@@ -5,19 +5,23 @@
 // Per workload the search thread keeps a SearchSpace and the measured set (database traces of
 // the workload on the job's device class, plus the candidates it has dispatched) and runs
 // rounds of NextBatch whose candidates it queues in the LeaseRegistry. A round starts when
-// fewer than half a batch of the workload's tasks are outstanding, so workers never idle
-// between rounds. trials_done of a workload = traces stored for it now minus its baseline, so a
-// restarted daemon resumes every QUEUED or RUNNING job exactly where its commits stopped and
-// never dispatches a stored trace again. One cost model per job (its device class's), fed
-// with every reported result, retrained by the model itself when its data grew >= 20 %, and
-// saved to the database after each retraining.
+// fewer than half a batch of the workload's tasks are outstanding (dispatched, not reported),
+// or when fewer than half a batch wait in the queue while fewer than 4 batches are in flight:
+// a fleet larger than half a batch drains the queue before results come back, and workers
+// that find it empty would idle (and poll) while the next round is searched.
+//
+// trials_done of a workload = traces stored for it now minus its baseline, so a restarted
+// daemon resumes every QUEUED or RUNNING job exactly where its commits stopped and never
+// dispatches a stored trace again. One cost model per job (its device class's), fed with every
+// reported result, retrained by the model itself when its data grew >= 20 %, and saved to the
+// database after each retraining.
 //
 // The search is a background activity: it runs on `search.threads` threads (0: every core)
 // at the nice value `search_nice`, so that the threads answering workers keep their latency
 // while a round is searched on a small host. Linux nice values are per thread and inherited by
 // the threads a thread creates: each search round (and each featurization and retraining of
-// the cost model) runs on a short-lived thread that lowers its own priority, while the job
-// thread, which takes the locks, keeps normal priority (no priority inversion).
+// the cost model) runs on one niced thread per job, while the job thread, which takes the
+// locks, keeps normal priority (no priority inversion).
 //
 // Thread-safety: every method may be called from any thread. One mutex guards the jobs; it is
 // never held across a search round or a database transaction. Lock order: this mutex, then

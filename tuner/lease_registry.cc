@@ -66,6 +66,9 @@ class LeaseRegistry::Impl {
   std::map<std::string, std::deque<std::string>> queues;  // device class -> candidate ids
   std::map<std::string, LeaseEntry> leases;
   std::map<std::string, WorkerEntry> workers;
+  // Queued (not leased) tasks per job and workload index, kept beside `tasks` so that the job
+  // runner can ask at every wake-up without a walk over every task.
+  std::map<std::string, std::map<int, int>> queued_of_job;
   std::thread reaper;
   std::mt19937_64 id_rng{std::random_device{}() ^
                          static_cast<uint64_t>(Clock::now().time_since_epoch().count())};
@@ -79,6 +82,19 @@ class LeaseRegistry::Impl {
     std::snprintf(buf, sizeof buf, "%s%012llx", prefix,
                   static_cast<unsigned long long>(id_rng() & 0xffffffffffffull));
     return buf;
+  }
+
+  // Counts a task entering (+1) or leaving (-1) the queued state.
+  void CountQueued(const DispatchedTask& d, int delta) {
+    auto job = queued_of_job.find(d.task.job_id());
+    if (job == queued_of_job.end()) {
+      if (delta < 0) return;
+      job = queued_of_job.emplace(d.task.job_id(), std::map<int, int>()).first;
+    }
+    int& n = job->second[d.workload];
+    n = std::max(0, n + delta);
+    if (n == 0) job->second.erase(d.workload);
+    if (job->second.empty()) queued_of_job.erase(job);
   }
 
   void Seen(WorkerEntry& w) {
@@ -98,7 +114,9 @@ class LeaseRegistry::Impl {
 
   int64_t Queued() const {
     int64_t n = 0;
-    for (const auto& [id, t] : tasks) n += t.lease_id.empty() ? 1 : 0;
+    for (const auto& [job, per_workload] : queued_of_job) {
+      for (const auto& [workload, queued] : per_workload) n += queued;
+    }
     return n;
   }
 
@@ -111,6 +129,7 @@ class LeaseRegistry::Impl {
       auto task = tasks.find(*it);
       if (task == tasks.end() || task->second.lease_id != lease_id) continue;
       task->second.lease_id.clear();
+      CountQueued(task->second.d, +1);
       queues[task->second.d.task.device_class()].push_front(*it);
       ++back;
     }
@@ -287,6 +306,7 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
   for (const std::string& id : taken) {
     TaskEntry& t = s.tasks[id];
     t.lease_id = lease_id;
+    s.CountQueued(t.d, -1);
     lease.tasks.insert(id);
     *resp.add_tasks() = t.d.task;
   }
@@ -374,7 +394,9 @@ int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks) {
     TaskEntry e;
     e.d.task = std::move(t);
     e.d.workload = workload;
-    if (!s.tasks.emplace(id, std::move(e)).second) continue;  // another job dispatched it
+    auto [it, fresh] = s.tasks.emplace(id, std::move(e));
+    if (!fresh) continue;  // another job dispatched it
+    s.CountQueued(it->second.d, +1);
     q.push_back(id);
     ++queued;
   }
@@ -392,6 +414,7 @@ void LeaseRegistry::DropQueued(const std::string& job_id) {
       ++it;
     }
   }
+  s.queued_of_job.erase(job_id);
 }
 
 std::string LeaseRegistry::TouchWorker(const std::string& worker_id) {
@@ -425,7 +448,9 @@ std::vector<std::optional<DispatchedTask>> LeaseRegistry::Complete(
     if (t == s.tasks.end()) continue;
     TaskEntry task = std::move(t->second);
     s.tasks.erase(t);
-    if (!task.lease_id.empty()) {
+    if (task.lease_id.empty()) {
+      s.CountQueued(task.d, -1);
+    } else {
       if (auto l = s.leases.find(task.lease_id); l != s.leases.end()) {
         l->second.tasks.erase(candidate_ids[i]);
         if (l->second.tasks.empty()) s.leases.erase(l);
@@ -440,6 +465,15 @@ void LeaseRegistry::AddMeasured(const std::string& worker_id, int64_t n) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
   if (auto w = s.workers.find(worker_id); w != s.workers.end()) w->second.measured += n;
+}
+
+int LeaseRegistry::QueuedOf(const std::string& job_id, int workload) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto job = s.queued_of_job.find(job_id);
+  if (job == s.queued_of_job.end()) return 0;
+  auto n = job->second.find(workload);
+  return n == job->second.end() ? 0 : n->second;
 }
 
 int64_t LeaseRegistry::Queued() {

@@ -90,6 +90,8 @@ class LeaseRegistry {
 
   // --- queries ---
   int64_t Queued();
+  // Tasks of workload index `workload` of job `job_id` waiting in a queue (not leased).
+  int QueuedOf(const std::string& job_id, int workload);
   lathe::v1::ListWorkersResponse ListWorkers();
   // The device classes of registered, not lost workers: CPU ones (`cpu`) or the others.
   std::set<std::string> DeviceClasses(bool cpu);

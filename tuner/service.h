@@ -18,7 +18,8 @@
 //
 // Workers: Register, Lease, Heartbeat and Release are the registry's (memory only; they never
 // wait on a search round or a database transaction). Report stores all its results in one
-// transaction and answers only after the commit; a candidate id already stored counts as a
+// transaction (concurrent reports share one commit: db group commit) and answers only after
+// the commit; a candidate id already stored counts as a
 // duplicate. A result for an expired or unknown lease is still stored when its candidate is
 // known to the daemon (results are never thrown away). A result for a candidate this daemon
 // does not hold (dispatched before a restart, kept in a worker's spool) is stored when the

@@ -263,6 +263,45 @@ TEST_F(ServiceTest, FakeWorkerCompletesJobAndRetriedReportIsNotDuplicated) {
   StopServer();  // before the metrics it reports to
 }
 
+// A fleet larger than half a batch: when workers have leased the queue below half a batch, the
+// next round is searched before any result comes back (workers never run dry), and the tasks
+// in flight stay bounded (4 batches) however greedily workers lease.
+TEST_F(ServiceTest, RoundsKeepTheQueueFedAndInflightTasksBounded) {
+  StartServer(Options());
+  constexpr int kBatch = 8;
+  v1::SubmitJobRequest req;
+  req.mutable_spec()->add_workloads("matmul:m=64,n=64,k=64");
+  req.mutable_spec()->set_device_class(kDeviceClass);
+  req.mutable_spec()->set_trials(200);
+  req.mutable_spec()->set_batch(kBatch);
+  req.mutable_spec()->set_seed(3);
+  req.mutable_spec()->set_min_repeat_ms(1);
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), req, &submitted).ok());
+  const std::string a = RegisterWorker("host-a");
+  const std::string b = RegisterWorker("host-b");
+  v1::LeaseResponse first = Lease(a, kBatch, 10000);
+  ASSERT_EQ(first.tasks_size(), kBatch);
+  // No result has come back, and the first round is all leased: b still gets a task.
+  v1::LeaseResponse second = Lease(b, kBatch, 10000);
+  EXPECT_GT(second.tasks_size(), 0);
+
+  // Leasing on without reporting: rounds stop once 4 batches are in flight.
+  std::vector<v1::LeaseResponse> held = {first, second};
+  int leased = first.tasks_size() + second.tasks_size();
+  for (int i = 0; i < 100; ++i) {
+    v1::LeaseResponse more = Lease(b, kBatch, 1500);
+    if (more.tasks().empty()) break;
+    leased += more.tasks_size();
+    held.push_back(more);
+  }
+  EXPECT_GE(leased, 3 * kBatch);
+  EXPECT_LT(leased, 5 * kBatch);
+  // A result makes room for another round.
+  EXPECT_GT(Report(OkReport(a, first)).accepted(), 0);
+  EXPECT_GT(Lease(b, kBatch, 10000).tasks_size(), 0);
+}
+
 TEST_F(ServiceTest, ExpiredLeaseReturnsTasksToAnotherWorker) {
   ServiceOptions o = Options();
   o.lease_duration_ms = 300;
