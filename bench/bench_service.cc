@@ -24,7 +24,8 @@
 // ratio reported), --skip-real, --quick,
 // --search-threads N and --search-nice N (the in-process daemon's search; lathed's defaults:
 // every core but one, nice 10; `--search-threads 0 --search-nice 0` is the daemon before
-// those existed), --parts LIST (of 1,2a,2b,3; default all).
+// those existed), --part2-population N and --part2-generations N (part 2's search rounds,
+// default 512 and 1; lathed's are 2048 and 4), --parts LIST (of 1,2a,2b,3; default all).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -69,6 +70,9 @@ using lathe::tuner::TunerService;
 // The in-process daemon's search settings (lathed's defaults unless given).
 int g_search_threads = lathe::tuner::DefaultSearchThreads();
 int g_search_nice = 10;
+// Part 2's search per round (a light one by default; lathed's own is 2048 and 4).
+int g_part2_population = 512;
+int g_part2_generations = 1;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -287,7 +291,7 @@ void ManyWorkers(int n, int seconds, int measure_ms, bool prefill) {
       "by %d ms (+-50%%) of simulated measurement and a report, an empty one by 100 ms; %s\n",
       prefill ? "a" : "b", n, seconds, measure_ms,
       prefill ? "4096 tasks queued first" : "rounds of 256 searched meanwhile");
-  auto d = Daemon::Start(/*population=*/512, /*generations=*/1);
+  auto d = Daemon::Start(g_part2_population, g_part2_generations);
   if (!d) return;
   const std::string address = d->server->address();
   const int batch = prefill ? 4096 : 256;
@@ -637,6 +641,10 @@ int main(int argc, char** argv) {
       g_search_threads = next();
     } else if (a == "--search-nice") {
       g_search_nice = next();
+    } else if (a == "--part2-population") {
+      g_part2_population = std::max(1, next());
+    } else if (a == "--part2-generations") {
+      g_part2_generations = std::max(1, next());
     } else if (a == "--parts" && i + 1 < argc) {
       parts = argv[++i];
     } else if (a == "--skip-real") {
@@ -651,7 +659,8 @@ int main(int argc, char** argv) {
           stderr,
           "usage: bench_service [--workers N] [--seconds S] [--measure-ms M] [--candidates N] "
           "[--real-trials N] [--skip-real] [--quick] [--search-threads N] [--search-nice N] "
-          "[--parts 1,2a,2b,3] [--real-ms M] [--real-rounds N]\n");
+          "[--parts 1,2a,2b,3] [--real-ms M] [--real-rounds N] [--part2-population N] "
+          "[--part2-generations N]\n");
       return 2;
     }
   }
@@ -660,8 +669,10 @@ int main(int argc, char** argv) {
   getloadavg(load, 3);
   std::printf("bench_service on %s, load average %.2f (figures on a loaded machine are low)\n",
               lathe::codegen::HostDeviceClass().c_str(), load[0]);
-  std::printf("in-process daemon: search on %d thread(s) (0: every core) at nice %d\n",
-              g_search_threads, g_search_nice);
+  std::printf(
+      "in-process daemon: search on %d thread(s) (0: every core) at nice %d; part 2 rounds: "
+      "population %d, %d generation(s)\n",
+      g_search_threads, g_search_nice, g_part2_population, g_part2_generations);
   auto part = [&](const char* name) {
     return absl::StrContains(absl::StrCat(",", parts, ","), absl::StrCat(",", name, ","));
   };
