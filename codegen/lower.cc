@@ -48,7 +48,16 @@ class Lowerer {
   absl::StatusOr<Expr> FlatIndex(const std::string& tensor, const std::vector<Expr>& idx) const;
   absl::StatusOr<Stmt> MakeNest(const LStage& ls);
   absl::StatusOr<Stmt> ComputeStmt(const LStage& ls, bool init);
+  // The bounds checks of `ls`'s compute statement (those of its reduce loops only when
+  // `include_reduce`), null when every one provably holds.
   Expr Guard(const LStage& ls, bool include_reduce) const;
+  // Every bounds check of `ls`, simplified, in order, those that provably hold left out;
+  // computed once per stage: a reduction's init and update statements share the spatial ones.
+  struct GuardTerm {
+    Expr cond;
+    bool reduce;  // a check of a reduce loop
+  };
+  const std::vector<GuardTerm>& GuardTerms(const LStage& ls) const;
   // The stage `x` is attached under, walking up to `t`: returns the loop of `t` it lives
   // in, or "" when `x` does not live inside `t`.
   std::string LoopInside(const Stage& x, const std::string& t) const;
@@ -58,6 +67,7 @@ class Lowerer {
   std::map<std::string, LStage*> by_name_;
   std::map<std::string, Buffer> arg_buffers_;  // placeholders and the output
   RangeMap ranges_;                            // every leaf variable -> [0, extent - 1]
+  mutable std::map<const LStage*, std::vector<GuardTerm>> guard_terms_;
 };
 
 absl::Status Lowerer::Validate() {
@@ -271,24 +281,25 @@ absl::StatusOr<Expr> Lowerer::LowerExpr(const Expr& e) const {
   return out;
 }
 
-Expr Lowerer::Guard(const LStage& ls, bool include_reduce) const {
+const std::vector<Lowerer::GuardTerm>& Lowerer::GuardTerms(const LStage& ls) const {
+  auto [it, fresh] = guard_terms_.try_emplace(&ls);
+  std::vector<GuardTerm>& terms = it->second;
+  if (!fresh) return terms;
   const Stage& s = *ls.st;
   size_t nspatial = s.tensor->axes.size();
-  Expr cond;
-  auto add = [&](Expr c) {
+  auto add = [&](Expr c, bool reduce) {
     c = Simplify(c, ranges_);
     if (c->kind == ExprKind::kIntImm && c->int_value) return;
-    cond = cond ? And(cond, c) : c;
+    terms.push_back({std::move(c), reduce});
   };
   for (size_t r = 0; r < s.root_loops.size(); ++r) {
-    if (r >= nspatial && !include_reduce) break;
     const Expr& loop_value = ls.value.at(s.root_loops[r]);
     int64_t region = r < nspatial ? ls.region_ext[r] : s.loops.at(s.root_loops[r]).extent;
-    add(LT(loop_value, IntImm(region)));
+    add(LT(loop_value, IntImm(region)), r >= nspatial);
     if (r < nspatial && s.attach == AttachKind::kAt) {
       // The region may stick out of the tensor at its edges.
-      add(LT(ls.root_value[r], IntImm(s.tensor->shape[r])));
-      add(GE(ls.root_value[r], IntImm(0)));
+      add(LT(ls.root_value[r], IntImm(s.tensor->shape[r])), false);
+      add(GE(ls.root_value[r], IntImm(0)), false);
     }
   }
   // A split of a non-root loop whose parts do not tile it exactly can step past the end of
@@ -298,8 +309,16 @@ Expr Lowerer::Guard(const LStage& ls, bool include_reduce) const {
     const std::string& in = rel.inputs[0];
     if (std::count(s.root_loops.begin(), s.root_loops.end(), in)) continue;  // guarded above
     if (ls.ext.at(rel.outputs[0]) * ls.ext.at(rel.outputs[1]) == ls.ext.at(in)) continue;
-    if (s.loops.at(in).reduce && !include_reduce) continue;
-    add(LT(ls.value.at(in), IntImm(ls.ext.at(in))));
+    add(LT(ls.value.at(in), IntImm(ls.ext.at(in))), s.loops.at(in).reduce);
+  }
+  return terms;
+}
+
+Expr Lowerer::Guard(const LStage& ls, bool include_reduce) const {
+  Expr cond;
+  for (const GuardTerm& t : GuardTerms(ls)) {
+    if (t.reduce && !include_reduce) continue;
+    cond = cond ? And(cond, t.cond) : t.cond;
   }
   return cond;
 }

@@ -135,9 +135,29 @@ int64_t EvalIndex(const Expr& e, const ExprNode* var, int64_t value) {
   }
 }
 
-// |d index / d var| for a unit step of `var`.
-double Stride(const Expr& index, const ExprNode* var) {
-  return std::fabs(static_cast<double>(EvalIndex(index, var, 1) - EvalIndex(index, nullptr, 0)));
+// The variables `e` mentions, each once.
+void CollectVars(const Expr& e, std::vector<const ExprNode*>* vars) {
+  if (e == nullptr) return;
+  if (e->kind == ExprKind::kVar) {
+    if (std::find(vars->begin(), vars->end(), e.get()) == vars->end()) vars->push_back(e.get());
+    return;
+  }
+  for (const Expr& o : e->operands) CollectVars(o, vars);
+}
+
+// |d index / d var| for a unit step of each loop's variable: loops whose variable the index
+// does not mention have stride 0 without evaluating it.
+std::vector<double> Strides(const Expr& index, const std::vector<Loop>& loops) {
+  std::vector<double> sv(loops.size(), 0.0);
+  std::vector<const ExprNode*> vars;
+  CollectVars(index, &vars);
+  if (vars.empty()) return sv;
+  const int64_t base = EvalIndex(index, nullptr, 0);
+  for (size_t l = 0; l < loops.size(); ++l) {
+    if (std::find(vars.begin(), vars.end(), loops[l].var) == vars.end()) continue;
+    sv[l] = std::fabs(static_cast<double>(EvalIndex(index, loops[l].var, 1) - base));
+  }
+  return sv;
 }
 
 struct Access {
@@ -365,9 +385,7 @@ class Extractor {
       for (const Access& a : ba.accesses) {
         (a.write ? writes : reads) = true;
         lanes_total += a.lanes;
-        std::vector<double> sv(depth);
-        for (size_t l = 0; l < depth; ++l) sv[l] = Stride(a.index, loops_[l].var);
-        strides.push_back(std::move(sv));
+        strides.push_back(Strides(a.index, loops_));
       }
       st.unique_at.assign(depth + 1, 0);
       for (size_t level = 0; level <= depth; ++level) {

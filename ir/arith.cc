@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "ir/functor.h"
 
 namespace lathe::ir {
@@ -53,7 +54,9 @@ I Scale(I x, int64_t c) {
 
 // A canonical linear form: sum of coeff * atom + constant.
 struct Linear {
-  std::vector<std::pair<Expr, int64_t>> terms;
+  // Inline storage: index expressions have a handful of terms (up to about ten), and a
+  // linear form is built for every node of every additive tree simplified.
+  absl::InlinedVector<std::pair<Expr, int64_t>, 10> terms;
   int64_t c = 0;
 
   void AddTerm(const Expr& atom, int64_t coeff) {
@@ -66,8 +69,23 @@ struct Linear {
     }
     terms.emplace_back(atom, coeff);
   }
+  void AddTerm(Expr&& atom, int64_t coeff) {
+    if (coeff == 0) return;
+    for (auto& [a, k] : terms) {
+      if (StructEqual(a, atom)) {
+        k += coeff;
+        return;
+      }
+    }
+    terms.emplace_back(std::move(atom), coeff);
+  }
   void Merge(const Linear& o, int64_t scale) {
     for (const auto& [a, k] : o.terms) AddTerm(a, k * scale);
+    c += o.c * scale;
+  }
+  // Merge(o, scale) for an `o` no longer needed: its atoms are moved, not copied.
+  void MergeFrom(Linear&& o, int64_t scale) {
+    for (auto& [a, k] : o.terms) AddTerm(std::move(a), k * scale);
     c += o.c * scale;
   }
   bool is_const() const {
@@ -80,34 +98,45 @@ struct Linear {
 
 bool IsScalarInt(const Expr& e) { return e->type.is_int() && e->type.lanes == 1; }
 
-Linear ToLinear(const Expr& e) {
-  Linear l;
+// The linear form of `e` into `out`, which must be empty. The left operand of a sum is built
+// in place (sums are left-deep chains) and the right one apart, then merged: the same terms
+// in the same order as building both apart and merging them.
+void ToLinearInto(const Expr& e, Linear* out) {
   switch (e->kind) {
     case ExprKind::kIntImm:
-      l.c = e->int_value;
-      return l;
+      out->c = e->int_value;
+      return;
     case ExprKind::kAdd:
     case ExprKind::kSub: {
-      l = ToLinear(e->operands[0]);
-      l.Merge(ToLinear(e->operands[1]), e->kind == ExprKind::kAdd ? 1 : -1);
-      return l;
+      ToLinearInto(e->operands[0], out);
+      Linear r;
+      ToLinearInto(e->operands[1], &r);
+      out->MergeFrom(std::move(r), e->kind == ExprKind::kAdd ? 1 : -1);
+      return;
     }
     case ExprKind::kMul: {
-      Linear a = ToLinear(e->operands[0]), b = ToLinear(e->operands[1]);
+      Linear a, b;
+      ToLinearInto(e->operands[0], &a);
+      ToLinearInto(e->operands[1], &b);
       if (b.is_const()) {
-        l.Merge(a, b.c);
-        return l;
+        out->MergeFrom(std::move(a), b.c);
+        return;
       }
       if (a.is_const()) {
-        l.Merge(b, a.c);
-        return l;
+        out->MergeFrom(std::move(b), a.c);
+        return;
       }
       break;
     }
     default:
       break;
   }
-  l.AddTerm(e, 1);
+  out->AddTerm(e, 1);
+}
+
+Linear ToLinear(const Expr& e) {
+  Linear l;
+  ToLinearInto(e, &l);
   return l;
 }
 
@@ -130,6 +159,60 @@ Expr FromLinear(const Linear& l) {
   if (l.c > 0) return Add(acc, IntImm(l.c));
   if (l.c < 0) return Sub(acc, IntImm(-l.c));
   return acc;
+}
+
+// True if `x` is the int64 constant `v` (what IntImm(v) builds).
+bool IsI64Const(const ExprNode* x, int64_t v) {
+  return x->kind == ExprKind::kIntImm && x->type == Type::I64() && x->int_value == v;
+}
+
+// True if `x` is what FromLinear builds for one term: the atom, or atom * IntImm(mag).
+bool MatchesTerm(const Expr& x, const Expr& atom, int64_t mag) {
+  if (mag == 1) return StructEqual(x, atom);
+  return x->kind == ExprKind::kMul && x->type == Type::I64() && StructEqual(x->operands[0], atom) &&
+         IsI64Const(x->operands[1].get(), mag);
+}
+
+// True if FromLinear(l) would build an expression structurally equal to `e`. Simplifying an
+// index that is already in canonical form (most of them, when a lowered program is simplified
+// once more as a whole) then returns it as it is instead of allocating a copy.
+bool MatchesLinear(const Expr& e, const Linear& l) {
+  absl::InlinedVector<const std::pair<Expr, int64_t>*, 8> order;  // FromLinear's term order
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& t : l.terms) {
+      if (t.second == 0 || (pass == 0) != (t.second > 0)) continue;
+      order.push_back(&t);
+    }
+  }
+  const Expr* cur = &e;
+  if (order.empty()) return IsI64Const(cur->get(), l.c);
+  auto step = [&](ExprKind kind) {
+    const ExprNode* n = cur->get();
+    if (n->kind != kind || n->type != Type::I64()) return false;
+    return true;
+  };
+  if (l.c != 0) {
+    if (!step(l.c > 0 ? ExprKind::kAdd : ExprKind::kSub)) return false;
+    if (!IsI64Const((*cur)->operands[1].get(), l.c > 0 ? l.c : -l.c)) return false;
+    cur = &(*cur)->operands[0];
+  }
+  for (size_t i = order.size() - 1; i > 0; --i) {
+    const auto& [atom, k] = *order[i];
+    if (!step(k > 0 ? ExprKind::kAdd : ExprKind::kSub)) return false;
+    if (!MatchesTerm((*cur)->operands[1], atom, k > 0 ? k : -k)) return false;
+    cur = &(*cur)->operands[0];
+  }
+  const auto& [atom, k] = *order[0];
+  if (k > 0) return MatchesTerm(*cur, atom, k);
+  // Only negative terms: the first is atom * IntImm(k), even for k == -1.
+  return (*cur)->kind == ExprKind::kMul && (*cur)->type == Type::I64() &&
+         StructEqual((*cur)->operands[0], atom) && IsI64Const((*cur)->operands[1].get(), k);
+}
+
+// FromLinear(l), or `e` itself when that is what FromLinear would build.
+Expr FromLinearOr(const Expr& e, const Linear& l) {
+  if (MatchesLinear(e, l)) return e;
+  return FromLinear(l);
 }
 
 I BoundLinearAtoms(const Linear& l, const RangeMap& ranges);
@@ -202,7 +285,35 @@ I BoundLinearAtoms(const Linear& l, const RangeMap& ranges) {
   return acc;
 }
 
-Expr Canonical(const Expr& e) { return FromLinear(ToLinear(e)); }
+// Bound(Canonical(Sub(a, b)), ranges) without building either expression: the terms of
+// a - b in the order FromLinear would emit them (positive first), bounded as Bound would
+// bound the canonical form (an atom alone, with coefficient 1, bounded as itself).
+I BoundDifference(const Expr& a, const Expr& b, const RangeMap& ranges) {
+  Linear l;
+  ToLinearInto(a, &l);
+  Linear r;
+  ToLinearInto(b, &r);
+  l.MergeFrom(std::move(r), -1);
+  absl::InlinedVector<const std::pair<Expr, int64_t>*, 10> order;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& t : l.terms) {
+      if (t.second == 0 || (pass == 0) != (t.second > 0)) continue;
+      order.push_back(&t);
+    }
+  }
+  if (order.empty()) return {l.c, l.c};
+  if (order.size() == 1 && order[0]->second == 1 && l.c == 0) {
+    return Bound(order[0]->first, ranges);
+  }
+  I acc{l.c, l.c};
+  for (const auto* t : order) {
+    I bt = Scale(Bound(t->first, ranges), t->second);
+    acc = {SatAdd(acc.lo, bt.lo), SatAdd(acc.hi, bt.hi)};
+  }
+  return acc;
+}
+
+Expr Canonical(const Expr& e) { return FromLinearOr(e, ToLinear(e)); }
 
 // Splits linear `l` into c*Q + R with R holding the terms not divisible by c and the
 // constant's remainder.
@@ -296,7 +407,7 @@ Expr SimplifyNode(const Expr& e, const RangeMap& ranges) {
         if (AsConstInt(ops[0], &a) && AsConstInt(ops[1], &b)) {
           return IntImm(k == ExprKind::kMin ? std::min(a, b) : std::max(a, b));
         }
-        I d = Bound(Canonical(Sub(ops[0], ops[1])), ranges);
+        I d = BoundDifference(ops[0], ops[1], ranges);
         if (d.hi <= 0) return k == ExprKind::kMin ? ops[0] : ops[1];
         if (d.lo >= 0) return k == ExprKind::kMin ? ops[1] : ops[0];
         return e;
@@ -324,7 +435,7 @@ Expr SimplifyNode(const Expr& e, const RangeMap& ranges) {
     if (k == ExprKind::kMul && a->kind == ExprKind::kFloatImm && a->float_value == 1.0) return b;
   }
   if (IsCompare(k) && ops[0]->type.is_int()) {
-    I d = Bound(Canonical(Sub(ops[0], ops[1])), ranges);
+    I d = BoundDifference(ops[0], ops[1], ranges);
     auto decide = [&](bool t, bool f) -> Expr {
       if (t) return BoolImm(true);
       if (f) return BoolImm(false);
@@ -407,45 +518,58 @@ bool IsLinearKind(const Expr& e) {
 }
 
 // The linear form of `e` with every non-linear atom simplified: one pass over an additive
-// tree instead of re-canonicalising it at each of its nodes.
-Linear ToLinearSimplified(const Expr& e, const RangeMap& ranges) {
-  Linear l;
+// tree instead of re-canonicalising it at each of its nodes. Built into `out`, which must be
+// empty, as ToLinearInto builds.
+void ToLinearSimplifiedInto(const Expr& e, const RangeMap& ranges, Linear* out) {
   switch (e->kind) {
     case ExprKind::kIntImm:
-      l.c = e->int_value;
-      return l;
+      out->c = e->int_value;
+      return;
     case ExprKind::kAdd:
-    case ExprKind::kSub:
-      l = ToLinearSimplified(e->operands[0], ranges);
-      l.Merge(ToLinearSimplified(e->operands[1], ranges), e->kind == ExprKind::kAdd ? 1 : -1);
-      return l;
+    case ExprKind::kSub: {
+      ToLinearSimplifiedInto(e->operands[0], ranges, out);
+      Linear r;
+      ToLinearSimplifiedInto(e->operands[1], ranges, &r);
+      out->MergeFrom(std::move(r), e->kind == ExprKind::kAdd ? 1 : -1);
+      return;
+    }
     case ExprKind::kMul: {
-      Linear a = ToLinearSimplified(e->operands[0], ranges);
-      Linear b = ToLinearSimplified(e->operands[1], ranges);
+      Linear a, b;
+      ToLinearSimplifiedInto(e->operands[0], ranges, &a);
+      ToLinearSimplifiedInto(e->operands[1], ranges, &b);
       if (b.is_const()) {
-        l.Merge(a, b.c);
+        out->MergeFrom(std::move(a), b.c);
       } else if (a.is_const()) {
-        l.Merge(b, a.c);
+        out->MergeFrom(std::move(b), a.c);
       } else {
-        l.AddTerm(Mul(FromLinear(a), FromLinear(b)), 1);
+        out->AddTerm(Mul(FromLinear(a), FromLinear(b)), 1);
       }
-      return l;
+      return;
     }
     default: {
       Expr s = SimplifyImpl(e, ranges);
-      if (IsLinearKind(s)) return ToLinear(s);
-      if (s->kind == ExprKind::kIntImm) {
-        l.c = s->int_value;
-        return l;
+      if (IsLinearKind(s)) {
+        ToLinearInto(s, out);
+        return;
       }
-      l.AddTerm(s, 1);
-      return l;
+      if (s->kind == ExprKind::kIntImm) {
+        out->c = s->int_value;
+        return;
+      }
+      out->AddTerm(std::move(s), 1);
+      return;
     }
   }
 }
 
+Linear ToLinearSimplified(const Expr& e, const RangeMap& ranges) {
+  Linear l;
+  ToLinearSimplifiedInto(e, ranges, &l);
+  return l;
+}
+
 Expr SimplifyImpl(const Expr& e, const RangeMap& ranges) {
-  if (IsLinearKind(e)) return FromLinear(ToLinearSimplified(e, ranges));
+  if (IsLinearKind(e)) return FromLinearOr(e, ToLinearSimplified(e, ranges));
   if (e->operands.empty()) return SimplifyNode(e, ranges);
   std::vector<Expr> ops;
   ops.reserve(e->operands.size());

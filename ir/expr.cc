@@ -1,5 +1,6 @@
 #include "ir/expr.h"
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -25,6 +26,24 @@ std::shared_ptr<ExprNode> New(ExprKind kind, Type type) {
   n->kind = kind;
   n->type = type;
   return n;
+}
+
+// Operands are moved in: an initializer list would copy each shared pointer (an atomic
+// increment and, later, a decrement per operand of every node built).
+void SetOperands(ExprNode* n, Expr a) {
+  n->operands.reserve(1);
+  n->operands.push_back(std::move(a));
+}
+void SetOperands(ExprNode* n, Expr a, Expr b) {
+  n->operands.reserve(2);
+  n->operands.push_back(std::move(a));
+  n->operands.push_back(std::move(b));
+}
+void SetOperands(ExprNode* n, Expr a, Expr b, Expr c) {
+  n->operands.reserve(3);
+  n->operands.push_back(std::move(a));
+  n->operands.push_back(std::move(b));
+  n->operands.push_back(std::move(c));
 }
 
 // Broadcasts a scalar operand to the lane count of the other operand.
@@ -69,10 +88,26 @@ Buffer MakeBuffer(std::string name, Type dtype, std::vector<int64_t> shape, std:
   return b;
 }
 
-Expr IntImm(int64_t v) {
-  auto n = New(ExprKind::kIntImm, Type::I64());
+namespace {
+
+Expr NewIntImm(int64_t v, Type t) {
+  auto n = New(ExprKind::kIntImm, t);
   n->int_value = v;
   return n;
+}
+
+}  // namespace
+
+// Small constants (tile sizes, strides, loop bounds) are built over and over by lowering and
+// simplification: each thread keeps one node per value. Nodes are immutable and only
+// variables are compared by identity, so sharing them is invisible.
+Expr IntImm(int64_t v) {
+  constexpr int64_t kLo = -64, kHi = 1024;
+  if (v < kLo || v >= kHi) return NewIntImm(v, Type::I64());
+  thread_local std::array<Expr, kHi - kLo> cache;
+  Expr& slot = cache[static_cast<size_t>(v - kLo)];
+  if (!slot) slot = NewIntImm(v, Type::I64());
+  return slot;
 }
 
 Expr FloatImm(double v) {
@@ -82,9 +117,10 @@ Expr FloatImm(double v) {
 }
 
 Expr BoolImm(bool v) {
-  auto n = New(ExprKind::kIntImm, Type::Bool());
-  n->int_value = v ? 1 : 0;
-  return n;
+  thread_local std::array<Expr, 2> cache;
+  Expr& slot = cache[v ? 1 : 0];
+  if (!slot) slot = NewIntImm(v ? 1 : 0, Type::Bool());
+  return slot;
 }
 
 Expr MakeVar(std::string name, Type type) {
@@ -119,7 +155,7 @@ Expr MakeBinary(ExprKind kind, Expr a, Expr b) {
   }
   if (kind == ExprKind::kMod) LATHE_CHECK(a->type.is_int(), "modulo of non-integers");
   auto n = New(kind, t);
-  n->operands = {std::move(a), std::move(b)};
+  SetOperands(n.get(), std::move(a), std::move(b));
   return n;
 }
 
@@ -142,7 +178,7 @@ Expr Or(Expr a, Expr b) { return MakeBinary(ExprKind::kOr, std::move(a), std::mo
 Expr Not(Expr a) {
   LATHE_CHECK(a && a->type.is_bool(), "Not of a non-bool");
   auto n = New(ExprKind::kNot, a->type);
-  n->operands = {std::move(a)};
+  SetOperands(n.get(), std::move(a));
   return n;
 }
 
@@ -162,7 +198,7 @@ Expr Select(Expr cond, Expr t, Expr f) {
     }
   }
   auto n = New(ExprKind::kSelect, t->type);
-  n->operands = {std::move(cond), std::move(t), std::move(f)};
+  SetOperands(n.get(), std::move(cond), std::move(t), std::move(f));
   return n;
 }
 
@@ -171,7 +207,7 @@ Expr Cast(Type t, Expr v) {
   if (v->type == t) return v;
   t.lanes = v->type.lanes;
   auto n = New(ExprKind::kCast, t);
-  n->operands = {std::move(v)};
+  SetOperands(n.get(), std::move(v));
   return n;
 }
 
@@ -195,7 +231,7 @@ Expr Load(Buffer buffer, Expr index, Expr predicate) {
   LATHE_CHECK(buffer && index && index->type.is_int(), "bad Load");
   auto n = New(ExprKind::kLoad, buffer->dtype.WithLanes(index->type.lanes));
   n->buffer = std::move(buffer);
-  n->operands = {std::move(index)};
+  SetOperands(n.get(), std::move(index));
   if (predicate) n->operands.push_back(std::move(predicate));
   return n;
 }
@@ -204,7 +240,7 @@ Expr Reduce(ReduceOp op, Expr source, std::vector<IterVar> axes, Expr condition)
   LATHE_CHECK(source != nullptr, "null Reduce source");
   auto n = New(ExprKind::kReduce, source->type);
   n->reduce_op = op;
-  n->operands = {std::move(source)};
+  SetOperands(n.get(), std::move(source));
   if (condition) n->operands.push_back(std::move(condition));
   n->reduce_axes = std::move(axes);
   return n;
@@ -213,7 +249,7 @@ Expr Reduce(ReduceOp op, Expr source, std::vector<IterVar> axes, Expr condition)
 Expr Ramp(Expr base, Expr stride, int lanes) {
   LATHE_CHECK(base->type.lanes == 1 && stride->type.lanes == 1 && lanes > 1, "bad Ramp");
   auto n = New(ExprKind::kRamp, base->type.WithLanes(lanes));
-  n->operands = {std::move(base), std::move(stride)};
+  SetOperands(n.get(), std::move(base), std::move(stride));
   return n;
 }
 
@@ -221,7 +257,7 @@ Expr Broadcast(Expr value, int lanes) {
   LATHE_CHECK(value->type.lanes == 1, "Broadcast of a vector");
   if (lanes == 1) return value;
   auto n = New(ExprKind::kBroadcast, value->type.WithLanes(lanes));
-  n->operands = {std::move(value)};
+  SetOperands(n.get(), std::move(value));
   return n;
 }
 
