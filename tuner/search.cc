@@ -1,11 +1,15 @@
 #include "tuner/search.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -18,54 +22,144 @@ namespace lathe::tuner {
 
 namespace {
 
+// A candidate of the round, by where it lives: generation `gen` of the population, index
+// `idx` (every generation is kept until the round ends, so nothing is copied to remember it).
 struct Scored {
-  Candidate c;
-  std::string key;
+  size_t gen = 0, idx = 0;
   float score = 0;
 };
 
-// Runs fn(i) for i in [0, n) on `threads` threads (0: every core).
-void ParallelFor(int threads, size_t n, const std::function<void(size_t)>& fn) {
-  unsigned nthreads = threads > 0 ? static_cast<unsigned>(threads)
-                                  : std::max(1u, std::thread::hardware_concurrency());
-  auto work = [&](size_t begin) {
-    for (size_t i = begin; i < n; i += nthreads) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < nthreads && t < n; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (auto& t : pool) t.join();
+// A fixed set of worker threads for the parallel loops of one round: started once per
+// round, not once per loop. For(n, fn) runs fn(i) for every i in [0, n) on the workers and
+// the calling thread, handing out indices one at a time (lowering a candidate costs a
+// fraction of a millisecond; a core taken by another process then slows only its own share).
+// fn(i) must only touch state of index i. Not reentrant; one caller at a time.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads) {
+    const unsigned n = threads > 0 ? static_cast<unsigned>(threads)
+                                   : std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned t = 1; t < n; ++t) workers_.emplace_back([this] { Loop(); });
+  }
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  void For(size_t n, const std::function<void(size_t)>& fn) {
+    if (workers_.empty() || n < 2) {
+      for (size_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fn_ = &fn;
+      n_ = n;
+      next_.store(0);
+      busy_ = workers_.size();
+      ++job_;
+    }
+    wake_.notify_all();
+    Work();
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return busy_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  void Work() {
+    for (size_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*fn_)(i);
+  }
+  void Loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [&] { return stop_ || job_ != seen; });
+        if (stop_) return;
+        seen = job_;
+      }
+      Work();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(size_t)>* fn_ = nullptr;
+  size_t n_ = 0;
+  std::atomic<size_t> next_{0};
+  size_t busy_ = 0;
+  uint64_t job_ = 0;
+  bool stop_ = false;
+};
+
+// What decides a candidate's lowered program: its trace's instructions (replaying them is
+// deterministic). Distinct decisions often give one trace (a choice that the sketch ignores
+// for these tile sizes), so this key lowers fewer programs than the decisions would.
+std::string ProgramKey(const Candidate& c) {
+  std::string k;
+  for (const ir::Instruction& in : c.trace.instructions) {
+    k += in.kind;
+    k += '\x1f';
+    k += in.stage;
+    for (const std::string& l : in.loops) {
+      k += '\x1f';
+      k += l;
+    }
+    k += '\x1e';
+    for (int64_t f : in.factors) {
+      k += std::to_string(f);
+      k += ',';
+    }
+    k += '\x1f';
+    k += in.target;
+    k += '\x1f';
+    k += in.target_loop;
+    k += '\x1f';
+    k += in.tag;
+    k += '\x1d';
+  }
+  return k;
 }
 
-// Features of a candidate's lowered program, memoised by decisions: evolved populations
-// repeat themselves.
+// Features of a candidate's lowered program, memoised by the program (ProgramKey): evolved
+// populations repeat themselves.
 class FeatureCache {
  public:
-  FeatureCache(const SearchSpace& space, int threads) : space_(space), threads_(threads) {}
+  FeatureCache(const SearchSpace& space, WorkerPool& pool) : space_(space), pool_(pool) {}
 
   // Fills feats/ok for `cands` (ok[i] == 0 when the candidate does not lower).
   void Featurize(const std::vector<Candidate>& cands, std::vector<cost_model::FeatureMatrix>* feats,
                  std::vector<char>* ok) {
     feats->assign(cands.size(), {});
     ok->assign(cands.size(), 0);
+    std::vector<std::string> keys(cands.size());
+    pool_.For(cands.size(), [&](size_t i) { keys[i] = ProgramKey(cands[i]); });
     std::vector<size_t> todo;
-    std::map<std::vector<int64_t>, size_t> first;  // decisions -> index computed this call
+    std::unordered_map<std::string_view, size_t> first;  // key -> index computed this call
     std::vector<size_t> alias(cands.size(), SIZE_MAX);
     for (size_t i = 0; i < cands.size(); ++i) {
-      auto it = cache_.find(cands[i].decisions);
+      auto it = cache_.find(keys[i]);
       if (it != cache_.end()) {
         (*ok)[i] = it->second.has_value();
         if (it->second) (*feats)[i] = *it->second;
         continue;
       }
-      auto [f, fresh] = first.emplace(cands[i].decisions, i);
+      auto [f, fresh] = first.emplace(keys[i], i);
       if (fresh) {
         todo.push_back(i);
       } else {
         alias[i] = f->second;
       }
     }
-    ParallelFor(threads_, todo.size(), [&](size_t t) {
+    pool_.For(todo.size(), [&](size_t t) {
       size_t i = todo[t];
       const Candidate& c = cands[i];
       absl::StatusOr<ir::Schedule> applied = absl::UnknownError("");
@@ -83,7 +177,7 @@ class FeatureCache {
       (*ok)[i] = 1;
     });
     for (size_t i : todo) {
-      cache_[cands[i].decisions] =
+      cache_[std::move(keys[i])] =
           (*ok)[i] ? std::optional<cost_model::FeatureMatrix>((*feats)[i]) : std::nullopt;
     }
     for (size_t i = 0; i < cands.size(); ++i) {
@@ -95,8 +189,8 @@ class FeatureCache {
 
  private:
   const SearchSpace& space_;
-  int threads_;
-  std::map<std::vector<int64_t>, std::optional<cost_model::FeatureMatrix>> cache_;
+  WorkerPool& pool_;
+  std::unordered_map<std::string, std::optional<cost_model::FeatureMatrix>> cache_;
 };
 
 }  // namespace
@@ -152,7 +246,8 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   std::vector<uint64_t> sample_seed(fresh);
   for (uint64_t& x : sample_seed) x = rng();
   std::vector<std::optional<Candidate>> sampled(fresh);
-  ParallelFor(options.threads, fresh, [&](size_t i) {
+  WorkerPool pool(options.threads);
+  pool.For(fresh, [&](size_t i) {
     std::mt19937_64 local(sample_seed[i]);
     auto c = space.Sample(local);
     if (c.ok()) sampled[i] = std::move(*c);
@@ -164,11 +259,12 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
       ++st.invalid;
     }
   }
-  // Every candidate seen, by decisions. Whether it was measured already is asked only of
-  // the best-scored ones at the end (`take`): the key is the trace's JSON, too dear to build
-  // for the whole population.
+  // Every candidate seen, by decisions (where it was first seen). Whether it was measured
+  // already is asked only of the best-scored ones at the end (`take`): the key is the
+  // trace's JSON, too dear to build for the whole population.
   std::map<std::vector<int64_t>, Scored> best;
-  FeatureCache cache(space, options.threads);
+  std::vector<std::vector<Candidate>> generations;
+  FeatureCache cache(space, pool);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int gen = 0; gen <= options.generations && !pop.empty(); ++gen) {
     std::vector<cost_model::FeatureMatrix> feats;
@@ -182,9 +278,13 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
                                                   std::make_move_iterator(feats.end()));
       feats.resize(half);
       absl::StatusOr<std::vector<float>> tail_scores;
-      std::thread t([&] { tail_scores = model.Predict(tail); });
-      scores = model.Predict(feats);
-      t.join();
+      pool.For(2, [&](size_t i) {
+        if (i == 0) {
+          scores = model.Predict(feats);
+        } else {
+          tail_scores = model.Predict(tail);
+        }
+      });
       if (!scores.ok()) return scores.status();
       if (!tail_scores.ok()) return tail_scores.status();
       scores->insert(scores->end(), tail_scores->begin(), tail_scores->end());
@@ -208,8 +308,10 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
       const float s = ok[i] ? (*scores)[i] : -1e9f;
       if (!ok[i]) ++st.invalid;
       if (!ok[i] || best.count(pop[i].decisions)) continue;
-      best.emplace(pop[i].decisions, Scored{pop[i], "", s});
+      best.emplace(pop[i].decisions, Scored{generations.size(), i, s});
     }
+    generations.push_back(std::move(pop));
+    const std::vector<Candidate>& parents = generations.back();
     if (gen == options.generations) break;
     // Next generation: parents drawn in proportion to their scores, mutated with
     // probability mutation_prob.
@@ -218,18 +320,18 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     if (!any) break;
     // Parents and seeds are drawn here, in order, so the round is deterministic; the
     // mutations (each replays a schedule) run on every core.
-    std::vector<size_t> parent(pop.size());
-    std::vector<uint64_t> seed(pop.size());
-    std::vector<char> mutate(pop.size());
-    for (size_t i = 0; i < pop.size(); ++i) {
+    std::vector<size_t> parent(parents.size());
+    std::vector<uint64_t> seed(parents.size());
+    std::vector<char> mutate(parents.size());
+    for (size_t i = 0; i < parents.size(); ++i) {
       parent[i] = pick(rng);
       mutate[i] = unit(rng) < options.mutation_prob;
       seed[i] = rng();
     }
-    std::vector<Candidate> next(pop.size());
-    std::vector<char> failed(pop.size(), 0);
-    ParallelFor(options.threads, pop.size(), [&](size_t i) {
-      const Candidate& p = pop[parent[i]];
+    std::vector<Candidate> next(parents.size());
+    std::vector<char> failed(parents.size(), 0);
+    pool.For(parents.size(), [&](size_t i) {
+      const Candidate& p = parents[parent[i]];
       if (mutate[i]) {
         std::mt19937_64 local(seed[i]);
         auto m = space.Mutate(p, local);
@@ -256,7 +358,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     std::vector<uint64_t> mseed(top * per_seed);
     for (uint64_t& x : mseed) x = rng();
     std::vector<std::optional<Candidate>> neigh(mseed.size());
-    ParallelFor(options.threads, mseed.size(), [&](size_t i) {
+    pool.For(mseed.size(), [&](size_t i) {
       std::mt19937_64 local_rng(mseed[i]);
       auto m = space.Mutate(seeds[i / per_seed], local_rng);
       if (m.ok()) neigh[i] = std::move(*m);
@@ -292,9 +394,14 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   int greedy = batch - static_cast<int>(batch * options.eps_greedy + 0.5);
   for (const Scored& s : ranked) {
     if (static_cast<int>(out.size()) >= greedy) break;
-    take(s.c);
+    take(generations[s.gen][s.idx]);
   }
   random_fill(batch);
+  // The round's candidates and the schedules only they hold are freed on every core (the
+  // batch holds its own copies), and counted in the round's time.
+  for (std::vector<Candidate>& g : generations) {
+    pool.For(g.size(), [&](size_t i) { g[i] = Candidate(); });
+  }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
