@@ -9,7 +9,9 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -39,10 +41,38 @@ bool IsUnknownWorker(const grpc::Status& s) {
 }
 
 // The daemon refused the batch itself (it will refuse it again): sending it later is futile.
+// After SendReport, RESOURCE_EXHAUSTED means a single result larger than the daemon takes.
 bool IsPermanent(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
          s.error_code() == grpc::StatusCode::OUT_OF_RANGE ||
-         s.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+         s.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
+         s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+}
+
+// A report larger than this is sent in parts: lathed refuses messages over 4 MiB (a lease of
+// 1024 tasks whose results keep 1000 repeats each is about 8 MiB, more with their tasks).
+constexpr size_t kMaxReportBytes = 3 << 20;
+
+// The halves of `batch`: its results split in two, each half with the tasks of its results.
+std::pair<lathe::v1::ReportRequest, lathe::v1::ReportRequest> SplitReport(
+    const lathe::v1::ReportRequest& batch) {
+  std::pair<lathe::v1::ReportRequest, lathe::v1::ReportRequest> halves;
+  const int mid = batch.results_size() / 2;
+  for (lathe::v1::ReportRequest* half : {&halves.first, &halves.second}) {
+    half->set_worker_id(batch.worker_id());
+    half->set_lease_id(batch.lease_id());
+    half->set_device_class(batch.device_class());
+  }
+  std::set<std::string> first_ids;
+  for (int i = 0; i < batch.results_size(); ++i) {
+    lathe::v1::ReportRequest& half = i < mid ? halves.first : halves.second;
+    *half.add_results() = batch.results(i);
+    if (i < mid) first_ids.insert(batch.results(i).candidate_id());
+  }
+  for (const lathe::v1::Task& t : batch.tasks()) {
+    *(first_ids.count(t.candidate_id()) > 0 ? halves.first : halves.second).add_tasks() = t;
+  }
+  return halves;
 }
 
 std::string Describe(const grpc::Status& s) {
@@ -422,6 +452,33 @@ class Worker::Impl {
     }
   }
 
+  // Sends one Report, or several when `batch` is over kMaxReportBytes or the daemon refuses it
+  // as too large (RESOURCE_EXHAUSTED): halves, down to single results, each with the tasks of
+  // its results. The answers add up in `resp`; the first failure ends it (a resend is
+  // harmless: Report is idempotent by candidate id).
+  grpc::Status SendReport(const lathe::v1::ReportRequest& batch, lathe::v1::ReportResponse* resp) {
+    grpc::Status s;
+    if (batch.results_size() < 2 || batch.ByteSizeLong() <= kMaxReportBytes) {
+      lathe::v1::ReportResponse part;
+      auto ctx = Context(opt_.rpc_timeout_ms);
+      s = stub_->Report(ctx.get(), batch, &part);
+      if (s.ok()) {
+        resp->set_accepted(resp->accepted() + part.accepted());
+        resp->set_duplicates(resp->duplicates() + part.duplicates());
+        resp->set_rejected(resp->rejected() + part.rejected());
+      }
+      if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED || batch.results_size() < 2) {
+        return s;
+      }
+      spdlog::info("the tuner refused {} result(s) of lease {} in one report ({}); sending halves",
+                   batch.results_size(), batch.lease_id(), Describe(s));
+    }
+    auto [first, second] = SplitReport(batch);
+    s = SendReport(first, resp);
+    if (!s.ok()) return s;
+    return SendReport(second, resp);
+  }
+
   // Reports one lease's results; a few quick retries, then the spool.
   // The first attempt sends the results alone; a retry, a resend after the daemon rejected
   // some (it restarted since the lease) and the spool carry the lease's tasks too.
@@ -435,16 +492,14 @@ class Worker::Impl {
       }
       batch.set_worker_id(worker_id());
       lathe::v1::ReportResponse resp;
-      auto ctx = Context(opt_.rpc_timeout_ms);
-      s = stub_->Report(ctx.get(), batch, &resp);
+      s = SendReport(batch, &resp);
       if (s.ok() && resp.rejected() > 0 && batch.tasks_size() == 0) {
         spdlog::info(
             "the tuner did not know {} result(s) of lease {}; sending them with their tasks",
             resp.rejected(), batch.lease_id());
         AttachTasks(batch, lease);
         resp.Clear();
-        auto again = Context(opt_.rpc_timeout_ms);
-        s = stub_->Report(again.get(), batch, &resp);
+        s = SendReport(batch, &resp);
       }
       if (s.ok()) {
         spdlog::debug("reported {} result(s) of lease {}: {} new, {} duplicate(s), {} rejected",
@@ -507,8 +562,7 @@ class Worker::Impl {
     for (lathe::v1::ReportRequest& batch : contents->batches) {
       batch.set_worker_id(worker_id());
       lathe::v1::ReportResponse resp;
-      auto ctx = Context(opt_.rpc_timeout_ms);
-      grpc::Status s = stub_->Report(ctx.get(), batch, &resp);
+      grpc::Status s = SendReport(batch, &resp);
       if (!s.ok() && IsPermanent(s)) {
         spdlog::error("the tuner refused {} spooled result(s) of lease {} ({}); dropping them",
                       batch.results_size(), batch.lease_id(), Describe(s));

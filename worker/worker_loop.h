@@ -17,6 +17,8 @@
 // - Stop() is graceful: no new lease, the task being measured is finished and its lease's
 //   results are reported (or spooled); the lease's tasks not yet started are handed back with
 //   Release at once (they return to the queue only at lease expiry if that call fails).
+// - A report over 3 MiB, or one the daemon refuses as too large (RESOURCE_EXHAUSTED; lathed
+//   takes 4 MiB), is sent in parts: halves, down to single results, each with its tasks.
 // - A report that fails or that the daemon partly rejects (it restarted since the lease and
 //   no longer holds the candidates) is re-sent with the lease's tasks, and spooled batches
 //   carry them too, so a restarted daemon can still store the results of its resumed jobs.

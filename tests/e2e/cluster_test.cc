@@ -157,6 +157,35 @@ TEST(ClusterTest, KilledWorkerLosesNoResult) {
   ExpectMeasuredElsewhere(c, lost, proxy.worker_id());
 }
 
+// A lease's report larger than the daemon takes (here a proxy that refuses messages over
+// 12 KiB stands for lathed's 4 MiB limit and a lease of 1024 tasks): the worker sends it in
+// parts instead of retrying it whole and spooling it forever.
+TEST(ClusterTest, OversizedReportIsSentInParts) {
+  Cluster c;
+  ASSERT_TRUE(c.StartDaemon(kFastLeases));
+  WorkerProxy proxy(c.address(), nullptr, /*max_receive_bytes=*/12 << 10);
+  ASSERT_TRUE(proxy.ok());
+  ASSERT_NE(c.StartWorker({"--batch", "8"}, {}, proxy.address()), nullptr);
+  auto client = c.Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 1));
+  // 50 ms per candidate: each result keeps hundreds of repeats (8 bytes each, at most 1000),
+  // so the 8 results of a lease take well over 12 KiB and any one of them fits.
+  lathe::v1::JobSpec spec = SmallJob(kWorkload, 8, 8);
+  spec.set_min_repeat_ms(50);
+  absl::StatusOr<std::string> id = client->SubmitJob(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  absl::StatusOr<lathe::v1::JobStatus> done = WaitForJob(*client, *id, 90);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), lathe::v1::DONE) << done->message();
+  EXPECT_EQ(TrialsDone(*done), 8);
+  ExpectNoLossNoDuplicate(c, 8);
+  EXPECT_GT(proxy.reports(), proxy.leases()) << "no lease's results were sent in parts";
+  const std::string log = ReadAll(c.dir() + "/worker0.log");
+  EXPECT_NE(log.find("sending halves"), std::string::npos) << log;
+  EXPECT_EQ(log.find("dropping them"), std::string::npos) << log;
+}
+
 // Ctrl-C on `lathe tune --tuner`: detaches (the job keeps running), or cancels the job with
 // --cancel-on-interrupt.
 TEST(ClusterTest, InterruptedRemoteTuneDetachesOrCancels) {

@@ -22,11 +22,14 @@ class WorkerProxy final : public lathe::v1::WorkerService::Service {
   // before the worker sees it; may edit it.
   using LeaseHook = std::function<void(int n, lathe::v1::LeaseResponse* lease)>;
 
-  WorkerProxy(const std::string& daemon, LeaseHook hook)
+  // With `max_receive_bytes` > 0, the proxy refuses larger messages from the worker
+  // (RESOURCE_EXHAUSTED, as lathed does over its own limit).
+  WorkerProxy(const std::string& daemon, LeaseHook hook, int max_receive_bytes = 0)
       : stub_(lathe::v1::WorkerService::NewStub(
             grpc::CreateChannel(daemon, grpc::InsecureChannelCredentials()))),
         hook_(std::move(hook)) {
     grpc::ServerBuilder builder;
+    if (max_receive_bytes > 0) builder.SetMaxReceiveMessageSize(max_receive_bytes);
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
@@ -37,6 +40,16 @@ class WorkerProxy final : public lathe::v1::WorkerService::Service {
 
   bool ok() const { return server_ != nullptr && port_ > 0; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Leases with tasks and Report calls forwarded so far.
+  int leases() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return leases_;
+  }
+  int reports() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reports_;
+  }
+
   // The id the daemon gave the worker behind this proxy.
   std::string worker_id() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -62,6 +75,10 @@ class WorkerProxy final : public lathe::v1::WorkerService::Service {
                       lathe::v1::ReportResponse* resp) override {
     grpc::ClientContext c;
     c.set_deadline(ctx->deadline());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++reports_;
+    }
     return stub_->Report(&c, *req, resp);
   }
   grpc::Status Release(grpc::ServerContext* ctx, const lathe::v1::ReleaseRequest* req,
@@ -88,6 +105,7 @@ class WorkerProxy final : public lathe::v1::WorkerService::Service {
   int port_ = 0;
   std::mutex mu_;
   int leases_ = 0;
+  int reports_ = 0;
   std::string worker_id_;
 };
 
