@@ -1,6 +1,7 @@
 #include "tuner/space.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/host.h"
+#include "ir/functor.h"
 #include "tuner/decisions.h"
 
 namespace lathe::tuner {
@@ -68,6 +70,7 @@ class CpuSpace : public SearchSpace {
   absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
   absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const override;
   absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const override;
+  std::vector<Candidate> Heuristic(int max) const override;
   absl::StatusOr<Candidate> FromDecisions(int sketch,
                                           const std::vector<int64_t>& decisions) const override {
     if (sketch < 0 || sketch >= num_sketches()) {
@@ -99,6 +102,16 @@ class CpuSpace : public SearchSpace {
   CpuTarget target_;
   Analysis an_;
   std::vector<Slot> slots_;
+  // The choice of `slot` nearest to `want` (the smaller one on a tie).
+  int64_t Nearest(int slot, int64_t want) const {
+    const auto& ch = slots_[slot].choices;
+    int64_t best = ch.front();
+    for (int64_t c : ch) {
+      if (std::llabs(c - want) < std::llabs(best - want)) best = c;
+    }
+    return best;
+  }
+
   // Slot indices.
   std::vector<std::string> out_axes_;
   std::vector<int> tile_slot_;  // per output axis
@@ -399,6 +412,84 @@ absl::StatusOr<Candidate> CpuSpace::Mutate(const Candidate& base, std::mt19937_6
     last = f.status();
   }
   return last;
+}
+
+std::vector<Candidate> CpuSpace::Heuristic(int max) const {
+  std::vector<Candidate> out;
+  if (max <= 0) return out;
+  const Schedule sch(workload_);
+  const Stage* os = sch.FindStage(an_.out);
+  const std::vector<int64_t>& shape = os->tensor->shape;
+  const size_t n = out_axes_.size();
+  const int lanes = target_.vector_lanes;
+  // Accumulators a register tile may hold: the file less a broadcast and a row of inputs.
+  const int acc_regs = std::max(1, target_.vector_registers - 4);
+  // An input is packed when the tile walks along its innermost dimension: the panel of
+  // columns every row tile reads (B of a matmul).
+  std::vector<int64_t> pack_at(an_.pack.size(), 0);
+  if (!an_.acc.empty()) {
+    const Stage* acc_def = an_.cache_write ? os : sch.FindStage(an_.acc);
+    const ir::Expr& inner_var = acc_def->tensor->axes.back()->var;
+    ir::Visit(acc_def->tensor->body, [&](const ir::Expr& x) {
+      if (x->kind != ir::ExprKind::kTensorRead || x->operands.empty()) return;
+      for (size_t p = 0; p < an_.pack.size(); ++p) {
+        if (an_.pack[p] == x->name && ir::UsesVar(x->operands.back(), inner_var.get())) {
+          pack_at[p] = 1;
+        }
+      }
+    });
+  }
+  struct Shape {
+    int64_t cols, rows, third, unroll_k;
+    bool pack;
+  };
+  // Wide rows first (two registers per row, as many rows as fit), then narrower variants.
+  const int64_t c2 = 2 * lanes, c3 = 3 * lanes;
+  const std::vector<Shape> shapes = {
+      {c2, acc_regs / 2, 1, 2, true},  {c3, acc_regs / 3, 1, 2, true},
+      {c2, acc_regs / 2, 1, 4, true},  {c2, acc_regs / 4, 2, 2, true},
+      {c2, acc_regs / 2, 1, 2, false}, {lanes, acc_regs / 2, 2, 2, true},
+      {c3, acc_regs / 3, 1, 4, false}, {2 * c2, acc_regs / 4, 1, 2, true},
+  };
+  std::set<std::vector<int64_t>> seen;
+  for (const Shape& sh : shapes) {
+    if (static_cast<int>(out.size()) >= max) break;
+    std::vector<int64_t> d(slots_.size(), 0);
+    for (size_t i = 0; i < slots_.size(); ++i) d[i] = slots_[i].choices.front();
+    // Tiles: columns on the innermost axis, rows on the next, `third` on the one before.
+    for (size_t a = 0; a < n; ++a) {
+      int64_t want = 1;
+      if (a + 1 == n) want = std::min(sh.cols, shape[a]);
+      if (a + 2 == n) want = sh.rows;
+      if (a + 3 == n) want = sh.third;
+      d[tile_slot_[a]] = Nearest(tile_slot_[a], want);
+    }
+    // Parallel: the fewest outer loops that give every core several iterations; with two
+    // axes, the column tiles outermost so that a packed panel serves every row tile.
+    const bool swap = n == 2;
+    std::vector<int64_t> outer(n);
+    for (size_t a = 0; a < n; ++a) outer[a] = (shape[a] + d[tile_slot_[a]] - 1) / d[tile_slot_[a]];
+    if (swap) std::swap(outer[n - 1], outer[n - 2]);
+    int64_t fused = 1;
+    size_t depth = 0;
+    while (depth < n && fused < 4 * target_.cores) fused *= outer[depth++];
+    d[parallel_slot_] = Nearest(parallel_slot_, static_cast<int64_t>(std::max<size_t>(depth, 1)));
+    d[swap_slot_] = Nearest(swap_slot_, swap ? 1 : 0);
+    d[vec_slot_] = Nearest(vec_slot_, 1);
+    d[unroll_slot_] = Nearest(unroll_slot_, 1);
+    d[unroll_k_slot_] = Nearest(unroll_k_slot_, sh.unroll_k);
+    for (size_t p = 0; p < pack_slot_.size(); ++p) {
+      d[pack_slot_[p]] = Nearest(pack_slot_[p], sh.pack ? pack_at[p] : 0);
+    }
+    for (int slot : pad_slot_) d[slot] = Nearest(slot, 1);
+    if (!seen.insert(d).second) continue;
+    Candidate c;
+    c.sketch = 0;
+    c.decisions = std::move(d);
+    auto f = Finish(std::move(c));
+    if (f.ok()) out.push_back(std::move(*f));
+  }
+  return out;
 }
 
 absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {

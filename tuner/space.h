@@ -64,6 +64,14 @@ class SearchSpace {
   // The candidate of this space with these decisions, e.g. those of a good schedule of
   // another workload of the same operator (its tile sizes may not exist here: then it
   // fails). Unimplemented where a space does not support it.
+  // Up to `max` valid candidates that rules about the target pick without measuring (a
+  // register tile that fills the vector registers, the input that the tile walks along
+  // packed, the outer loops parallel), best guess first: measured in the first round, they
+  // give the model good programs to learn from before the search has any. May be empty.
+  virtual std::vector<Candidate> Heuristic(int max) const {
+    (void)max;
+    return {};
+  }
   virtual absl::StatusOr<Candidate> FromDecisions(int sketch,
                                                   const std::vector<int64_t>& decisions) const {
     (void)sketch;

@@ -159,6 +159,16 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
   return seeds;
 }
 
+std::vector<Candidate> UnmeasuredHeuristic(const SearchSpace& space,
+                                           const std::set<std::string>& measured, int batch) {
+  std::vector<Candidate> out;
+  if (batch <= 0) return out;
+  for (Candidate& c : space.Heuristic(std::max(1, batch / 4))) {
+    if (!measured.count(CandidateKey(c))) out.push_back(std::move(c));
+  }
+  return out;
+}
+
 absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_class) {
   std::optional<db::CpuDeviceClass> cpu = db::ParseCpuDeviceClass(device_class);
   if (!cpu.has_value()) {

@@ -62,6 +62,11 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
                                          const ir::Workload& w, const std::string& device_class,
                                          int k);
 
+// The space's rule-picked candidates (SearchSpace::Heuristic) not measured yet, at most a
+// quarter of `batch` (at least one): the head of a first round.
+std::vector<Candidate> UnmeasuredHeuristic(const SearchSpace& space,
+                                           const std::set<std::string>& measured, int batch);
+
 // The search-space target of a CPU device class "cpu:<model>:<isa>:<N>c" (vector lanes from
 // the ISA, cores from N). InvalidArgument for anything else.
 absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_class);

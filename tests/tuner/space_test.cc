@@ -37,6 +37,43 @@ TEST_P(SpaceTest, SamplesAndMutationsAreCorrectKernels) {
     }
   }
   EXPECT_GT(distinct.size(), 4u) << "sampling should explore";
+
+  // The rule-picked candidates are valid, distinct programs too.
+  std::vector<Candidate> rules = (*space)->Heuristic(8);
+  EXPECT_FALSE(rules.empty());
+  EXPECT_LE(rules.size(), 8u);
+  std::set<std::string> programs;
+  for (const Candidate& c : rules) {
+    auto sch = (*space)->Apply(c);
+    ASSERT_TRUE(sch.ok()) << sch.status();
+    absl::Status st = testing::BuildAndCheck(*sch, 5);
+    ASSERT_TRUE(st.ok()) << st << "\n" << ir::TraceToText(c.trace);
+    programs.insert(ir::TraceToJson(c.trace));
+  }
+  EXPECT_EQ(programs.size(), rules.size());
+}
+
+// The first rule-picked candidate of a large GEMM on an AVX2-like target is the classic
+// micro-kernel: 6 rows x 2 vectors of accumulators, B's column panel packed once per
+// parallel column tile, column tiles outermost and parallel.
+TEST(SpaceHeuristicTest, GemmGetsTheRegisterMicroKernelFirst) {
+  auto w = ir::MakeWorkload("matmul:m=1024,n=1024,k=1024");
+  ASSERT_TRUE(w.ok());
+  CpuTarget avx2;
+  avx2.vector_lanes = 8;
+  avx2.cores = 2;
+  avx2.vector_registers = 16;
+  auto space = SearchSpace::Create(*w, avx2);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::vector<Candidate> rules = (*space)->Heuristic(4);
+  ASSERT_EQ(rules.size(), 4u);
+  const std::string text = ir::TraceToText(rules[0].trace);
+  EXPECT_NE(text.find("split(C, [i], {6})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(C, [j], {16})"), std::string::npos) << text;
+  EXPECT_NE(text.find("cache_read(B, C.local, \"global\")"), std::string::npos) << text;
+  EXPECT_NE(text.find("reorder(C, [j.0, i.0, i.1, j.1])"), std::string::npos) << text;
+  EXPECT_NE(text.find("parallel(C, [j.0])"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cache_read(A"), std::string::npos) << text;
 }
 
 INSTANTIATE_TEST_SUITE_P(
