@@ -125,9 +125,19 @@ class WorkerImpl final : public v1::WorkerService::Service {
                         v1::RegisterResponse* resp) override {
     return Handle(*auth_, ctx, resp, [&] { return s_->Register(*req); });
   }
+  // A worker that stops mid-call (SIGTERM cancels its long poll) is not handed tasks it will
+  // never see: the long poll ends when the call is cancelled, and a lease granted just as it
+  // was is released at once (else its tasks would wait for the lease to expire).
   grpc::Status Lease(grpc::ServerContext* ctx, const v1::LeaseRequest* req,
                      v1::LeaseResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->Lease(*req); });
+    grpc::Status st = Handle(*auth_, ctx, resp,
+                             [&] { return s_->Lease(*req, [ctx] { return ctx->IsCancelled(); }); });
+    if (!st.ok() || resp->lease_id().empty() || !ctx->IsCancelled()) return st;
+    v1::ReleaseRequest release;
+    release.set_worker_id(req->worker_id());
+    release.set_lease_id(resp->lease_id());
+    (void)s_->Release(release);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the caller cancelled the lease");
   }
   grpc::Status Report(grpc::ServerContext* ctx, const v1::ReportRequest* req,
                       v1::ReportResponse* resp) override {

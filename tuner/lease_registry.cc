@@ -28,6 +28,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxDevicesPerWorker = 64;
 constexpr int kMaxLeaseIds = 4096;
+// How often a long-polling Lease looks whether its caller went away.
+constexpr auto kCancelPoll = std::chrono::milliseconds(100);
 
 struct TaskEntry {
   DispatchedTask d;
@@ -249,7 +251,8 @@ absl::StatusOr<v1::RegisterResponse> LeaseRegistry::Register(const v1::RegisterR
   return resp;
 }
 
-absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& req) {
+absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& req,
+                                                       const std::function<bool()>& cancelled) {
   const Clock::time_point start = Clock::now();
   Impl& s = *impl_;
   if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
@@ -284,6 +287,7 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
   v1::LeaseResponse resp;
   std::vector<std::string> taken;
   for (;;) {
+    if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the lease");
     std::deque<std::string>& q = s.queues[dc];
     while (!q.empty() && static_cast<int>(taken.size()) < req.max_tasks()) {
       std::string id = std::move(q.front());
@@ -295,7 +299,7 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
     if (!taken.empty() || s.stopping) break;
     const Clock::time_point before = Clock::now();
     if (before >= deadline) break;
-    s.work_cv.wait_until(lock, deadline);
+    s.work_cv.wait_until(lock, cancelled ? std::min(deadline, before + kCancelPoll) : deadline);
     waited += Clock::now() - before;
   }
   if (taken.empty()) return resp;

@@ -17,6 +17,7 @@
 #define LATHE_TUNER_LEASE_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -63,7 +64,10 @@ class LeaseRegistry {
 
   // --- workers (the WorkerService calls; see service.h) ---
   absl::StatusOr<lathe::v1::RegisterResponse> Register(const lathe::v1::RegisterRequest& req);
-  absl::StatusOr<lathe::v1::LeaseResponse> Lease(const lathe::v1::LeaseRequest& req);
+  // `cancelled`, when given, is polled while the long poll waits: a caller gone away (a
+  // worker stopping mid-call) is answered Cancelled and takes no task.
+  absl::StatusOr<lathe::v1::LeaseResponse> Lease(const lathe::v1::LeaseRequest& req,
+                                                 const std::function<bool()>& cancelled = {});
   absl::StatusOr<lathe::v1::HeartbeatResponse> Heartbeat(const lathe::v1::HeartbeatRequest& req);
   absl::StatusOr<lathe::v1::ReleaseResponse> Release(const lathe::v1::ReleaseRequest& req);
 

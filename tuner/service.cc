@@ -385,8 +385,9 @@ absl::StatusOr<v1::RegisterResponse> TunerService::Register(const v1::RegisterRe
   return s_->registry.Register(req);
 }
 
-absl::StatusOr<v1::LeaseResponse> TunerService::Lease(const v1::LeaseRequest& req) {
-  return s_->registry.Lease(req);
+absl::StatusOr<v1::LeaseResponse> TunerService::Lease(const v1::LeaseRequest& req,
+                                                      const std::function<bool()>& cancelled) {
+  return s_->registry.Lease(req, cancelled);
 }
 
 absl::StatusOr<v1::HeartbeatResponse> TunerService::Heartbeat(const v1::HeartbeatRequest& req) {

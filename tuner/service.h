@@ -34,6 +34,7 @@
 #define LATHE_TUNER_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -104,7 +105,10 @@ class TunerService {
   absl::StatusOr<lathe::v1::RegisterResponse> Register(const lathe::v1::RegisterRequest& req);
   // An empty lease (no lease id, no tasks) when nothing was queued within wait_ms. NotFound
   // for an unknown worker id (the worker should register again).
-  absl::StatusOr<lathe::v1::LeaseResponse> Lease(const lathe::v1::LeaseRequest& req);
+  // `cancelled` (optional) tells whether the caller went away: a long poll then ends
+  // Cancelled without taking tasks.
+  absl::StatusOr<lathe::v1::LeaseResponse> Lease(const lathe::v1::LeaseRequest& req,
+                                                 const std::function<bool()>& cancelled = {});
   absl::StatusOr<lathe::v1::ReportResponse> Report(const lathe::v1::ReportRequest& req);
   absl::StatusOr<lathe::v1::HeartbeatResponse> Heartbeat(const lathe::v1::HeartbeatRequest& req);
   // Hands back the listed (or all) unreported tasks of a lease to the front of their queue.

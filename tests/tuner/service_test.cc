@@ -302,6 +302,40 @@ TEST_F(ServiceTest, RoundsKeepTheQueueFedAndInflightTasksBounded) {
   EXPECT_GT(Lease(b, kBatch, 10000).tasks_size(), 0);
 }
 
+// A worker stopping mid-Lease (SIGTERM cancels its long poll) takes no task with it: tasks
+// queued after it went away go to the next worker at once, not after a lease expiry.
+TEST_F(ServiceTest, CancelledLongPollTakesNoTask) {
+  ServiceOptions o = Options();
+  o.lease_duration_ms = 120000;  // expiry would take two minutes
+  StartServer(o);
+  const std::string a = RegisterWorker("host-a");
+  const std::string b = RegisterWorker("host-b");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Status polled;
+  std::thread poll([&] {
+    v1::LeaseRequest req;
+    req.set_worker_id(a);
+    req.set_device_class(kDeviceClass);
+    req.set_max_tasks(8);
+    req.set_wait_ms(20000);
+    v1::LeaseResponse resp;
+    polled = worker_->Lease(&ctx, req, &resp);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a is waiting in its poll
+  ctx.TryCancel();
+  poll.join();
+  EXPECT_EQ(polled.error_code(), grpc::StatusCode::CANCELLED);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the daemon notices
+  Submit(8, 8);
+  // The round stays queued (a poll still waiting for a would have taken it at once).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (service_->QueueDepth() < 8 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(Lease(b, 8, 0).tasks_size(), 8) << "a cancelled long poll took tasks";
+}
+
 TEST_F(ServiceTest, ExpiredLeaseReturnsTasksToAnotherWorker) {
   ServiceOptions o = Options();
   o.lease_duration_ms = 300;
