@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,13 +20,14 @@ using namespace lathe::ir;  // NOLINT: lowering speaks IR throughout
 // Per-stage state of one lowering.
 struct LStage {
   const Stage* st = nullptr;
-  int order = 0;                       // position in topological order
-  std::vector<Expr> region_min;        // per spatial axis
-  std::vector<int64_t> region_ext;     // per spatial axis
-  std::map<std::string, int64_t> ext;  // every loop's extent after bound inference
-  std::map<std::string, Expr> var;     // leaf loop -> variable
-  std::map<std::string, Expr> value;   // every loop -> value in leaf variables
-  std::vector<Expr> root_value;        // per root loop: region min + loop value
+  int order = 0;                    // position in topological order
+  std::vector<Expr> region_min;     // per spatial axis
+  std::vector<int64_t> region_ext;  // per spatial axis
+  // Looked up by loop name all through lowering; hashed (no order is needed).
+  std::unordered_map<std::string, int64_t> ext;  // every loop's extent after bound inference
+  std::unordered_map<std::string, Expr> var;     // leaf loop -> variable
+  std::unordered_map<std::string, Expr> value;   // every loop -> value in leaf variables
+  std::vector<Expr> root_value;                  // per root loop: region min + loop value
   Buffer buffer;
   bool is_arg = false;
 };

@@ -528,6 +528,10 @@ class Extractor {
     }
 
     for (float& v : row) {
+      if (v == 0.f) {  // most of the row (absent buffers, groups): log2(1 + 0) is +0
+        v = 0.f;
+        continue;
+      }
       double x = std::fabs(static_cast<double>(v));
       v = std::isfinite(x) ? static_cast<float>(std::log2(1.0 + x)) : 64.f;
     }
