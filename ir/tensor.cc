@@ -1,7 +1,7 @@
 #include "ir/tensor.h"
 
+#include <algorithm>
 #include <functional>
-#include <set>
 #include <utility>
 
 namespace lathe::ir {
@@ -51,15 +51,24 @@ Expr MaxReduce(Expr source, std::vector<IterVar> axes, Expr condition) {
   return Reduce(ReduceOp::kMax, std::move(source), std::move(axes), std::move(condition));
 }
 
+namespace {
+
+// Appends the names of the tensors `x` reads to `out`, each once, in first-read order. A body
+// reads a handful of tensors: a scan of `out` finds repeats faster than a set would.
+void CollectReads(const Expr& x, std::vector<std::string>* out) {
+  if (!x) return;
+  if (x->kind == ExprKind::kTensorRead &&
+      std::find(out->begin(), out->end(), x->name) == out->end()) {
+    out->push_back(x->name);
+  }
+  for (const Expr& o : x->operands) CollectReads(o, out);
+}
+
+}  // namespace
+
 std::vector<std::string> ReadTensors(const Expr& e) {
   std::vector<std::string> out;
-  std::set<std::string> seen;
-  std::function<void(const Expr&)> visit = [&](const Expr& x) {
-    if (!x) return;
-    if (x->kind == ExprKind::kTensorRead && seen.insert(x->name).second) out.push_back(x->name);
-    for (const Expr& o : x->operands) visit(o);
-  };
-  visit(e);
+  CollectReads(e, &out);
   return out;
 }
 
