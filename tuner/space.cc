@@ -445,12 +445,18 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
   };
   // Wide rows first (two registers per row, as many rows as fit), then narrower variants.
   const int64_t c2 = 2 * lanes, c3 = 3 * lanes;
-  const std::vector<Shape> shapes = {
+  std::vector<Shape> shapes = {
       {c2, acc_regs / 2, 1, 2, true},  {c3, acc_regs / 3, 1, 2, true},
       {c2, acc_regs / 2, 1, 4, true},  {c2, acc_regs / 4, 2, 2, true},
       {c2, acc_regs / 2, 1, 2, false}, {lanes, acc_regs / 2, 2, 2, true},
       {c3, acc_regs / 3, 1, 4, false}, {2 * c2, acc_regs / 4, 1, 2, true},
   };
+  if (n >= 3) {
+    // Outputs with a channel axis before the rows (convolutions): the channels as the tile's
+    // rows (one broadcast weight per channel), or a few of each.
+    shapes.insert(shapes.begin() + 1, {c2, 1, acc_regs / 2, 2, true});
+    shapes.insert(shapes.begin() + 3, {lanes, acc_regs / 4, 2, 4, true});
+  }
   std::set<std::vector<int64_t>> seen;
   for (const Shape& sh : shapes) {
     if (static_cast<int>(out.size()) >= max) break;
