@@ -38,33 +38,8 @@ class Partitioner {
   explicit Partitioner(const PartitionOptions& o) : opt_(o) {}
 
   Stmt Run(const Stmt& s, int depth) {
-    if (!s) return s;
-    switch (s->kind) {
-      case StmtKind::kFor:
-        return RunFor(s, depth);
-      case StmtKind::kIfThenElse: {
-        Stmt t = Run(s->body, depth);
-        Stmt f = Run(s->else_body, depth);
-        if (t == s->body && f == s->else_body) return s;
-        return IfThenElse(s->cond, t, f);
-      }
-      case StmtKind::kSeq: {
-        std::vector<Stmt> seq;
-        bool changed = false;
-        for (const Stmt& x : s->seq) {
-          seq.push_back(Run(x, depth));
-          changed |= seq.back() != x;
-        }
-        return changed ? Seq(std::move(seq)) : s;
-      }
-      case StmtKind::kAllocate: {
-        Stmt b = Run(s->body, depth);
-        return b == s->body ? s : Allocate(s->buffer, b);
-      }
-      case StmtKind::kStore:
-        return s;
-    }
-    return s;
+    if (s && s->kind == StmtKind::kFor) return RunFor(s, depth);
+    return MapChildren(s, [&](const Stmt& c) { return Run(c, depth); });
   }
 
  private:

@@ -225,51 +225,27 @@ class Vectorizer {
 // Vectorizes inner loops first (as a bottom-up rewrite would), knowing the ranges of the
 // loops around each one.
 Stmt Walk(const Stmt& s, RangeMap& ranges) {
-  if (!s) return s;
-  switch (s->kind) {
-    case StmtKind::kFor: {
-      ConstInterval mn = ConstBound(s->min, ranges), ext = ConstBound(s->extent, ranges);
-      const bool bounded = mn.bounded() && ext.bounded();
-      if (bounded) ranges[s->var.get()] = {mn.lo, mn.hi + ext.hi - 1};
-      Stmt body = Walk(s->body, ranges);
-      if (bounded) ranges.erase(s->var.get());
-      Stmt x =
-          body == s->body ? s : For(s->var, s->min, s->extent, s->for_kind, body, s->thread_tag);
-      if (x->for_kind != ForKind::kVectorized) return x;
-      int64_t n = 0;
-      bool const_extent = AsConstInt(x->extent, &n);
-      auto fallback = [&]() {
-        ForKind k = const_extent && n <= 64 ? ForKind::kUnrolled : ForKind::kSerial;
-        return For(x->var, x->min, x->extent, k, x->body);
-      };
-      if (!const_extent || n <= 1) return fallback();
-      Vectorizer v(x->var.get(), Ramp(x->min, IntImm(1), static_cast<int>(n)), ranges);
-      auto out = v.VecStmt(x->body, nullptr);
-      if (!out) return fallback();
-      return *out;
-    }
-    case StmtKind::kIfThenElse: {
-      Stmt t = Walk(s->body, ranges), f = Walk(s->else_body, ranges);
-      if (t == s->body && f == s->else_body) return s;
-      return IfThenElse(s->cond, t, f);
-    }
-    case StmtKind::kSeq: {
-      std::vector<Stmt> seq;
-      bool changed = false;
-      for (const Stmt& x : s->seq) {
-        seq.push_back(Walk(x, ranges));
-        changed |= seq.back() != x;
-      }
-      return changed ? Seq(std::move(seq)) : s;
-    }
-    case StmtKind::kAllocate: {
-      Stmt b = Walk(s->body, ranges);
-      return b == s->body ? s : Allocate(s->buffer, b);
-    }
-    case StmtKind::kStore:
-      return s;
+  if (!s || s->kind != StmtKind::kFor) {
+    return MapChildren(s, [&](const Stmt& c) { return Walk(c, ranges); });
   }
-  return s;
+  ConstInterval mn = ConstBound(s->min, ranges), ext = ConstBound(s->extent, ranges);
+  const bool bounded = mn.bounded() && ext.bounded();
+  if (bounded) ranges[s->var.get()] = {mn.lo, mn.hi + ext.hi - 1};
+  Stmt body = Walk(s->body, ranges);
+  if (bounded) ranges.erase(s->var.get());
+  Stmt x = body == s->body ? s : For(s->var, s->min, s->extent, s->for_kind, body, s->thread_tag);
+  if (x->for_kind != ForKind::kVectorized) return x;
+  int64_t n = 0;
+  bool const_extent = AsConstInt(x->extent, &n);
+  auto fallback = [&]() {
+    ForKind k = const_extent && n <= 64 ? ForKind::kUnrolled : ForKind::kSerial;
+    return For(x->var, x->min, x->extent, k, x->body);
+  };
+  if (!const_extent || n <= 1) return fallback();
+  Vectorizer v(x->var.get(), Ramp(x->min, IntImm(1), static_cast<int>(n)), ranges);
+  auto out = v.VecStmt(x->body, nullptr);
+  if (!out) return fallback();
+  return *out;
 }
 
 }  // namespace

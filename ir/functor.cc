@@ -57,6 +57,36 @@ Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn) {
   return fn(WithOperands(e, std::move(ops)));
 }
 
+Stmt MapChildren(const Stmt& s, const std::function<Stmt(const Stmt&)>& fn) {
+  if (!s) return s;
+  switch (s->kind) {
+    case StmtKind::kFor: {
+      Stmt body = fn(s->body);
+      return body == s->body ? s : For(s->var, s->min, s->extent, s->for_kind, body, s->thread_tag);
+    }
+    case StmtKind::kIfThenElse: {
+      Stmt t = fn(s->body), f = s->else_body ? fn(s->else_body) : s->else_body;
+      return t == s->body && f == s->else_body ? s : IfThenElse(s->cond, t, f);
+    }
+    case StmtKind::kSeq: {
+      std::vector<Stmt> seq;
+      bool same = true;
+      for (const Stmt& x : s->seq) {
+        seq.push_back(fn(x));
+        same = same && seq.back() == x;
+      }
+      return same ? s : Seq(std::move(seq));
+    }
+    case StmtKind::kAllocate: {
+      Stmt body = fn(s->body);
+      return body == s->body ? s : Allocate(s->buffer, body);
+    }
+    case StmtKind::kStore:
+      return s;
+  }
+  return s;
+}
+
 Stmt RewriteStmt(const Stmt& s, const std::function<Expr(const Expr&)>& fn,
                  const std::function<Stmt(const Stmt&)>& sfn) {
   if (!s) return s;

@@ -28,6 +28,11 @@ Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn);
 Stmt RewriteStmt(const Stmt& s, const std::function<Expr(const Expr&)>& fn,
                  const std::function<Stmt(const Stmt&)>& sfn = nullptr);
 
+// `s` with each direct child statement (a For's or Allocate's body, an IfThenElse's
+// branches, a Seq's members) replaced by `fn(child)`; `s` itself when none changed. For
+// passes that handle a few statement kinds and only recurse through the others.
+Stmt MapChildren(const Stmt& s, const std::function<Stmt(const Stmt&)>& fn);
+
 // Replaces variables (by node identity) with expressions.
 Expr Substitute(const Expr& e, const VarMap& map);
 Stmt Substitute(const Stmt& s, const VarMap& map);
