@@ -51,9 +51,30 @@ class Partitioner {
     return {mn.lo, mn.hi + ext.hi - 1};
   }
 
+  // The guards of a loop's body that depend on the loop, and the ranges they range over.
+  struct BodyGuards {
+    std::vector<Expr> conds;  // distinct, each mentioning the loop's variable
+    RangeMap ranges;          // enclosing loops and the loops inside the body
+    std::unordered_map<const ExprNode*, bool> inner;  // variables of the loops inside
+  };
+
+  BodyGuards Collect(const Stmt& f) const {
+    BodyGuards g;
+    g.ranges = outer_;
+    std::vector<Expr> all;
+    Guards(f->body, false, &all, &g);
+    for (const Expr& c : all) {
+      if (!UsesVar(c, f->var.get())) continue;
+      bool dup = false;
+      for (const Expr& x : g.conds) dup = dup || StructEqual(x, c);
+      if (!dup) g.conds.push_back(c);
+    }
+    return g;
+  }
+
   // Conditions that guard code inside a loop nested in `body` (the hot paths): if-conditions
-  // and select conditions, split into conjuncts. Fills `inner` with those loops' ranges.
-  void Guards(const Stmt& s, bool nested, std::vector<Expr>* out, RangeMap* inner) const {
+  // and select conditions, split into conjuncts. Adds those loops to `g`'s ranges.
+  void Guards(const Stmt& s, bool nested, std::vector<Expr>* out, BodyGuards* g) const {
     if (!s) return;
     auto selects = [&](const Expr& e) {
       if (!e || !nested) return;
@@ -65,15 +86,17 @@ class Partitioner {
     };
     switch (s->kind) {
       case StmtKind::kFor: {
-        RangeMap all = outer_;
-        for (const auto& [v, r] : *inner) all[v] = r;
         // A variable may head several loops (a reduction's init and update nest): the union.
-        ConstInterval r = LoopRange(s, all);
-        auto [it, fresh] = inner->emplace(s->var.get(), r);
-        if (!fresh) it->second = {std::min(it->second.lo, r.lo), std::max(it->second.hi, r.hi)};
+        ConstInterval r = LoopRange(s, g->ranges);
+        if (g->inner.emplace(s->var.get(), true).second) {
+          g->ranges[s->var.get()] = r;
+        } else {
+          ConstInterval& u = g->ranges[s->var.get()];
+          u = {std::min(u.lo, r.lo), std::max(u.hi, r.hi)};
+        }
         const bool vec = s->for_kind == ForKind::kVectorized;
         if (vec) lane_vars_[s->var.get()] = true;
-        Guards(s->body, true, out, inner);
+        Guards(s->body, true, out, g);
         if (vec) lane_vars_.erase(s->var.get());
         return;
       }
@@ -88,14 +111,14 @@ class Partitioner {
           }
         }
         selects(s->cond);
-        Guards(s->body, nested, out, inner);
-        Guards(s->else_body, nested, out, inner);
+        Guards(s->body, nested, out, g);
+        Guards(s->else_body, nested, out, g);
         return;
       case StmtKind::kSeq:
-        for (const Stmt& x : s->seq) Guards(x, nested, out, inner);
+        for (const Stmt& x : s->seq) Guards(x, nested, out, g);
         return;
       case StmtKind::kAllocate:
-        Guards(s->body, nested, out, inner);
+        Guards(s->body, nested, out, g);
         return;
       case StmtKind::kStore:
         selects(s->index);
@@ -106,12 +129,8 @@ class Partitioner {
 
   // The iterations [lo, hi] of loop `f` (range `r`) on which every guard of its body that
   // depends on it provably holds; nullopt when there is no such guard or range.
-  std::optional<ConstInterval> CleanRange(const Stmt& f, ConstInterval r) const {
-    std::vector<Expr> conds;
-    RangeMap inner;
-    Guards(f->body, false, &conds, &inner);
-    RangeMap ranges = outer_;
-    for (const auto& [v, rr] : inner) ranges[v] = rr;
+  std::optional<ConstInterval> CleanRange(const Stmt& f, ConstInterval r, BodyGuards g) const {
+    RangeMap& ranges = g.ranges;
     const ExprNode* var = f->var.get();
     auto holds = [&](const Expr& c, int64_t lo, int64_t hi) {
       ranges[var] = {lo, hi};
@@ -119,13 +138,7 @@ class Partitioner {
     };
     ConstInterval clean = r;
     bool any = false;
-    std::vector<Expr> seen;
-    for (const Expr& c : conds) {
-      if (!UsesVar(c, var)) continue;
-      bool dup = false;
-      for (const Expr& x : seen) dup = dup || StructEqual(x, c);
-      if (dup) continue;
-      seen.push_back(c);
+    for (const Expr& c : g.conds) {
       if (holds(c, r.lo, r.hi)) continue;  // true everywhere: simplification drops it anyway
       if (holds(c, r.lo, r.lo)) {
         // A prefix: the largest t with c true on [r.lo, t].
@@ -160,32 +173,25 @@ class Partitioner {
   // under which every guard of the body that depends on the loop holds for all values of
   // the inner loops: each comparison at its worst case over the inner loops' ranges. Fills
   // `hoisted` with the conjuncts it covers; null when there are none.
-  Expr CleanPredicate(const Stmt& f, std::vector<Expr>* hoisted) const {
-    std::vector<Expr> conds;
-    RangeMap inner;
-    Guards(f->body, false, &conds, &inner);
+  Expr CleanPredicate(const BodyGuards& g, std::vector<Expr>* hoisted) const {
     SymRangeMap sym;
-    for (const auto& [v, r] : inner) {
+    for (const auto& [v, in] : g.inner) {
+      const ConstInterval& r = g.ranges.at(v);
       if (r.bounded()) sym[v] = {IntImm(r.lo), IntImm(r.hi)};
     }
-    std::unordered_map<const ExprNode*, bool> inner_vars;
-    for (const auto& [v, r] : inner) inner_vars[v] = true;
     Expr pred;
-    for (const Expr& c : conds) {
-      if (!UsesVar(c, f->var.get()) || c->operands.size() != 2) continue;
+    for (const Expr& c : g.conds) {
+      if (c->operands.size() != 2) continue;
       const ExprKind k = c->kind;
       const bool upper = k == ExprKind::kLT || k == ExprKind::kLE;
       const bool lower = k == ExprKind::kGT || k == ExprKind::kGE;
       if ((!upper && !lower) || !c->operands[0]->type.is_int() || c->operands[0]->type.lanes != 1) {
         continue;
       }
-      bool dup = false;
-      for (const Expr& x : *hoisted) dup = dup || StructEqual(x, c);
-      if (dup) continue;
       SymInterval d = EvalInterval(Simplify(Sub(c->operands[0], c->operands[1])), sym);
       if (!d.min) continue;
       const Expr& worst = upper ? d.max : d.min;
-      if (UsesVar(worst, inner_vars)) continue;
+      if (UsesVar(worst, g.inner)) continue;
       Expr h = Simplify(MakeBinary(k, worst, IntImm(0)), outer_);
       if (h->kind == ExprKind::kIntImm) continue;  // never (or always) clean: nothing to gain
       hoisted->push_back(c);
@@ -201,10 +207,15 @@ class Partitioner {
                            r.bounded() && r.hi > r.lo && depth < opt_.max_depth &&
                            versioned_ < opt_.max_loops && HasLoop(f->body);
     std::optional<ConstInterval> clean;
-    if (candidate) clean = CleanRange(f, r);
     std::vector<Expr> hoisted;
     Expr pred;
-    if (candidate && !clean) pred = CleanPredicate(f, &hoisted);
+    if (candidate) {
+      BodyGuards g = Collect(f);
+      if (!g.conds.empty()) {
+        clean = CleanRange(f, r, g);
+        if (!clean) pred = CleanPredicate(g, &hoisted);
+      }
+    }
     if (pred) {
       // The body with the hoisted guards true, under the predicate.
       ++versioned_;
