@@ -407,12 +407,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
         std::vector<Candidate> seeds =
             SeedsFromDatabase(jdb, *spaces[i], wls[i], dc, options.seed_records);
         // Before the model has learned anything, the space's rule-picked candidates lead.
-        std::vector<Candidate> first = model.trained()
-                                           ? std::vector<Candidate>{}
-                                           : UnmeasuredHeuristic(*spaces[i], measured[i], want);
-        next = NextBatch(*spaces[i], model, seeds, measured[i],
-                         want - static_cast<int>(first.size()), options.search, rng);
-        if (next.ok()) next->insert(next->begin(), first.begin(), first.end());
+        next = NextRound(*spaces[i], model, seeds, measured[i], want, options.search, rng);
       });
       if (!next.ok()) {
         FailJob(job, jdb,

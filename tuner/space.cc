@@ -57,6 +57,9 @@ struct Analysis {
   bool cache_write = false;                // acc is created by cache_write(out, local)
   std::vector<std::string> side;           // other stages, consumers first (compute_at or root)
   std::vector<std::string> pack;           // inputs of acc worth packing
+  // Per packed input: its innermost index moves with the output's innermost axis (B of a
+  // matmul), so a tile walking along that axis reads a panel worth packing.
+  std::vector<bool> pack_walks_inner;
 };
 
 class CpuSpace : public SearchSpace {
@@ -171,6 +174,16 @@ absl::Status CpuSpace::Init() {
       const ir::Tensor* tt = workload_.Find(t);
       if (tt && (*tt)->is_placeholder() && (*tt)->shape.size() >= 2) an_.pack.push_back(t);
     }
+    an_.pack_walks_inner.assign(an_.pack.size(), false);
+    const ir::Expr& inner_var = acc_def->tensor->axes.back()->var;
+    ir::Visit(acc_def->tensor->body, [&](const ir::Expr& x) {
+      if (x->kind != ir::ExprKind::kTensorRead || x->operands.empty()) return;
+      for (size_t p = 0; p < an_.pack.size(); ++p) {
+        if (an_.pack[p] == x->name && ir::UsesVar(x->operands.back(), inner_var.get())) {
+          an_.pack_walks_inner[p] = true;
+        }
+      }
+    });
   }
 
   out_axes_ = std::vector<std::string>(out->root_loops.begin(),
@@ -417,28 +430,11 @@ absl::StatusOr<Candidate> CpuSpace::Mutate(const Candidate& base, std::mt19937_6
 std::vector<Candidate> CpuSpace::Heuristic(int max) const {
   std::vector<Candidate> out;
   if (max <= 0) return out;
-  const Schedule sch(workload_);
-  const Stage* os = sch.FindStage(an_.out);
-  const std::vector<int64_t>& shape = os->tensor->shape;
+  const std::vector<int64_t>& shape = workload_.output()->shape;
   const size_t n = out_axes_.size();
   const int lanes = target_.vector_lanes;
   // Accumulators a register tile may hold: the file less a broadcast and a row of inputs.
   const int acc_regs = std::max(1, target_.vector_registers - 4);
-  // An input is packed when the tile walks along its innermost dimension: the panel of
-  // columns every row tile reads (B of a matmul).
-  std::vector<int64_t> pack_at(an_.pack.size(), 0);
-  if (!an_.acc.empty()) {
-    const Stage* acc_def = an_.cache_write ? os : sch.FindStage(an_.acc);
-    const ir::Expr& inner_var = acc_def->tensor->axes.back()->var;
-    ir::Visit(acc_def->tensor->body, [&](const ir::Expr& x) {
-      if (x->kind != ir::ExprKind::kTensorRead || x->operands.empty()) return;
-      for (size_t p = 0; p < an_.pack.size(); ++p) {
-        if (an_.pack[p] == x->name && ir::UsesVar(x->operands.back(), inner_var.get())) {
-          pack_at[p] = 1;
-        }
-      }
-    });
-  }
   struct Shape {
     int64_t cols, rows, third, unroll_k;
     bool pack;
@@ -485,7 +481,7 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     d[unroll_slot_] = Nearest(unroll_slot_, 1);
     d[unroll_k_slot_] = Nearest(unroll_k_slot_, sh.unroll_k);
     for (size_t p = 0; p < pack_slot_.size(); ++p) {
-      d[pack_slot_[p]] = Nearest(pack_slot_[p], sh.pack ? pack_at[p] : 0);
+      d[pack_slot_[p]] = Nearest(pack_slot_[p], sh.pack && an_.pack_walks_inner[p] ? 1 : 0);
     }
     for (int slot : pad_slot_) d[slot] = Nearest(slot, 1);
     if (!seen.insert(d).second) continue;

@@ -150,15 +150,10 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     std::vector<Candidate> seeds =
         SeedsFromDatabase(database, **space, w, device_class, options.seed_records);
     const int want = std::min(options.batch, options.trials - result.trials);
-    // Before the model has learned anything, the space's rule-picked candidates lead the
-    // random ones.
-    std::vector<Candidate> first =
-        model.trained() ? std::vector<Candidate>{} : UnmeasuredHeuristic(**space, measured, want);
+    // Before the model has learned anything, the space's rule-picked candidates lead.
     absl::StatusOr<std::vector<Candidate>> batch =
-        NextBatch(**space, model, seeds, measured, want - static_cast<int>(first.size()),
-                  options.search, rng);
+        NextRound(**space, model, seeds, measured, want, options.search, rng);
     if (!batch.ok()) return batch.status();
-    batch->insert(batch->begin(), first.begin(), first.end());
 
     std::vector<db::Record> records;
     std::vector<cost_model::FeatureMatrix> programs;

@@ -159,14 +159,22 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
   return seeds;
 }
 
-std::vector<Candidate> UnmeasuredHeuristic(const SearchSpace& space,
-                                           const std::set<std::string>& measured, int batch) {
-  std::vector<Candidate> out;
-  if (batch <= 0) return out;
-  for (Candidate& c : space.Heuristic(std::max(1, batch / 4))) {
-    if (!measured.count(CandidateKey(c))) out.push_back(std::move(c));
+absl::StatusOr<std::vector<Candidate>> NextRound(const SearchSpace& space,
+                                                 const cost_model::CostModel& model,
+                                                 const std::vector<Candidate>& seeds,
+                                                 const std::set<std::string>& measured, int batch,
+                                                 const SearchOptions& options,
+                                                 std::mt19937_64& rng) {
+  std::vector<Candidate> first;
+  if (!model.trained() && batch > 0) {
+    for (Candidate& c : space.Heuristic(std::max(1, batch / 4))) {
+      if (!measured.count(CandidateKey(c))) first.push_back(std::move(c));
+    }
   }
-  return out;
+  absl::StatusOr<std::vector<Candidate>> next = NextBatch(
+      space, model, seeds, measured, batch - static_cast<int>(first.size()), options, rng);
+  if (next.ok()) next->insert(next->begin(), first.begin(), first.end());
+  return next;
 }
 
 absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_class) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "db/record.h"
 #include "ir/workload.h"
 #include "lathe/v1/measure.pb.h"
+#include "tuner/search.h"
 #include "tuner/space.h"
 
 namespace lathe::tuner {
@@ -62,10 +64,15 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
                                          const ir::Workload& w, const std::string& device_class,
                                          int k);
 
-// The space's rule-picked candidates (SearchSpace::Heuristic) not measured yet, at most a
-// quarter of `batch` (at least one): the head of a first round.
-std::vector<Candidate> UnmeasuredHeuristic(const SearchSpace& space,
-                                           const std::set<std::string>& measured, int batch);
+// The next batch of a tuning loop (NextBatch); before the model has learned anything, the
+// space's rule-picked candidates (SearchSpace::Heuristic) not measured yet lead it, at most a
+// quarter of `batch` (at least one).
+absl::StatusOr<std::vector<Candidate>> NextRound(const SearchSpace& space,
+                                                 const cost_model::CostModel& model,
+                                                 const std::vector<Candidate>& seeds,
+                                                 const std::set<std::string>& measured, int batch,
+                                                 const SearchOptions& options,
+                                                 std::mt19937_64& rng);
 
 // The search-space target of a CPU device class "cpu:<model>:<isa>:<N>c" (vector lanes from
 // the ISA, cores from N). InvalidArgument for anything else.
