@@ -93,26 +93,26 @@ int main(int argc, char** argv) {
   }
 
   bench::KernelTiming tuned = bench::TimeSchedule(*sch, min_seconds);
-  // The libraries: name -> result (or why there is none).
-  std::vector<std::pair<std::string, absl::StatusOr<double>>> libs;  // GFLOP/s
-  std::vector<double> lib_s;
+  // The libraries measured in this run, or why one could not be.
+  struct Lib {
+    std::string name;
+    absl::Status status;
+    double median_s = 0, gflops = 0;
+  };
+  std::vector<Lib> libs;
+  auto add = [&](std::string name, const auto& r) {
+    libs.push_back(r.ok() ? Lib{std::move(name), absl::OkStatus(), r->median_s, r->gflops}
+                          : Lib{std::move(name), r.status()});
+  };
   if (is_conv) {
     auto conv = bench::OnednnConv(w->canonical, 2, min_seconds);
-    libs.emplace_back(conv.ok() ? "onednn conv " + conv->impl : "onednn conv",
-                      conv.ok() ? absl::StatusOr<double>(conv->gflops) : conv.status());
-    lib_s.push_back(conv.ok() ? conv->median_s : 0);
+    add(conv.ok() ? "onednn conv " + conv->impl : "onednn conv", conv);
   } else {
-    auto blas = bench::OpenBlasSgemm(mp->m, mp->n, mp->k, 2, min_seconds);
-    auto dnnl = bench::OnednnSgemm(mp->m, mp->n, mp->k, 2, min_seconds);
-    libs.emplace_back("openblas sgemm",
-                      blas.ok() ? absl::StatusOr<double>(blas->gflops) : blas.status());
-    lib_s.push_back(blas.ok() ? blas->median_s : 0);
-    libs.emplace_back("onednn sgemm",
-                      dnnl.ok() ? absl::StatusOr<double>(dnnl->gflops) : dnnl.status());
-    lib_s.push_back(dnnl.ok() ? dnnl->median_s : 0);
+    add("openblas sgemm", bench::OpenBlasSgemm(mp->m, mp->n, mp->k, 2, min_seconds));
+    add("onednn sgemm", bench::OnednnSgemm(mp->m, mp->n, mp->k, 2, min_seconds));
   }
   double best_lib = 0;
-  for (const auto& l : libs) best_lib = std::max(best_lib, l.second.ok() ? *l.second : 0.0);
+  for (const Lib& l : libs) best_lib = std::max(best_lib, l.gflops);
 
   fmt::print("{:<28} {:>12} {:>10} {:>10}\n", "kernel", "median_us", "GFLOP/s", "vs best");
   auto row = [&](const std::string& name, double s, double g) {
@@ -124,11 +124,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   row("lathe (trace)", tuned.median_s, tuned.gflops);
-  for (size_t i = 0; i < libs.size(); ++i) {
-    if (libs[i].second.ok()) {
-      row(libs[i].first, lib_s[i], *libs[i].second);
+  for (const Lib& l : libs) {
+    if (l.status.ok()) {
+      row(l.name, l.median_s, l.gflops);
     } else {
-      fmt::print("{}: {}\n", libs[i].first, libs[i].second.status().ToString());
+      fmt::print("{}: {}\n", l.name, l.status.ToString());
     }
   }
   fmt::print("\nJIT compile of the trace (lower + O3 + ORC): median {:.1f} ms over {} runs\n",

@@ -13,11 +13,7 @@
 namespace lathe {
 namespace {
 
-ir::Workload W(const std::string& spec) {
-  auto w = ir::MakeWorkload(spec);
-  EXPECT_TRUE(w.ok()) << spec << ": " << w.status();
-  return *w;
-}
+using testing::W;
 
 std::string Lowered(const ir::Schedule& sch) {
   auto f = codegen::Lower(sch, "f");

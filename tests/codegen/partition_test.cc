@@ -11,11 +11,7 @@
 namespace lathe {
 namespace {
 
-ir::Workload W(const std::string& spec) {
-  auto w = ir::MakeWorkload(spec);
-  EXPECT_TRUE(w.ok()) << spec << ": " << w.status();
-  return *w;
-}
+using testing::W;
 
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;

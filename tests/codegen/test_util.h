@@ -2,6 +2,8 @@
 #ifndef LATHE_TESTS_CODEGEN_TEST_UTIL_H_
 #define LATHE_TESTS_CODEGEN_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
 
@@ -13,6 +15,13 @@
 #include "ir/schedule.h"
 
 namespace lathe::testing {
+
+// The workload of `spec`; a malformed spec fails the test that asked.
+inline ir::Workload W(const std::string& spec) {
+  auto w = ir::MakeWorkload(spec);
+  EXPECT_TRUE(w.ok()) << spec << ": " << w.status();
+  return *w;
+}
 
 // Lowers, JIT-compiles and runs `sch` on seeded random inputs and checks the output against
 // the naive reference. Returns the first failure.
