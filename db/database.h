@@ -28,7 +28,7 @@ namespace lathe::db {
 
 // The schema version this code writes (PRAGMA user_version). Older files are migrated on
 // open; newer ones are refused.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct OpenOptions {
   // Create the file when it does not exist (its directory must exist). When false, a missing
@@ -101,6 +101,16 @@ class Database {
   // (group commit: one fsync for all of them); each call stays all or nothing (a savepoint of
   // its own) and gets its own error, except when the shared commit fails, which fails all.
   absl::StatusOr<std::vector<InsertResult>> InsertBatch(std::span<const Record> records);
+
+  // Adds the repeats of a careful re-measurement to an ok record (the tuner re-times its best
+  // few candidates for longer before it reports them, so that one lucky short measurement
+  // cannot become the best): the record keeps every repeat it had, median_us and cv are
+  // recomputed over all of them, remeasured_at_ms is set to `measured_at_ms`. Durable when
+  // this returns; returns the updated record. NotFound for an unknown candidate id,
+  // FailedPrecondition for a record that is not ok, InvalidArgument for no repeats or a
+  // repeat that is not a positive finite duration.
+  absl::StatusOr<Record> AddRepeats(const std::string& candidate_id,
+                                    std::span<const double> repeats_us, int64_t measured_at_ms);
 
   // The best record for (workload key, device class): the lowest median among ok records
   // (ties: the earliest inserted). nullopt when there is none.

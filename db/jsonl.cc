@@ -123,6 +123,7 @@ std::string RecordToJsonLine(const Record& r) {
   j["lathe_version"] = EncodeText(r.lathe_version);
   j["measured_at"] = r.measured_at_ms;
   j["inserted_at"] = r.inserted_at_ms;
+  j["remeasured_at"] = r.remeasured_at_ms;
   // Every string is valid UTF-8 by construction, so dump() cannot throw.
   return j.dump();
 }
@@ -157,6 +158,7 @@ absl::StatusOr<Record> RecordFromJsonLine(std::string_view line) {
     r.lathe_version = TextField(j, "lathe_version", false);
     r.measured_at_ms = IntField(j, "measured_at", 0);
     r.inserted_at_ms = IntField(j, "inserted_at", 0);
+    r.remeasured_at_ms = IntField(j, "remeasured_at", 0);
     return r;
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(e.what());

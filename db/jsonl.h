@@ -7,8 +7,8 @@
 // and every further line is one record: an object with the fields of db::Record
 // ("candidate_id", "workload", "workload_key", "device_class", "trace", "repeats_us",
 // "median_us", "cv", "flops", "error_class", "error_msg", "worker", "lathe_version",
-// "measured_at", "inserted_at"), keys sorted. A text field that is valid UTF-8 is a JSON
-// string; any other byte string is written as {"base64":"..."} so every byte round-trips.
+// "measured_at", "inserted_at", "remeasured_at"), keys sorted. A text field that is valid UTF-8 is
+// a JSON string; any other byte string is written as {"base64":"..."} so every byte round-trips.
 // Readers ignore unknown keys (additions do not bump the version); a file whose version is
 // newer than kJsonlVersion is refused.
 #ifndef LATHE_DB_JSONL_H_

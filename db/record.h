@@ -61,6 +61,9 @@ struct Record {
   std::string lathe_version;   // version of the lathe that measured it
   int64_t measured_at_ms = 0;  // unix milliseconds, set by the measurer
   int64_t inserted_at_ms = 0;  // unix milliseconds, set by the database
+  // Unix milliseconds of the last careful re-measurement whose repeats were added
+  // (Database::AddRepeats); 0 when the record holds only its first measurement.
+  int64_t remeasured_at_ms = 0;
 
   // GFLOP/s at the median latency; 0 when flops or median_us is not positive.
   double Gflops() const;

@@ -161,7 +161,7 @@ using internal::Statement;
 constexpr char kSelectRecord[] =
     "SELECT r.id, r.candidate_id, w.spec, w.key, d.name, r.trace_json, r.repeats, r.median_us, "
     "r.cv, r.flops, r.error_class, r.error_msg, r.worker, r.lathe_version, r.measured_at, "
-    "r.inserted_at FROM records r JOIN workloads w ON w.id = r.workload_id "
+    "r.inserted_at, r.remeasured_at FROM records r JOIN workloads w ON w.id = r.workload_id "
     "JOIN device_classes d ON d.id = r.device_class_id ";
 
 absl::StatusOr<Record> ReadRecord(const Statement& stmt) {
@@ -186,6 +186,7 @@ absl::StatusOr<Record> ReadRecord(const Statement& stmt) {
   r.lathe_version = stmt.ColumnText(13);
   r.measured_at_ms = stmt.ColumnInt64(14);
   r.inserted_at_ms = stmt.ColumnInt64(15);
+  r.remeasured_at_ms = stmt.ColumnInt64(16);
   return r;
 }
 
@@ -247,6 +248,7 @@ absl::StatusOr<Record> Prepared(const Record& in) {
   }
   if (!Finite(r.cv) || r.cv < 0) return bad(absl::StrCat("coefficient of variation ", r.cv));
   if (!Finite(r.flops) || r.flops < 0) return bad(absl::StrCat("flops ", r.flops));
+  if (r.remeasured_at_ms < 0) return bad(absl::StrCat("remeasured_at ", r.remeasured_at_ms));
   if (r.error_class == ErrorClass::kOk && !(r.median_us > 0)) {
     return bad("ok record without a positive median");
   }
@@ -271,7 +273,7 @@ absl::StatusOr<InsertResult> InsertOne(Connection& conn, const Record& r, int64_
   absl::StatusOr<Statement> insert = conn.Prepare(
       "INSERT INTO records(candidate_id, workload_id, device_class_id, trace_json, repeats, "
       "median_us, cv, flops, error_class, error_msg, worker, lathe_version, measured_at, "
-      "inserted_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "inserted_at, remeasured_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!insert.ok()) return insert.status();
   insert->BindText(1, r.candidate_id)
       .BindInt64(2, *wid)
@@ -286,7 +288,8 @@ absl::StatusOr<InsertResult> InsertOne(Connection& conn, const Record& r, int64_
       .BindText(11, r.worker)
       .BindText(12, r.lathe_version)
       .BindInt64(13, r.measured_at_ms)
-      .BindInt64(14, now);
+      .BindInt64(14, now)
+      .BindInt64(15, r.remeasured_at_ms);
   if (absl::Status st = insert->Run(); !st.ok()) return st;
   return InsertResult{conn.LastInsertRowid(), true};
 }
@@ -366,6 +369,55 @@ absl::StatusOr<std::vector<InsertResult>> Database::InsertBatch(std::span<const 
   s.committing = false;
   s.group_cv.notify_all();
   return std::move(mine.result);
+}
+
+absl::StatusOr<Record> Database::AddRepeats(const std::string& candidate_id,
+                                            std::span<const double> repeats_us,
+                                            int64_t measured_at_ms) {
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "re-measurement of ", absl::CHexEscape(candidate_id), ": ", std::string(what)));
+  };
+  if (repeats_us.empty()) return bad("no repeats");
+  for (double x : repeats_us) {
+    if (!Finite(x) || !(x > 0)) return bad(absl::StrCat("repeat time ", x, " is not a duration"));
+  }
+  if (measured_at_ms < 0) return bad(absl::StrCat("measured_at ", measured_at_ms));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Connection& conn = *impl_->conn;
+  absl::StatusOr<internal::Transaction> txn = internal::Transaction::BeginImmediate(conn);
+  if (!txn.ok()) return txn.status();
+  absl::StatusOr<Statement> find =
+      conn.Prepare(absl::StrCat(kSelectRecord, "WHERE r.candidate_id = ?"));
+  if (!find.ok()) return find.status();
+  find->BindText(1, candidate_id);
+  absl::StatusOr<std::vector<Record>> rows = ReadRecords(*find);
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) {
+    return absl::NotFoundError(absl::StrCat("no record ", absl::CHexEscape(candidate_id)));
+  }
+  Record r = std::move(rows->front());
+  if (r.error_class != ErrorClass::kOk) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("record ", absl::CHexEscape(candidate_id), " is ",
+                     std::string(ErrorClassName(r.error_class)),
+                     ", not ok: only a timed record can be re-measured"));
+  }
+  r.repeats_us.insert(r.repeats_us.end(), repeats_us.begin(), repeats_us.end());
+  r.median_us = Median(r.repeats_us);
+  r.cv = CoefficientOfVariation(r.repeats_us);
+  r.remeasured_at_ms = measured_at_ms;
+  absl::StatusOr<Statement> update = conn.Prepare(
+      "UPDATE records SET repeats = ?, median_us = ?, cv = ?, remeasured_at = ? WHERE id = ?");
+  if (!update.ok()) return update.status();
+  update->BindBlob(1, internal::EncodeRepeats(r.repeats_us))
+      .BindDouble(2, r.median_us)
+      .BindDouble(3, r.cv)
+      .BindInt64(4, r.remeasured_at_ms)
+      .BindInt64(5, r.id);
+  if (absl::Status st = update->Run(); !st.ok()) return st;
+  if (absl::Status st = txn->Commit(); !st.ok()) return st;
+  return r;
 }
 
 absl::StatusOr<std::vector<Record>> Database::TopK(const std::string& workload_key,

@@ -3,6 +3,7 @@
 //   v1: workloads, device_classes, records (no cv/flops/lathe_version), index by median.
 //   v2: records gain cv, flops, lathe_version, inserted_at; the best-record index covers the
 //       error class; cost_models and jobs tables.
+//   v3: records gain remeasured_at (when a careful re-measurement last added repeats).
 //
 // A migration never drops a record. New files run every migration from version 0.
 
@@ -73,6 +74,10 @@ CREATE TABLE jobs(
 CREATE INDEX jobs_by_state ON jobs(state, id);
 )sql";
 
+constexpr char kSchemaV3[] = R"sql(
+ALTER TABLE records ADD COLUMN remeasured_at INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 absl::Status MigrateTo1(Connection& conn) { return conn.Exec(kSchemaV1, "migrate to schema v1"); }
 
 absl::Status MigrateTo2(Connection& conn) {
@@ -98,9 +103,11 @@ absl::Status MigrateTo2(Connection& conn) {
   return absl::OkStatus();
 }
 
+absl::Status MigrateTo3(Connection& conn) { return conn.Exec(kSchemaV3, "migrate to schema v3"); }
+
 using MigrationFn = absl::Status (*)(Connection&);
 // kMigrations[i] takes the schema from version i to version i + 1.
-constexpr MigrationFn kMigrations[] = {MigrateTo1, MigrateTo2};
+constexpr MigrationFn kMigrations[] = {MigrateTo1, MigrateTo2, MigrateTo3};
 static_assert(std::size(kMigrations) == kSchemaVersion);
 
 }  // namespace

@@ -151,6 +151,7 @@ int RunQuery(const QueryOptions& options) {
                 {"repeats", r.repeats_us.size()},
                 {"trace", trace},
                 {"measured_at", r.measured_at_ms},
+                {"remeasured_at", r.remeasured_at_ms},
                 {"worker", SafeText(r.worker)},
                 {"candidate_id", SafeText(r.candidate_id)},
                 {"lathe_version", SafeText(r.lathe_version)}};
@@ -164,6 +165,9 @@ int RunQuery(const QueryOptions& options) {
   std::printf("gflops        %.1f\n", gflops);
   std::printf("measured      %s by %s\n", FormatTime(r.measured_at_ms).c_str(),
               SafeText(r.worker).c_str());
+  if (r.remeasured_at_ms > 0) {
+    std::printf("re-timed      %s\n", FormatTime(r.remeasured_at_ms).c_str());
+  }
   std::printf("record        %s\n", SafeText(r.candidate_id).c_str());
   if (found->match != db::MatchKind::kExact) {
     std::printf("note          %s\n", SafeText(found->explanation).c_str());

@@ -36,7 +36,8 @@ struct QueryOptions {
 // `lathe query`: prints the best record for the workload on the target's device class.
 // Exit 3 (saying why) when there is none or the database file does not exist; 2 for a bad
 // spec or target; 1 for a database failure. With `json`, stdout holds one object with
-// workload, device_class, latency_us, gflops, trace, measured_at (unix ms), worker,
+// workload, device_class, latency_us, gflops, trace, measured_at (unix ms), remeasured_at
+// (unix ms of the last careful re-timing, 0: none), worker,
 // candidate_id, cv, repeats, match and explanation (on a miss: found=false and explanation).
 int RunQuery(const QueryOptions& options);
 

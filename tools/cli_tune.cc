@@ -69,6 +69,9 @@ std::string ProgressLine(const tuner::TuneProgress& p) {
   std::string bar = "[" + std::string(filled, '#') + std::string(kWidth - filled, '-') + "]";
   std::string best = p.best_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", p.best_gflops) : "-";
   std::string left = p.eta_s >= 0 ? "~" + Duration(p.eta_s) + " left" : "estimating";
+  if (p.remeasure_total > 0) {
+    left = fmt::format("re-timing the best: {}/{}", p.remeasure_done, p.remeasure_total);
+  }
   return fmt::format("{} {}/{} trials  best {}  errors {}  {}", bar, p.trials_done, p.trials_target,
                      best, p.errors, left);
 }
@@ -239,6 +242,9 @@ int RunTune(const TuneCliOptions& o) {
   if (!(o.min_repeat_ms >= 0)) {
     return Fail(kExitUsage, fmt::format("--min-repeat-ms {} (need >= 0)", o.min_repeat_ms));
   }
+  if (o.remeasure_top < 0) {
+    return Fail(kExitUsage, fmt::format("--remeasure-top {} (need >= 0)", o.remeasure_top));
+  }
 
   tuner::TuneOptions t;
   t.workload = w->canonical;
@@ -248,6 +254,7 @@ int RunTune(const TuneCliOptions& o) {
   t.target = o.target;  // the device class follows from it (tuner::DeviceClassForTarget)
   t.seed = o.seed;
   t.min_repeat_ms = o.min_repeat_ms;
+  t.remeasure_top = o.remeasure_top;
   t.stop = &g_stop;
   const bool tty = isatty(STDERR_FILENO) == 1;
   bool bar_shown = false;
@@ -256,7 +263,7 @@ int RunTune(const TuneCliOptions& o) {
       fmt::print(stderr, "\r{}\x1b[K", ProgressLine(p));
       std::fflush(stderr);
       bar_shown = true;
-    } else if (p.end_of_round) {
+    } else if (p.end_of_round || (p.remeasure_total > 0 && p.remeasure_done == 0)) {
       fmt::print(stderr, "{}\n", ProgressLine(p));
     }
   };
@@ -316,6 +323,8 @@ int FinishTune(const TuneCliOptions& o, const ir::Workload& w, const tuner::Tune
                 {"total_measured", r->total_measured},
                 {"errors", errors},
                 {"stopped_early", r->stopped_early},
+                {"remeasured", r->remeasured},
+                {"remeasure_failed", r->remeasure_failed},
                 {"seconds", r->seconds}};
     if (remote) {
       out["tuner"] = where.tuner;
@@ -331,6 +340,7 @@ int FinishTune(const TuneCliOptions& o, const ir::Workload& w, const tuner::Tune
       out["best_trace"] = json::parse(r->best_trace_json, nullptr, /*allow_exceptions=*/false);
       if (out["best_trace"].is_discarded()) out["best_trace"] = r->best_trace_json;
       out["candidate_id"] = r->best_candidate_id;
+      out["best_remeasured"] = r->best_remeasured;
     } else {
       out["best_latency_us"] = nullptr;
       out["best_gflops"] = nullptr;
@@ -345,8 +355,21 @@ int FinishTune(const TuneCliOptions& o, const ir::Workload& w, const tuner::Tune
     out["curve"] = curve;
     fmt::print("{}\n", out.dump());
   } else if (r->has_best) {
-    fmt::print("best     {:.1f} us  {:.1f} GFLOP/s{}\n", r->best_latency_us, r->best_gflops,
-               r->best_from_this_run ? "" : "  (from an earlier run)");
+    fmt::print("best     {:.1f} us  {:.1f} GFLOP/s{}{}\n", r->best_latency_us, r->best_gflops,
+               r->best_from_this_run ? "" : "  (from an earlier run)",
+               r->best_remeasured ? "  (re-timed)" : "");
+    if (r->remeasured > 0 || r->remeasure_failed > 0) {
+      std::string moved;
+      if (r->best_latency_before_remeasure_us > 0 &&
+          r->best_latency_before_remeasure_us != r->best_latency_us) {
+        moved = fmt::format("; the best was {:.1f} us before", r->best_latency_before_remeasure_us);
+      }
+      fmt::print("re-timed {} of the best records for longer{}{}\n", r->remeasured,
+                 r->remeasure_failed > 0
+                     ? fmt::format(" ({} re-timings failed and were not kept)", r->remeasure_failed)
+                     : "",
+                 moved);
+    }
     if (base) {
       fmt::print("library  {:.1f} us  {:.1f} GFLOP/s  {} (lathe {:.2f}x)\n", base->latency_us,
                  base->gflops, base->name, r->best_gflops / base->gflops);

@@ -41,6 +41,11 @@ struct TuneProgress {
   int64_t total_measured = 0;  // traces measured for the workload, earlier runs included
   double elapsed_s = 0;        // since the run started
   double eta_s = -1;           // estimated time left; < 0 when unknown
+  // The end of a run re-times its best records (TuneOptions::remeasure_top): while it does,
+  // remeasure_total > 0 and remeasure_done counts the re-timings finished (each record is
+  // re-timed in two passes, so total = 2 x the records).
+  int remeasure_done = 0;
+  int remeasure_total = 0;
 };
 
 struct TuneOptions {
@@ -63,6 +68,16 @@ struct TuneOptions {
   // A candidate whose first call is this many times slower than the best so far is timed
   // by that call alone (MeasureRequest.cutoff_us); 0: every candidate gets full repeats.
   double cutoff_factor = 10;
+  // At the end of a run that was not stopped, the best this many ok records of the workload
+  // (earlier runs included) that were never re-timed are timed again, for remeasure_ms each
+  // in two interleaved passes, and the repeats are added to their records
+  // (db::Database::AddRepeats): a short measurement that caught a lucky moment cannot stay the
+  // best. Repeated until the best `remeasure_top` are all re-timed (at most 2 x
+  // remeasure_top records). 0: off.
+  int remeasure_top = 5;
+  // Time spent repeating each record in the re-timing (split over the two passes); 0: five
+  // times min_repeat_ms.
+  double remeasure_ms = 0;
   // Seeds the search from at most this many of the best stored records.
   int seed_records = 16;
   // The measurement child binary; empty: found as worker::FindMeasureChild() says.
@@ -86,6 +101,14 @@ struct TuneResult {
   std::string best_trace_json;
   std::string best_candidate_id;
   bool best_from_this_run = false;
+  bool best_remeasured = false;  // the best record's figure includes a careful re-timing
+  // Records re-timed at the end of this run, and those with a re-timing pass that did not come
+  // back ok (failed the check, timed out): such a pass is reported here, not stored; the record
+  // keeps what it had and the repeats of a pass that did come back ok.
+  int remeasured = 0;
+  int remeasure_failed = 0;
+  // The best latency before the re-timing (0 when none was done); best_latency_us is after.
+  double best_latency_before_remeasure_us = 0;
   // Failed candidates of this run, by error class name ("compile_error", ...).
   std::map<std::string, int> errors;
   // (trial index in this run, 1-based; best GFLOP/s so far, earlier runs included).

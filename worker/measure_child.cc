@@ -167,10 +167,16 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   double min_ms = req.min_repeat_ms() > 0 ? req.min_repeat_ms() : 100.0;
   int max_repeats = req.max_repeats() > 0 ? req.max_repeats() : 1000;
   std::vector<double> us;
-  // Far slower than the best so far: the checked call is the one timing.
+  // Far slower than the best so far: one call decides. Not the checked call: the first call of
+  // a fresh kernel also pays for its cold code, data pages and sleeping pool threads (a 3 us
+  // kernel's first call has taken 2 ms here), so a second call is timed and is the one figure.
   if (req.cutoff_us() > 0 && warm_us > req.cutoff_us()) {
-    us.push_back(warm_us);
-    max_repeats = 0;
+    auto a = Clock::now();
+    rc = (*kernel)->Run(ptrs.data(), nargs);
+    double second_us = std::chrono::duration<double, std::micro>(Clock::now() - a).count();
+    if (rc != 0) return fail(lathe::v1::RUNTIME_ERROR, absl::StrCat("kernel returned ", rc));
+    us.push_back(second_us);
+    if (second_us > req.cutoff_us()) max_repeats = 0;
   }
   auto start = Clock::now();
   while (static_cast<int>(us.size()) < max_repeats) {

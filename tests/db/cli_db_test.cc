@@ -87,6 +87,7 @@ TEST(CliDbTest, QueryExitStatusesAndJson) {
   EXPECT_NEAR(j["gflops"].get<double>(), 2.0 * 64 * 32 * 16 / 10e3, 1e-6);
   EXPECT_EQ(j["trace"]["i"], 0);
   EXPECT_EQ(j["measured_at"], 1700000000000);
+  EXPECT_EQ(j["remeasured_at"], 0);
   EXPECT_EQ(j["worker"], "w0");
 
   q.json = false;

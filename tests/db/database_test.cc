@@ -14,6 +14,7 @@ namespace lathe::db {
 namespace {
 
 using testing::MakeRecord;
+using testing::SameContent;
 using testing::TempDir;
 
 constexpr char kCpu2[] = "cpu:Test CPU @ 3GHz:avx512:2c";
@@ -178,6 +179,46 @@ TEST(DatabaseTest, MedianAndCvDerivedFromRepeats) {
   EXPECT_EQ((*got)->median_us, 2.5);
   EXPECT_NEAR((*got)->cv, CoefficientOfVariation(r.repeats_us), 1e-12);
   EXPECT_EQ((*got)->repeats_us, r.repeats_us);
+}
+
+TEST(DatabaseTest, AddRepeatsKeepsEveryRepeatAndCanDethroneALuckyBest) {
+  TempDir dir;
+  const std::string path = dir.File("t.db");
+  auto db = OpenOrDie(path);
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(db->Insert(MakeRecord("lucky", "1", kCpu2, 10)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("steady", "1", kCpu2, 12)).ok());
+  EXPECT_EQ((*db->Best("key-1", kCpu2))->candidate_id, "lucky");
+
+  // The careful figure of the lucky one is 15 us: five repeats outweigh its three.
+  absl::StatusOr<Record> up = db->AddRepeats("lucky", std::vector<double>(5, 15.0), 1800000000000);
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(up->repeats_us.size(), 8u);
+  EXPECT_EQ(up->median_us, 15);
+  EXPECT_GT(up->cv, 0);
+  EXPECT_EQ(up->remeasured_at_ms, 1800000000000);
+  EXPECT_EQ(up->measured_at_ms, 1700000000000);  // the first measurement's time stays
+  db.reset();
+  db = OpenOrDie(path);  // durable
+  ASSERT_NE(db, nullptr);
+  absl::StatusOr<std::optional<Record>> best = db->Best("key-1", kCpu2);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_EQ((*best)->candidate_id, "steady");
+  EXPECT_EQ((*best)->remeasured_at_ms, 0);
+  absl::StatusOr<std::optional<Record>> lucky = db->GetByCandidateId("lucky");
+  ASSERT_TRUE(lucky.ok() && lucky->has_value());
+  EXPECT_TRUE(SameContent(**lucky, *up));
+
+  EXPECT_EQ(db->AddRepeats("nobody", std::vector<double>{1}, 1).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(db->Insert(MakeRecord("slow", "1", kCpu2, 0, ErrorClass::kTimeout)).ok());
+  EXPECT_EQ(db->AddRepeats("slow", std::vector<double>{1}, 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (std::vector<double> bad : {std::vector<double>{}, std::vector<double>{1, -1},
+                                  std::vector<double>{std::nan("")}, std::vector<double>{0}}) {
+    EXPECT_EQ(db->AddRepeats("steady", bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ((*db->GetByCandidateId("steady"))->repeats_us.size(), 3u);  // refused: untouched
 }
 
 TEST(DatabaseTest, InvalidRecordsAreRefused) {

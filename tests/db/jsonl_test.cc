@@ -69,7 +69,8 @@ TEST(JsonlTest, LineFormatIsStable) {
             "{\"candidate_id\":\"c\",\"cv\":0.0,\"device_class\":\"cpu:Test CPU:avx2:4c\","
             "\"error_class\":\"ok\",\"error_msg\":\"\",\"flops\":524288.0,\"inserted_at\":5,"
             "\"lathe_version\":\"0.1.0\",\"measured_at\":1700000000000,\"median_us\":2.0,"
-            "\"repeats_us\":[2.0],\"trace\":\"{\\\"trace\\\":\\\"c\\\"}\",\"worker\":\"worker-1\","
+            "\"remeasured_at\":0,\"repeats_us\":[2.0],\"trace\":\"{\\\"trace\\\":\\\"c\\\"}\","
+            "\"worker\":\"worker-1\","
             "\"workload\":\"matmul:k=1,m=64,n=64\",\"workload_key\":\"key-1\"}");
   r.worker = "bad\xff";
   std::string line = RecordToJsonLine(r);

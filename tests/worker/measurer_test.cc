@@ -56,8 +56,8 @@ TEST(MeasurerTest, GoodCandidateIsTimedWithEveryRepeatKept) {
   EXPECT_GT(r->gflops(), 0);
 }
 
-// A candidate slower than the cutoff is timed by its checked call alone; a cutoff above
-// its latency changes nothing.
+// A candidate slower than the cutoff is timed by one call after its checked call; a cutoff
+// above its latency changes nothing.
 TEST(MeasurerTest, CandidateOverTheCutoffIsTimedOnce) {
   auto m = NewMeasurer();
   ASSERT_NE(m, nullptr);
