@@ -76,6 +76,27 @@ TEST(SpaceHeuristicTest, GemmGetsTheRegisterMicroKernelFirst) {
   EXPECT_EQ(text.find("cache_read(A"), std::string::npos) << text;
 }
 
+// A 3x3 convolution's first rule-picked candidate: one vector of output columns, two rows
+// and six channels of accumulators (12 registers), the kernel's columns unrolled.
+TEST(SpaceHeuristicTest, ConvGetsChannelsTimesTwoRowsOfOneVectorFirst) {
+  auto w = ir::MakeWorkload("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
+  ASSERT_TRUE(w.ok());
+  CpuTarget avx2;
+  avx2.vector_lanes = 8;
+  avx2.cores = 2;
+  avx2.vector_registers = 16;
+  auto space = SearchSpace::Create(*w, avx2);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::vector<Candidate> rules = (*space)->Heuristic(2);
+  ASSERT_EQ(rules.size(), 2u);
+  const std::string text = ir::TraceToText(rules[0].trace);
+  EXPECT_NE(text.find("split(Y, [k], {6})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [y], {2})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [x], {8})"), std::string::npos) << text;
+  EXPECT_NE(text.find("vectorize(Y.local, [x])"), std::string::npos) << text;
+  EXPECT_NE(text.find("unroll(Y.local, [k])"), std::string::npos) << text;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Ops, SpaceTest,
     ::testing::Values("matmul:m=64,n=64,k=64", "matmul:m=37,n=50,k=23,epilogue=bias_relu",
