@@ -540,6 +540,50 @@ absl::Status Schedule::StorageScope(const std::string& stage, const std::string&
   return absl::OkStatus();
 }
 
+absl::Status Schedule::StorageOrder(const std::string& stage,
+                                    const std::vector<std::string>& axes) {
+  auto st_or = Mutable(stage, "storage_order");
+  if (!st_or.ok()) return st_or.status();
+  Stage& st = **st_or;
+  if (st.is_output) return Err("storage_order", stage, "the output's layout is the workload's");
+  if (!Untransformed(st)) {
+    return Err("storage_order", stage, "must be applied before the stage's loops are transformed");
+  }
+  const Tensor& t = st.tensor;
+  const size_t ndim = t->axes.size();
+  if (axes.size() != ndim) {
+    return Err("storage_order", stage, absl::StrCat("expects ", ndim, " axes, got ", axes.size()));
+  }
+  std::vector<size_t> perm;  // new dimension i holds old dimension perm[i]
+  for (const std::string& a : axes) {
+    size_t d = 0;
+    while (d < ndim && t->axes[d]->var->name != a) ++d;
+    if (d == ndim) return Err("storage_order", stage, "'" + a + "' is not a spatial axis");
+    if (std::find(perm.begin(), perm.end(), d) != perm.end()) {
+      return Err("storage_order", stage, "axis '" + a + "' given twice");
+    }
+    perm.push_back(d);
+  }
+  auto n = std::make_shared<TensorNode>(*t);
+  for (size_t i = 0; i < ndim; ++i) {
+    n->axes[i] = t->axes[perm[i]];
+    n->shape[i] = t->shape[perm[i]];
+  }
+  st.tensor = n;
+  InitLoops(st);
+  for (Stage& s : stages_) {
+    if (&s == &st || !s.tensor->body) continue;
+    s.tensor = WithBody(s.tensor, Rewrite(s.tensor->body, [&](const Expr& x) {
+                          if (x->kind != ExprKind::kTensorRead || x->name != stage) return x;
+                          std::vector<Expr> idx(ndim);
+                          for (size_t i = 0; i < ndim; ++i) idx[i] = x->operands[perm[i]];
+                          return TensorRead(stage, x->type, std::move(idx));
+                        }));
+  }
+  Record({.kind = "storage_order", .stage = stage, .loops = axes});
+  return absl::OkStatus();
+}
+
 absl::Status ApplyInstruction(Schedule& sch, const Instruction& i) {
   auto one_loop = [&]() -> absl::Status {
     if (i.loops.size() != 1) {
@@ -576,6 +620,7 @@ absl::Status ApplyInstruction(Schedule& sch, const Instruction& i) {
     return sch.RFactor(i.stage, i.loops[0], i.factors[0]).status();
   }
   if (k == "storage_scope") return sch.StorageScope(i.stage, i.tag);
+  if (k == "storage_order") return sch.StorageOrder(i.stage, i.loops);
   return absl::InvalidArgumentError("unknown schedule primitive '" + k + "'");
 }
 

@@ -104,6 +104,13 @@ class Schedule {
   absl::StatusOr<std::string> RFactor(const std::string& stage, const std::string& axis,
                                       int64_t factor);
   absl::Status StorageScope(const std::string& stage, const std::string& scope);
+  // Stores an intermediate stage with its dimensions in the order of `axes` (a permutation of
+  // its spatial axis names, outermost first): its buffer is laid out that way and every read
+  // of it is rewritten to match. The stage's loops start over in that order, so it must not
+  // have been transformed yet. Packs a cache_read copy into a blocked layout (weights with
+  // the output channels innermost) or puts a cache_write accumulator's vector axis innermost.
+  // Not for the output or a placeholder, whose layouts the workload fixes.
+  absl::Status StorageOrder(const std::string& stage, const std::vector<std::string>& axes);
 
   // Stages that read `stage`'s tensor.
   std::vector<std::string> Consumers(const std::string& stage) const;
