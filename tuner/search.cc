@@ -7,9 +7,9 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -129,39 +129,40 @@ std::string ProgramKey(const Candidate& c) {
   return k;
 }
 
-// Features of a candidate's lowered program, memoised by the program (ProgramKey): evolved
-// populations repeat themselves.
-class FeatureCache {
+// The model's score of each candidate's lowered program, memoised by the program
+// (ProgramKey): evolved populations repeat themselves, and the model does not change during
+// a round, so each distinct program is lowered, featurized and scored once. Scores are per
+// program (the model scores each row on its own), so scoring only the new programs gives the
+// same values as scoring whole populations.
+class ProgramScores {
  public:
-  FeatureCache(const SearchSpace& space, WorkerPool& pool) : space_(space), pool_(pool) {}
+  ProgramScores(const SearchSpace& space, const cost_model::CostModel& model, WorkerPool& pool)
+      : space_(space), model_(model), pool_(pool) {}
 
-  // Fills feats/ok for `cands` (ok[i] == 0 when the candidate does not lower).
-  void Featurize(const std::vector<Candidate>& cands, std::vector<cost_model::FeatureMatrix>* feats,
-                 std::vector<char>* ok) {
-    feats->assign(cands.size(), {});
+  // Fills scores/ok for `cands` (ok[i] == 0 when the candidate does not lower). Once a
+  // candidate's program is scored its schedule is no longer needed: with `drop_schedules`
+  // they are released here, so that a round holds one generation's schedules at a time
+  // instead of every generation's (hundreds of megabytes of fresh pages otherwise).
+  absl::Status Score(std::vector<Candidate>& cands, bool drop_schedules, std::vector<float>* scores,
+                     std::vector<char>* ok) {
+    scores->assign(cands.size(), 0.f);
     ok->assign(cands.size(), 0);
     std::vector<std::string> keys(cands.size());
     pool_.For(cands.size(), [&](size_t i) { keys[i] = ProgramKey(cands[i]); });
-    std::vector<size_t> todo;
-    std::unordered_map<std::string_view, size_t> first;  // key -> index computed this call
-    std::vector<size_t> alias(cands.size(), SIZE_MAX);
+    std::vector<size_t> program(cands.size());
+    std::vector<size_t> todo;  // candidates whose program is new: lowered here
     for (size_t i = 0; i < cands.size(); ++i) {
-      auto it = cache_.find(keys[i]);
-      if (it != cache_.end()) {
-        (*ok)[i] = it->second.has_value();
-        if (it->second) (*feats)[i] = *it->second;
-        continue;
-      }
-      auto [f, fresh] = first.emplace(keys[i], i);
+      auto [it, fresh] = index_.try_emplace(std::move(keys[i]), programs_.size());
+      program[i] = it->second;
       if (fresh) {
+        programs_.push_back({});
         todo.push_back(i);
-      } else {
-        alias[i] = f->second;
       }
     }
+    std::vector<cost_model::FeatureMatrix> feats(todo.size());
+    std::vector<char> lowered(todo.size(), 0);
     pool_.For(todo.size(), [&](size_t t) {
-      size_t i = todo[t];
-      const Candidate& c = cands[i];
+      const Candidate& c = cands[todo[t]];
       absl::StatusOr<ir::Schedule> applied = absl::UnknownError("");
       const ir::Schedule* sch = c.schedule.get();
       if (!sch) {
@@ -173,24 +174,55 @@ class FeatureCache {
       if (!f.ok()) return;
       auto m = cost_model::ExtractFeatures(*f);
       if (!m.ok()) return;
-      (*feats)[i] = std::move(*m);
-      (*ok)[i] = 1;
+      feats[t] = std::move(*m);
+      lowered[t] = 1;
     });
-    for (size_t i : todo) {
-      cache_[std::move(keys[i])] =
-          (*ok)[i] ? std::optional<cost_model::FeatureMatrix>((*feats)[i]) : std::nullopt;
+    if (drop_schedules) {
+      pool_.For(cands.size(), [&](size_t i) { cands[i].schedule.reset(); });
+    }
+    // Predict() is thread-safe: score halves of the new programs on separate cores.
+    std::vector<cost_model::FeatureMatrix> head, tail;
+    std::vector<size_t> head_of, tail_of;  // positions in `todo`
+    const size_t half = todo.size() / 2;
+    for (size_t t = 0; t < todo.size(); ++t) {
+      if (!lowered[t]) continue;
+      (t < half ? head : tail).push_back(std::move(feats[t]));
+      (t < half ? head_of : tail_of).push_back(t);
+    }
+    absl::StatusOr<std::vector<float>> head_scores, tail_scores;
+    pool_.For(2, [&](size_t i) {
+      if (i == 0) {
+        head_scores = model_.Predict(head);
+      } else {
+        tail_scores = model_.Predict(tail);
+      }
+    });
+    if (!head_scores.ok()) return head_scores.status();
+    if (!tail_scores.ok()) return tail_scores.status();
+    for (size_t k = 0; k < head_of.size(); ++k) {
+      programs_[program[todo[head_of[k]]]] = {(*head_scores)[k], true};
+    }
+    for (size_t k = 0; k < tail_of.size(); ++k) {
+      programs_[program[todo[tail_of[k]]]] = {(*tail_scores)[k], true};
     }
     for (size_t i = 0; i < cands.size(); ++i) {
-      if (alias[i] == SIZE_MAX) continue;
-      (*ok)[i] = (*ok)[alias[i]];
-      (*feats)[i] = (*feats)[alias[i]];
+      const Program& p = programs_[program[i]];
+      (*ok)[i] = p.ok;
+      (*scores)[i] = p.score;
     }
+    return absl::OkStatus();
   }
 
  private:
+  struct Program {
+    float score = 0;
+    bool ok = false;  // lowered and featurized
+  };
   const SearchSpace& space_;
+  const cost_model::CostModel& model_;
   WorkerPool& pool_;
-  std::unordered_map<std::string, std::optional<cost_model::FeatureMatrix>> cache_;
+  std::unordered_map<std::string, size_t> index_;  // ProgramKey -> programs_ index
+  std::vector<Program> programs_;
 };
 
 }  // namespace
@@ -264,30 +296,13 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   // trace's JSON, too dear to build for the whole population.
   std::map<std::vector<int64_t>, Scored> best;
   std::vector<std::vector<Candidate>> generations;
-  FeatureCache cache(space, pool);
+  ProgramScores cache(space, model, pool);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int gen = 0; gen <= options.generations && !pop.empty(); ++gen) {
-    std::vector<cost_model::FeatureMatrix> feats;
+    std::vector<float> scores;
     std::vector<char> ok;
-    cache.Featurize(pop, &feats, &ok);
-    // Predict() is thread-safe: score halves of the population on separate cores.
-    absl::StatusOr<std::vector<float>> scores;
-    {
-      size_t half = feats.size() / 2;
-      std::vector<cost_model::FeatureMatrix> tail(std::make_move_iterator(feats.begin() + half),
-                                                  std::make_move_iterator(feats.end()));
-      feats.resize(half);
-      absl::StatusOr<std::vector<float>> tail_scores;
-      pool.For(2, [&](size_t i) {
-        if (i == 0) {
-          scores = model.Predict(feats);
-        } else {
-          tail_scores = model.Predict(tail);
-        }
-      });
-      if (!scores.ok()) return scores.status();
-      if (!tail_scores.ok()) return tail_scores.status();
-      scores->insert(scores->end(), tail_scores->begin(), tail_scores->end());
+    if (absl::Status s = cache.Score(pop, /*drop_schedules=*/true, &scores, &ok); !s.ok()) {
+      return s;
     }
     st.scored += static_cast<int>(pop.size());
     // Fitness by rank, not by score: scores are only ordered (the pairwise model's are
@@ -298,14 +313,14 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
       if (ok[i]) by_score.push_back(i);
     }
     std::stable_sort(by_score.begin(), by_score.end(),
-                     [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+                     [&](size_t a, size_t b) { return scores[a] > scores[b]; });
     std::vector<double> fitness(pop.size(), 0.0);
     const double temperature = std::max(1.0, static_cast<double>(by_score.size()) / 4);
     for (size_t r = 0; r < by_score.size(); ++r) {
       fitness[by_score[r]] = std::exp(-static_cast<double>(r) / temperature);
     }
     for (size_t i = 0; i < pop.size(); ++i) {
-      const float s = ok[i] ? (*scores)[i] : -1e9f;
+      const float s = ok[i] ? scores[i] : -1e9f;
       if (!ok[i]) ++st.invalid;
       if (!ok[i] || best.count(pop[i].decisions)) continue;
       best.emplace(pop[i].decisions, Scored{generations.size(), i, s});
@@ -368,17 +383,17 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     for (auto& c : neigh) {
       if (c && seen.insert(c->decisions).second) cands.push_back(std::move(*c));
     }
-    std::vector<cost_model::FeatureMatrix> feats;
+    std::vector<float> scores;
     std::vector<char> ok;
-    cache.Featurize(cands, &feats, &ok);
-    absl::StatusOr<std::vector<float>> scores = model.Predict(feats);
-    if (!scores.ok()) return scores.status();
+    if (absl::Status s = cache.Score(cands, /*drop_schedules=*/false, &scores, &ok); !s.ok()) {
+      return s;
+    }
     std::vector<size_t> order;
     for (size_t i = 0; i < cands.size(); ++i) {
       if (ok[i]) order.push_back(i);
     }
     std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return (*scores)[a] > (*scores)[b]; });
+                     [&](size_t a, size_t b) { return scores[a] > scores[b]; });
     int taken = 0;
     for (size_t i : order) {
       if (taken >= local_quota) break;
@@ -397,8 +412,19 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     take(generations[s.gen][s.idx]);
   }
   random_fill(batch);
-  // The round's candidates and the schedules only they hold are freed on every core (the
-  // batch holds its own copies), and counted in the round's time.
+  // Candidates of the evolved generations gave up their schedules once scored: replay the
+  // few the batch took, so that every candidate returned holds its schedule.
+  std::vector<size_t> bare;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].schedule) bare.push_back(i);
+  }
+  pool.For(bare.size(), [&](size_t k) {
+    Candidate& c = out[bare[k]];
+    auto s = space.Apply(c);
+    if (s.ok()) c.schedule = std::make_shared<const ir::Schedule>(std::move(*s));
+  });
+  // The round's candidates are freed on every core (the batch holds its own copies), and
+  // counted in the round's time.
   for (std::vector<Candidate>& g : generations) {
     pool.For(g.size(), [&](size_t i) { g[i] = Candidate(); });
   }
