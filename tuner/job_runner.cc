@@ -256,10 +256,12 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       best_g = (*b)->Gflops();
     }
     {
+      // run.done is not recounted here: the service counted the stored traces before any
+      // report could arrive, and Account has added every result stored since. A recount
+      // would count a result twice when it is committed before the count and accounted
+      // after it (a worker re-sending its spool to a restarted daemon).
       std::lock_guard<std::mutex> lock(mu);
       WorkloadRun& run = job->workloads[i];
-      run.done = static_cast<int>(
-          std::max<int64_t>(0, static_cast<int64_t>(measured[i].size()) - run.baseline));
       run.finished = run.done >= run.target;
       run.best_latency_us = best_lat;
       run.best_gflops = best_g;
@@ -572,18 +574,15 @@ std::optional<JobRunner::WorkloadInfo> JobRunner::Workload(const std::string& jo
   return WorkloadInfo{runs[workload].key, runs[workload].flops};
 }
 
-absl::StatusOr<int> JobRunner::RunningWorkload(const std::string& job_id,
-                                               const std::string& canonical,
-                                               const std::string& device_class) {
+absl::StatusOr<int> JobRunner::KnownWorkload(const std::string& job_id,
+                                             const std::string& canonical,
+                                             const std::string& device_class) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto j = impl_->jobs.find(job_id);
   if (j == impl_->jobs.end()) {
     return absl::NotFoundError(absl::StrCat("job '", job_id, "' is unknown to this daemon"));
   }
   const JobEntry& job = *j->second;
-  if (Terminal(job.state)) {
-    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' has ended"));
-  }
   if (job.device_class != device_class) {
     return absl::InvalidArgumentError(absl::StrCat("job '", job_id, "' tunes for device class '",
                                                    job.device_class, "', not '", device_class,
@@ -605,21 +604,36 @@ void JobRunner::Account(const std::vector<StoredResult>& results) {
     JobEntry& job = *j->second;
     if (r.workload < 0 || static_cast<size_t>(r.workload) >= job.workloads.size()) continue;
     WorkloadRun& run = job.workloads[r.workload];
-    if (r.program_key.empty()) run.outstanding = std::max(0, run.outstanding - 1);
+    const bool dispatched_here = r.program_key.empty();
+    if (dispatched_here) run.outstanding = std::max(0, run.outstanding - 1);
     run.stalled = false;
     if (Terminal(job.state)) continue;
-    ++run.done;
-    if (r.error_class == db::ErrorClass::kOk) {
-      if (run.best_latency_us == 0 || r.median_us < run.best_latency_us) {
-        run.best_latency_us = r.median_us;
-        run.best_gflops = r.gflops;
-      }
-    } else {
-      ++run.errors[std::string(db::ErrorClassName(r.error_class))];
+    // The best is the database's best for the workload (as a job starts with), so a result
+    // past the target still improves it.
+    if (r.error_class == db::ErrorClass::kOk &&
+        (run.best_latency_us == 0 || r.median_us < run.best_latency_us)) {
+      run.best_latency_us = r.median_us;
+      run.best_gflops = r.gflops;
     }
     job.inbox.push_back(Reported{r.workload, r.candidate_id, r.program_key,
                                  r.error_class == db::ErrorClass::kOk ? 1.0 / r.median_us : 0.0});
     s.Touch(job);
+    // Past the target (results of a worker's spool arrived after the resumed job had
+    // dispatched its trials anew): stored, but not a trial of the job.
+    if (run.done >= run.target) continue;
+    ++run.done;
+    if (r.error_class != db::ErrorClass::kOk) {
+      ++run.errors[std::string(db::ErrorClassName(r.error_class))];
+    }
+    if (!dispatched_here) {
+      // A result this daemon did not dispatch adds a trial that no task stands for: the
+      // job's queued tasks beyond its target are withdrawn (leased ones are measured anyway
+      // and stored, past the target).
+      const int excess = run.done + run.outstanding - run.target;
+      if (excess > 0) {
+        run.outstanding -= s.registry->Withdraw(job.id, r.workload, excess);
+      }
+    }
   }
 }
 

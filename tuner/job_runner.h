@@ -10,11 +10,14 @@
 // a fleet larger than half a batch drains the queue before results come back, and workers
 // that find it empty would idle (and poll) while the next round is searched.
 //
-// trials_done of a workload = traces stored for it now minus its baseline, so a restarted
-// daemon resumes every QUEUED or RUNNING job exactly where its commits stopped and never
-// dispatches a stored trace again. One cost model per job (its device class's), fed with every
-// reported result, retrained by the model itself when its data grew >= 20 %, and saved to the
-// database after each retraining.
+// trials_done of a workload = traces stored for it when the service loaded the job minus its
+// baseline (at most its target), plus the results accounted since, never more than its
+// target: a restarted daemon resumes every QUEUED or RUNNING job exactly where its commits
+// stopped and never dispatches a stored trace again. The search dispatches at most
+// target - done - outstanding tasks; a result kept in a worker's spool across a restart adds
+// to done without a task of its own, so it withdraws a queued task (see Account). One cost model
+// per job (its device class's), fed with every reported result, retrained by the model itself when
+// its data grew >= 20 %, and saved to the database after each retraining.
 //
 // The search is a background activity: it runs on `search.threads` threads (0: every core)
 // at the nice value `search_nice`, so that the threads answering workers keep their latency
@@ -142,11 +145,16 @@ class JobRunner {
     double flops = 0;
   };
   std::optional<WorkloadInfo> Workload(const std::string& job_id, int workload);
-  // The index of the workload `canonical` in job `job_id` when that job is QUEUED or RUNNING
-  // on `device_class`; else a message saying why a result for it cannot count.
-  absl::StatusOr<int> RunningWorkload(const std::string& job_id, const std::string& canonical,
-                                      const std::string& device_class);
-  // Accounts stored results to their jobs' progress and wakes their threads.
+  // The index of the workload `canonical` in job `job_id` (known to this daemon, running or
+  // ended) when that job tunes for `device_class`; else a message saying why a result for it
+  // cannot be stored.
+  absl::StatusOr<int> KnownWorkload(const std::string& job_id, const std::string& canonical,
+                                    const std::string& device_class);
+  // Accounts stored results to their jobs' progress and wakes their threads. A workload never
+  // counts more than its target: a result past it adds to nothing but the best (trials_done
+  // and errors stay), one for an ended job to nothing. A result this daemon
+  // did not dispatch (program_key set) that counts withdraws the job's queued tasks that
+  // would take the workload past its target.
   void Account(const std::vector<StoredResult>& results);
 
   class Impl;

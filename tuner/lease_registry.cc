@@ -421,6 +421,26 @@ void LeaseRegistry::DropQueued(const std::string& job_id) {
   s.queued_of_job.erase(job_id);
 }
 
+int LeaseRegistry::Withdraw(const std::string& job_id, int workload, int n) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  int withdrawn = 0;
+  for (auto& [device_class, q] : s.queues) {
+    for (auto it = q.end(); it != q.begin() && withdrawn < n;) {
+      --it;
+      auto t = s.tasks.find(*it);
+      if (t == s.tasks.end() || !t->second.lease_id.empty()) continue;  // stale or leased
+      const DispatchedTask& d = t->second.d;
+      if (d.workload != workload || d.task.job_id() != job_id) continue;
+      s.CountQueued(d, -1);
+      s.tasks.erase(t);
+      it = q.erase(it);
+      ++withdrawn;
+    }
+  }
+  return withdrawn;
+}
+
 std::string LeaseRegistry::TouchWorker(const std::string& worker_id) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);

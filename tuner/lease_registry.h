@@ -78,6 +78,9 @@ class LeaseRegistry {
   int Enqueue(int workload, std::vector<lathe::v1::Task> tasks);
   // Forgets the queued tasks of a job; its leased tasks stay (their results are still stored).
   void DropQueued(const std::string& job_id);
+  // Forgets up to `n` queued (not leased) tasks of workload index `workload` of job `job_id`,
+  // the most recently queued first; returns how many. Leased tasks are never withdrawn.
+  int Withdraw(const std::string& job_id, int workload, int n);
 
   // --- Report ---
   // Marks the worker seen and returns how results of it are attributed: "<id>@<hostname>"

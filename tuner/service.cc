@@ -479,7 +479,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
       absl::StatusOr<ir::Workload> w = ir::MakeWorkload(t.request().workload());
       absl::StatusOr<int> index =
           !w.ok() ? absl::StatusOr<int>(w.status())
-                  : s_->runner.RunningWorkload(t.job_id(), w->canonical, t.device_class());
+                  : s_->runner.KnownWorkload(t.job_id(), w->canonical, t.device_class());
       std::string program_key;
       if (index.ok()) {
         program_key = KeyOfStoredTrace(t.request().trace_json());

@@ -23,11 +23,16 @@
 // duplicate. A result for an expired or unknown lease is still stored when its candidate is
 // known to the daemon (results are never thrown away). A result for a candidate this daemon
 // does not hold (dispatched before a restart, kept in a worker's spool) is stored when the
-// request carries its task (ReportRequest.tasks), the task's job is QUEUED or RUNNING here on
-// the task's device class with the task's workload, and the candidate id is the one its trace
-// gives; it then counts towards that job's progress and the search never proposes it again.
-// Otherwise it is counted as rejected (ReportResponse.rejected; logged with the reason),
-// unless already stored.
+// request carries its task (ReportRequest.tasks), the task's job is known here (running or
+// ended) on the task's device class with the task's workload, and the candidate id is the one
+// its trace gives; it then counts towards that job's progress (while the job runs and is short
+// of its target) and the search never proposes it again. Otherwise it is counted as rejected
+// (ReportResponse.rejected; logged with the reason), unless already stored.
+//
+// A workload never counts more trials than its target: the resumed job dispatches its missing
+// trials before the spooled results of a worker arrive, so a spooled result that counts
+// withdraws one of the job's queued tasks, and results past the target (tasks leased before
+// it was reached) are stored without counting.
 //
 // Thread-safety: every public method may be called from any thread.
 #ifndef LATHE_TUNER_SERVICE_H_

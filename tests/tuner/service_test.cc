@@ -560,6 +560,112 @@ TEST_F(ServiceTest, ResultsKeptAcrossARestartCountForTheResumedJobWithTheirTasks
   EXPECT_FALSE(stray_rec->has_value());
 }
 
+// The race of the resumed job and a worker's spool (DrainTest's flake): the restarted daemon
+// dispatches the job's missing trials anew, the worker leases some of them, and only then
+// re-sends the results it kept while the daemon was away. Those count, so the job withdraws
+// its queued tasks past the target, and the results of tasks leased before count only up to
+// the target (they are stored all the same).
+TEST_F(ServiceTest, ResultsKeptAcrossARestartNeverTakeTheJobPastItsTarget) {
+  ServiceOptions o = Options();
+  StartServer(o);
+  v1::SubmitJobRequest sub;
+  sub.mutable_spec()->add_workloads(kSpec);
+  sub.mutable_spec()->set_device_class(kDeviceClass);
+  sub.mutable_spec()->set_trials(12);
+  sub.mutable_spec()->set_batch(12);
+  sub.mutable_spec()->set_seed(0);
+  sub.mutable_spec()->set_min_repeat_ms(1);
+  v1::SubmitJobResponse subr;
+  ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), sub, &subr).ok());
+  const std::string job = subr.job_id();
+  std::string w = RegisterWorker("host-a");
+  v1::LeaseResponse kept = Lease(w, 6, 10000);
+  ASSERT_EQ(kept.tasks_size(), 6);
+  StopServer();  // the worker measures `kept` meanwhile and spools its results
+
+  StartServer(o);
+  EXPECT_EQ(Job(job).workloads(0).trials_done(), 0);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (service_->QueueDepth() < 12 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(service_->QueueDepth(), 12) << "the resumed job did not dispatch its 12 trials";
+  w = RegisterWorker("host-a");
+  v1::LeaseResponse first = Lease(w, 6, 2000);
+  ASSERT_EQ(first.tasks_size(), 6);
+
+  // The spool arrives: every kept result is stored and counts.
+  v1::ReportRequest spooled = OkReport(w, kept);
+  for (const v1::Task& t : kept.tasks()) *spooled.add_tasks() = t;
+  v1::ReportResponse r = Report(spooled);
+  EXPECT_EQ(r.accepted(), 6);
+  EXPECT_EQ(r.rejected(), 0);
+  EXPECT_EQ(Job(job).workloads(0).trials_done(), 6);
+  // 6 trials done: the tasks still out (those of `first` the spool did not complete, and the
+  // queue) make up the other 6, no more.
+  std::set<std::string> kept_ids;
+  for (const v1::Task& t : kept.tasks()) kept_ids.insert(t.candidate_id());
+  int first_live = 0;
+  for (const v1::Task& t : first.tasks()) first_live += kept_ids.count(t.candidate_id()) == 0;
+  EXPECT_EQ(first_live + service_->QueueDepth(), 6);
+
+  // The first lease's results, then whatever is left, as the worker would go on.
+  r = Report(OkReport(w, first));
+  EXPECT_EQ(r.accepted(), first_live);
+  for (v1::LeaseResponse l = Lease(w, 64, 200); l.tasks_size() > 0; l = Lease(w, 64, 200)) {
+    EXPECT_EQ(Report(OkReport(w, l)).accepted(), l.tasks_size());
+  }
+  while (Job(job).state() != v1::DONE && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  v1::JobStatus st = Job(job);
+  EXPECT_EQ(st.state(), v1::DONE);
+  EXPECT_EQ(st.workloads(0).trials_done(), 12);
+  EXPECT_EQ(StoredRecords(), 12);
+}
+
+// A worker's spool that reaches the restarted daemon only after the resumed job has ended is
+// still stored (results are never thrown away), and the job's count stays at its target.
+TEST_F(ServiceTest, ResultsKeptAcrossARestartAreStoredAfterTheResumedJobEnded) {
+  ServiceOptions o = Options();
+  StartServer(o);
+  v1::SubmitJobRequest sub;
+  sub.mutable_spec()->add_workloads(kSpec);
+  sub.mutable_spec()->set_device_class(kDeviceClass);
+  sub.mutable_spec()->set_trials(8);
+  sub.mutable_spec()->set_batch(8);
+  sub.mutable_spec()->set_seed(0);
+  sub.mutable_spec()->set_min_repeat_ms(1);
+  v1::SubmitJobResponse subr;
+  ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), sub, &subr).ok());
+  const std::string job = subr.job_id();
+  std::string w = RegisterWorker("host-a");
+  v1::LeaseResponse kept = Lease(w, 8, 10000);
+  ASSERT_EQ(kept.tasks_size(), 8);
+  StopServer();
+
+  StartServer(o);
+  w = RegisterWorker("host-a");
+  std::vector<std::string> seen;
+  RunWorker(w, job, &seen, 8);
+  const std::set<std::string> redispatched(seen.begin(), seen.end());
+  v1::JobStatus st = Job(job);
+  ASSERT_EQ(st.state(), v1::DONE);
+  ASSERT_EQ(st.workloads(0).trials_done(), 8);
+  int late = 0;
+  for (const v1::Task& t : kept.tasks()) late += redispatched.count(t.candidate_id()) == 0;
+  ASSERT_GT(late, 0) << "the resumed job drew the same candidates";
+
+  v1::ReportRequest spooled = OkReport(w, kept);
+  for (const v1::Task& t : kept.tasks()) *spooled.add_tasks() = t;
+  v1::ReportResponse r = Report(spooled);
+  EXPECT_EQ(r.accepted(), late);
+  EXPECT_EQ(r.duplicates(), 8 - late);
+  EXPECT_EQ(r.rejected(), 0);
+  EXPECT_EQ(Job(job).workloads(0).trials_done(), 8);
+  EXPECT_EQ(StoredRecords(), 8 + late);
+}
+
 TEST_F(ServiceTest, CancelStopsJob) {
   StartServer(Options());
   const std::string job = Submit(64, 8);
