@@ -60,6 +60,12 @@ struct Analysis {
   // Per packed input: its innermost index moves with the output's innermost axis (B of a
   // matmul), so a tile walking along that axis reads a panel worth packing.
   std::vector<bool> pack_walks_inner;
+  // A non-innermost output axis that the accumulator can be vectorized over instead (the
+  // output channels of an NCHW convolution): -1 when there is none. Only one packed input
+  // reads it, as the plain index of its dimension `chan_dim`; nothing else depends on it.
+  int chan_axis = -1;
+  int chan_pack = -1;  // index into `pack`
+  int chan_dim = -1;
 };
 
 class CpuSpace : public SearchSpace {
@@ -130,6 +136,20 @@ class CpuSpace : public SearchSpace {
   // offered where the spatial extent is small; -1 where not offered. These slots come last
   // so that traces from before they existed still map to decisions (FromTrace pads with 0).
   std::vector<int> rfactor_slot_;
+  // 1: vectorize the accumulator over Analysis::chan_axis (ApplyChannelsInner); -1 when the
+  // workload has no such axis.
+  int chan_slot_ = -1;
+
+  void FindChannelAxis(const Stage& acc_def);
+  // The output and its accumulator when the accumulator is vectorized over the channel axis:
+  // the accumulator and the packed input that reads the channels are stored with the channels
+  // innermost (Schedule::StorageOrder), the output is tiled with a channel tile of whole
+  // vectors, and the accumulator tile keeps (channel vectors x rows x columns) registers.
+  // Returns the outermost (parallel) loop of the output.
+  absl::StatusOr<std::string> ApplyChannelsInner(Schedule& s, const Candidate& c) const;
+  // The output and its accumulator otherwise: tiles with the innermost output axis as the
+  // vector axis, packed inputs as decided. Returns the outermost (parallel) loop.
+  absl::StatusOr<std::string> ApplyTiles(Schedule& s, const Candidate& c) const;
 };
 
 absl::Status CpuSpace::Init() {
@@ -186,6 +206,7 @@ absl::Status CpuSpace::Init() {
     });
   }
 
+  if (acc_def && acc_def->tensor->axes.size() >= 3) FindChannelAxis(*acc_def);
   out_axes_ = std::vector<std::string>(out->root_loops.begin(),
                                        out->root_loops.begin() + out->tensor->axes.size());
   int lanes = target_.vector_lanes;
@@ -225,6 +246,8 @@ absl::Status CpuSpace::Init() {
       rfactor_slot_.push_back(-1);
     }
   }
+  // Last, so that traces from before it existed still map to decisions (FromTrace pads 0).
+  if (an_.chan_axis >= 0) chan_slot_ = AddSlot("vectorize." + out_axes_[an_.chan_axis], {0, 1});
   return absl::OkStatus();
 }
 
@@ -266,6 +289,30 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
     LATHE_TRY(s.Reorder(rf, order));
     LATHE_TRY(s.Vectorize(rf, loops[0]));
   }
+  // The output and its accumulator.
+  const bool chan = chan_slot_ >= 0 && d(chan_slot_) != 0;
+  LATHE_TRY_VALUE(first_outer, chan ? ApplyChannelsInner(s, c) : ApplyTiles(s, c));
+  const std::string& o = an_.out;
+
+  // Other reductions (softmax, layer_norm statistics): at root in parallel, or per tile row.
+  for (size_t i = 0; i < an_.side.size(); ++i) {
+    const std::string& st = an_.side[i];
+    auto consumers = s.Consumers(st);
+    bool at = d(side_slot_[i]) != 0;
+    if (at) {
+      absl::Status ok = s.ComputeAt(st, o, first_outer);
+      if (ok.ok()) continue;
+    }
+    const Stage* ss = s.FindStage(st);
+    if (!ss->tensor->axes.empty() && ss->tensor->shape[0] > 1) {
+      LATHE_TRY(s.Parallel(st, ss->root_loops[0]));
+    }
+  }
+  return s;
+}
+
+absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c) const {
+  auto d = [&](int slot) { return c.decisions[slot]; };
   if (an_.cache_write) LATHE_TRY(s.CacheWrite(an_.out, "local").status());
   std::vector<std::string> pack_stages;
   for (size_t p = 0; p < an_.pack.size(); ++p) {
@@ -366,22 +413,134 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
       LATHE_TRY(s.Vectorize(pack_stages[p], pp[1]));
     }
   }
+  return outer_loops[0];
+}
 
-  // Other reductions (softmax, layer_norm statistics): at root in parallel, or per tile row.
-  for (size_t i = 0; i < an_.side.size(); ++i) {
-    const std::string& st = an_.side[i];
-    auto consumers = s.Consumers(st);
-    bool at = d(side_slot_[i]) != 0;
-    if (at) {
-      absl::Status ok = s.ComputeAt(st, o, outer_loops[0]);
-      if (ok.ok()) continue;
-    }
-    const Stage* ss = s.FindStage(st);
-    if (!ss->tensor->axes.empty() && ss->tensor->shape[0] > 1) {
-      LATHE_TRY(s.Parallel(st, ss->root_loops[0]));
+void CpuSpace::FindChannelAxis(const Stage& acc_def) {
+  const ir::Tensor& t = acc_def.tensor;
+  const size_t n = t->axes.size();
+  // Nearest the innermost axis first; the innermost one is the default vector axis already.
+  for (int a = static_cast<int>(n) - 2; a >= 0; --a) {
+    if (t->shape[a] % target_.vector_lanes != 0) continue;
+    const ir::ExprNode* var = t->axes[a]->var.get();
+    int pack = -1, dim = -1;
+    bool ok = true;
+    ir::Visit(t->body, [&](const ir::Expr& x) {
+      if (!ok || x->kind != ir::ExprKind::kTensorRead) return;
+      for (size_t i = 0; i < x->operands.size(); ++i) {
+        if (!ir::UsesVar(x->operands[i], var)) continue;
+        auto p = std::find(an_.pack.begin(), an_.pack.end(), x->name);
+        const int pi = static_cast<int>(p - an_.pack.begin());
+        // Read as a plain index, by one packable input, in one dimension.
+        if (p == an_.pack.end() || x->operands[i].get() != var || (pack >= 0 && pack != pi) ||
+            (dim >= 0 && dim != static_cast<int>(i))) {
+          ok = false;
+          return;
+        }
+        pack = pi;
+        dim = static_cast<int>(i);
+      }
+    });
+    if (!ok || pack < 0) continue;
+    an_.chan_axis = a;
+    an_.chan_pack = pack;
+    an_.chan_dim = dim;
+    return;
+  }
+}
+
+absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Candidate& c) const {
+  auto d = [&](int slot) { return c.decisions[slot]; };
+  const std::string& o = an_.out;
+  const std::string& a = an_.acc;
+  const size_t n = out_axes_.size();
+  const size_t ca = static_cast<size_t>(an_.chan_axis);
+  const int lanes = target_.vector_lanes;
+  if (an_.cache_write) LATHE_TRY(s.CacheWrite(o, "local").status());
+  // The accumulator with the channels innermost.
+  const Stage* as = s.FindStage(a);
+  std::vector<std::string> spatial(as->root_loops.begin(),
+                                   as->root_loops.begin() + as->tensor->axes.size());
+  std::vector<std::string> reduce(as->root_loops.begin() + as->tensor->axes.size(),
+                                  as->root_loops.end());
+  std::vector<std::string> order = spatial;
+  order.erase(order.begin() + ca);
+  order.push_back(spatial[ca]);
+  LATHE_TRY(s.StorageOrder(a, order));
+  // The input that reads the channels, packed with them innermost; other packs as decided.
+  std::vector<std::string> pack_stages(an_.pack.size());
+  for (size_t p = 0; p < an_.pack.size(); ++p) {
+    const bool chan_pack = static_cast<int>(p) == an_.chan_pack;
+    if (!chan_pack && d(pack_slot_[p]) == 0) continue;
+    LATHE_TRY_VALUE(name, s.CacheRead(an_.pack[p], "global", {a}));
+    pack_stages[p] = name;
+    if (!chan_pack) continue;
+    std::vector<std::string> dims = s.FindStage(name)->root_loops;
+    std::string cd = dims[an_.chan_dim];
+    dims.erase(dims.begin() + an_.chan_dim);
+    dims.push_back(cd);
+    LATHE_TRY(s.StorageOrder(name, dims));
+  }
+
+  // The output: a channel tile of whole vectors (at most four), rows and columns as decided.
+  std::vector<int64_t> tile(n);
+  for (size_t i = 0; i < n; ++i) tile[i] = d(tile_slot_[i]);
+  tile[ca] = std::clamp<int64_t>(tile[ca] / lanes, 1, 4) * lanes;
+  int64_t regs = tile[ca] / lanes;
+  for (size_t i = ca + 1; i < n; ++i) regs *= tile[i];
+  if (regs > std::max(1, target_.vector_registers - 4)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("channel register tile of ", regs, " vectors does not fit"));
+  }
+  std::vector<std::string> outer, inner;
+  for (size_t i = 0; i < n; ++i) {
+    LATHE_TRY_VALUE(parts, s.Split(o, out_axes_[i], {tile[i]}));
+    outer.push_back(parts[0]);
+    inner.push_back(parts[1]);
+  }
+  std::vector<std::string> oorder = outer;
+  oorder.insert(oorder.end(), inner.begin(), inner.end());
+  LATHE_TRY(s.Reorder(o, oorder));
+  // Parallel over the loops down to the channel tiles at most: the packed weights of a
+  // channel tile are copied once per iteration of that loop.
+  const size_t depth = std::clamp<size_t>(static_cast<size_t>(d(parallel_slot_)), 1, ca + 1);
+  std::string par = outer[0];
+  if (depth >= 2) {
+    LATHE_TRY_VALUE(fused,
+                    s.Fuse(o, std::vector<std::string>(outer.begin(), outer.begin() + depth)));
+    par = fused;
+  }
+  LATHE_TRY(s.Parallel(o, par));
+
+  // The accumulator per output tile: reduce loops outside, the channel vectors innermost.
+  LATHE_TRY(s.ComputeAt(a, o, outer.back()));
+  std::vector<std::string> aorder = reduce;
+  for (size_t i = 0; i < n; ++i) {
+    if (i != ca) aorder.push_back(spatial[i]);
+  }
+  aorder.push_back(spatial[ca]);
+  LATHE_TRY(s.Reorder(a, aorder));
+  LATHE_TRY(s.Vectorize(a, spatial[ca]));
+  if (d(unroll_slot_) != 0) {
+    for (size_t i = ca + 1; i < n; ++i) {
+      if (tile[i] > 1) LATHE_TRY(s.Unroll(a, spatial[i]));
     }
   }
-  return s;
+  // The innermost reduce loop (the kernel's columns) unrolled whole when it is short.
+  if (d(unroll_k_slot_) > 1 && !reduce.empty() &&
+      s.FindStage(a)->loops.at(reduce.back()).extent <= 8) {
+    LATHE_TRY(s.Unroll(a, reduce.back()));
+  }
+  for (size_t p = 0; p < pack_stages.size(); ++p) {
+    if (pack_stages[p].empty()) continue;
+    if (static_cast<int>(p) == an_.chan_pack) {
+      LATHE_TRY(s.ComputeAt(pack_stages[p], o, par));
+      continue;
+    }
+    size_t at = std::min<size_t>(static_cast<size_t>(d(pack_slot_[p])) - 1, outer.size() - 1);
+    LATHE_TRY(s.ComputeAt(pack_stages[p], o, at < depth ? par : outer[at]));
+  }
+  return par;
 }
 
 absl::StatusOr<Candidate> CpuSpace::Sample(std::mt19937_64& rng) const {
@@ -458,6 +617,38 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     shapes.insert(shapes.begin(), {lanes, 2, acc_regs / 2, 4, false});
   }
   std::set<std::vector<int64_t>> seen;
+  auto emit = [&](std::vector<int64_t> d) {
+    if (!seen.insert(d).second) return;
+    Candidate c;
+    c.sketch = 0;
+    c.decisions = std::move(d);
+    auto f = Finish(std::move(c));
+    if (f.ok()) out.push_back(std::move(*f));
+  };
+  // Vectorized over the channels (NCHW convolutions): (channel vectors, rows, columns) of
+  // accumulators, the kernel's columns unrolled, parallel over the channel tiles.
+  if (chan_slot_ >= 0) {
+    const size_t ca = static_cast<size_t>(an_.chan_axis);
+    const int64_t chan_shapes[][3] = {{2, 1, 4}, {4, 1, 2}, {2, 2, 2}, {1, 2, 4}};
+    for (const auto& cs : chan_shapes) {
+      if (static_cast<int>(out.size()) >= max) break;
+      std::vector<int64_t> d(slots_.size(), 0);
+      for (size_t i = 0; i < slots_.size(); ++i) d[i] = slots_[i].choices.front();
+      for (size_t a = 0; a < n; ++a) {
+        int64_t want = 1;
+        if (a == ca) want = cs[0] * lanes;
+        if (a + 1 == n) want = cs[2];
+        if (a + 2 == n && a != ca) want = cs[1];
+        d[tile_slot_[a]] = Nearest(tile_slot_[a], want);
+      }
+      d[parallel_slot_] = Nearest(parallel_slot_, static_cast<int64_t>(ca + 1));
+      d[unroll_slot_] = Nearest(unroll_slot_, 1);
+      d[unroll_k_slot_] = Nearest(unroll_k_slot_, 2);
+      for (int slot : pad_slot_) d[slot] = Nearest(slot, 1);
+      d[chan_slot_] = 1;
+      emit(std::move(d));
+    }
+  }
   for (const Shape& sh : shapes) {
     if (static_cast<int>(out.size()) >= max) break;
     std::vector<int64_t> d(slots_.size(), 0);
@@ -488,12 +679,7 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
       d[pack_slot_[p]] = Nearest(pack_slot_[p], sh.pack && an_.pack_walks_inner[p] ? 1 : 0);
     }
     for (int slot : pad_slot_) d[slot] = Nearest(slot, 1);
-    if (!seen.insert(d).second) continue;
-    Candidate c;
-    c.sketch = 0;
-    c.decisions = std::move(d);
-    auto f = Finish(std::move(c));
-    if (f.ok()) out.push_back(std::move(*f));
+    emit(std::move(d));
   }
   return out;
 }
@@ -505,11 +691,13 @@ absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {
   Candidate c;
   c.sketch = trace.sketch;
   c.decisions = trace.decisions;
-  // Traces recorded before the rfactor slots existed lack them: they chose no rfactor.
-  const size_t first_rfactor =
-      slots_.size() - static_cast<size_t>(std::count_if(rfactor_slot_.begin(), rfactor_slot_.end(),
-                                                        [](int slot) { return slot >= 0; }));
-  if (c.decisions.size() >= first_rfactor && c.decisions.size() < slots_.size()) {
+  // Traces recorded before the rfactor slots or the channel-vector slot existed lack them:
+  // they chose no rfactor and the innermost axis as the vector axis (0s).
+  const size_t optional =
+      static_cast<size_t>(std::count_if(rfactor_slot_.begin(), rfactor_slot_.end(),
+                                        [](int slot) { return slot >= 0; })) +
+      (chan_slot_ >= 0 ? 1 : 0);
+  if (c.decisions.size() >= slots_.size() - optional && c.decisions.size() < slots_.size()) {
     c.decisions.resize(slots_.size(), 0);
   }
   return MatchesTrace(Finish(c), trace.instructions);

@@ -79,8 +79,10 @@ struct Golden {
 // (the cost model's features then mean something else) and record the new values.
 TEST(SearchLoweringTest, ProgramsAndFeaturesOfSampledCandidatesAreUnchanged) {
   const Golden golden[] = {
-      {"conv2d:n=1,c=32,h=14,w=14,k=32,r=3,s=3,pad=1", 0xfa1c6252aae2b69dull,
-       0xf319bf0dc9c094beull},
+      // Re-recorded when the CPU space gained the channels-innermost choice for NCHW convs
+      // (the samples are other programs since; the lowering of old ones did not change).
+      {"conv2d:n=1,c=32,h=14,w=14,k=32,r=3,s=3,pad=1", 0x1a93a9f9bed6563full,
+       0x349199570f703d05ull},
       {"matmul:m=128,n=96,k=64", 0xac327118b958366bull, 0xa2b441b409398d0dull},
       {"matmul:m=37,n=50,k=23,epilogue=bias_relu", 0xeb6b66f2335da6ddull, 0xc255f58ed17f6a69ull},
       {"conv2d:n=1,c=8,h=9,w=9,k=8,r=3,s=3,pad=1,groups=8,epilogue=bias", 0xed1830ee9ea87d46ull,

@@ -76,9 +76,11 @@ TEST(SpaceHeuristicTest, GemmGetsTheRegisterMicroKernelFirst) {
   EXPECT_EQ(text.find("cache_read(A"), std::string::npos) << text;
 }
 
-// A 3x3 convolution's first rule-picked candidate: one vector of output columns, two rows
-// and six channels of accumulators (12 registers), the kernel's columns unrolled.
-TEST(SpaceHeuristicTest, ConvGetsChannelsTimesTwoRowsOfOneVectorFirst) {
+// A 3x3 NCHW convolution's first rule-picked candidate is vectorized over the output
+// channels: the accumulator and the packed weights are stored with the channels innermost,
+// 2 vectors of channels x 4 columns of accumulators, parallel over the channel tiles. Among
+// the next ones: one vector of columns x 2 rows x 6 channels, the kernel columns unrolled.
+TEST(SpaceHeuristicTest, ConvGetsTheChannelVectorKernelFirst) {
   auto w = ir::MakeWorkload("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
   ASSERT_TRUE(w.ok());
   CpuTarget avx2;
@@ -87,14 +89,24 @@ TEST(SpaceHeuristicTest, ConvGetsChannelsTimesTwoRowsOfOneVectorFirst) {
   avx2.vector_registers = 16;
   auto space = SearchSpace::Create(*w, avx2);
   ASSERT_TRUE(space.ok()) << space.status();
-  std::vector<Candidate> rules = (*space)->Heuristic(2);
-  ASSERT_EQ(rules.size(), 2u);
+  std::vector<Candidate> rules = (*space)->Heuristic(8);
+  ASSERT_GE(rules.size(), 6u);
   const std::string text = ir::TraceToText(rules[0].trace);
-  EXPECT_NE(text.find("split(Y, [k], {6})"), std::string::npos) << text;
-  EXPECT_NE(text.find("split(Y, [y], {2})"), std::string::npos) << text;
-  EXPECT_NE(text.find("split(Y, [x], {8})"), std::string::npos) << text;
-  EXPECT_NE(text.find("vectorize(Y.local, [x])"), std::string::npos) << text;
-  EXPECT_NE(text.find("unroll(Y.local, [k])"), std::string::npos) << text;
+  EXPECT_NE(text.find("storage_order(Y.local, [n, y, x, k])"), std::string::npos) << text;
+  EXPECT_NE(text.find("storage_order(W.global, [ax1, ax2, ax3, ax0])"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [k], {16})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [x], {4})"), std::string::npos) << text;
+  EXPECT_NE(text.find("vectorize(Y.local, [k])"), std::string::npos) << text;
+  EXPECT_NE(text.find("parallel(Y, [n.0+k.0])"), std::string::npos) << text;
+  bool x_vector_kernel = false;
+  for (const Candidate& c : rules) {
+    const std::string t = ir::TraceToText(c.trace);
+    x_vector_kernel |= t.find("split(Y, [k], {6})") != std::string::npos &&
+                       t.find("split(Y, [y], {2})") != std::string::npos &&
+                       t.find("split(Y, [x], {8})") != std::string::npos &&
+                       t.find("vectorize(Y.local, [x])") != std::string::npos;
+  }
+  EXPECT_TRUE(x_vector_kernel);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -158,6 +170,34 @@ TEST(SpaceRFactorTest, TracesWithoutRFactorDecisionsStillReplay) {
     return;
   }
   FAIL() << "no sample without rfactor";
+}
+
+// Traces stored before the channel-vector choice existed (one decision fewer) still replay,
+// as the choice of the innermost vector axis.
+TEST(SpaceChannelVectorTest, TracesWithoutTheChoiceStillReplay) {
+  auto w = ir::MakeWorkload("conv2d:n=1,c=16,h=14,w=14,k=16,r=3,s=3,pad=1");
+  ASSERT_TRUE(w.ok());
+  auto space = SearchSpace::Create(*w, HostCpuTarget());
+  ASSERT_TRUE(space.ok());
+  std::mt19937_64 rng(5);
+  int with = 0, without = 0;
+  for (int i = 0; i < 60; ++i) {
+    auto c = (*space)->Sample(rng);
+    ASSERT_TRUE(c.ok());
+    if (c->decisions.back() != 0) {
+      EXPECT_NE(ir::TraceToText(c->trace).find("storage_order"), std::string::npos);
+      ++with;
+      continue;
+    }
+    ++without;
+    ir::Trace old = c->trace;
+    old.decisions.pop_back();
+    auto back = (*space)->FromTrace(old);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->decisions, c->decisions);
+  }
+  EXPECT_GT(with, 0);
+  EXPECT_GT(without, 0);
 }
 
 }  // namespace
