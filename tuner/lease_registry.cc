@@ -30,10 +30,15 @@ constexpr int kMaxDevicesPerWorker = 64;
 constexpr int kMaxLeaseIds = 4096;
 // How often a long-polling Lease looks whether its caller went away.
 constexpr auto kCancelPoll = std::chrono::milliseconds(100);
+// A LeaseResponse's bytes besides its tasks (lease id, deadline), and a task's besides its
+// own (field tag and length), both rounded up.
+constexpr size_t kLeaseFraming = 64;
+constexpr size_t kTaskFraming = 8;
 
 struct TaskEntry {
   DispatchedTask d;
   std::string lease_id;  // empty: queued
+  size_t bytes = 0;      // what the task adds to a LeaseResponse (see kTaskFraming)
 };
 
 struct LeaseEntry {
@@ -286,15 +291,22 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
   Clock::duration waited{};
   v1::LeaseResponse resp;
   std::vector<std::string> taken;
+  const size_t max_bytes = static_cast<size_t>(std::max<int64_t>(0, s.options.max_lease_bytes));
   for (;;) {
     if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the lease");
     std::deque<std::string>& q = s.queues[dc];
+    size_t bytes = kLeaseFraming;
     while (!q.empty() && static_cast<int>(taken.size()) < req.max_tasks()) {
-      std::string id = std::move(q.front());
+      auto t = s.tasks.find(q.front());
+      if (t == s.tasks.end() || !t->second.lease_id.empty()) {  // stale entry
+        q.pop_front();
+        continue;
+      }
+      // Full: the task waits at the front of the queue for the next lease.
+      if (!taken.empty() && bytes + t->second.bytes > max_bytes) break;
+      bytes += t->second.bytes;
+      taken.push_back(std::move(q.front()));
       q.pop_front();
-      auto t = s.tasks.find(id);
-      if (t == s.tasks.end() || !t->second.lease_id.empty()) continue;  // stale entry
-      taken.push_back(std::move(id));
     }
     if (!taken.empty() || s.stopping) break;
     const Clock::time_point before = Clock::now();
@@ -396,6 +408,7 @@ int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks) {
     const std::string id = t.candidate_id();
     std::deque<std::string>& q = s.queues[t.device_class()];
     TaskEntry e;
+    e.bytes = t.ByteSizeLong() + kTaskFraming;
     e.d.task = std::move(t);
     e.d.workload = workload;
     auto [it, fresh] = s.tasks.emplace(id, std::move(e));

@@ -6,8 +6,9 @@
 // either (the job runner calls in here, never the other way round).
 //
 // Register returns an id, the heartbeat interval and the lease duration. Lease hands out
-// queued tasks of the requested device class (a long poll up to wait_ms) and records a lease
-// with a deadline. Heartbeat extends the listed leases. Release hands back a lease's tasks
+// queued tasks of the requested device class (a long poll up to wait_ms; at most max_tasks and
+// max_lease_bytes, the rest stays at the front of the queue) and records a lease with a
+// deadline. Heartbeat extends the listed leases. Release hands back a lease's tasks
 // that were not measured (a worker stopping) to the front of their queue at once. A reaper
 // thread returns the unreported tasks of expired leases the same way and marks workers unseen
 // for `lost_after_heartbeats` intervals "lost".
@@ -36,6 +37,9 @@ struct LeaseRegistryOptions {
   int lease_duration_ms = 120000;
   int lost_after_heartbeats = 3;
   int max_tasks_per_lease = 1024;
+  // A lease response stops taking tasks before it would pass this many bytes (one task always
+  // goes): under the 4 MiB that gRPC clients receive by default, however large the traces.
+  int64_t max_lease_bytes = 3 << 20;
   int max_wait_ms = 60000;
   int reaper_interval_ms = 200;
   Metrics* metrics = nullptr;  // not owned; may be null

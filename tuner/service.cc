@@ -54,6 +54,7 @@ LeaseRegistryOptions RegistryOptions(const ServiceOptions& o) {
   r.lease_duration_ms = o.lease_duration_ms;
   r.lost_after_heartbeats = o.lost_after_heartbeats;
   r.max_tasks_per_lease = o.max_tasks_per_lease;
+  r.max_lease_bytes = o.max_lease_bytes;
   r.max_wait_ms = o.max_wait_ms;
   r.reaper_interval_ms = o.reaper_interval_ms;
   r.metrics = o.metrics;

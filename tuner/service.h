@@ -59,6 +59,7 @@ struct ServiceOptions {
   int lease_duration_ms = 120000;     // a lease's life without a heartbeat
   int lost_after_heartbeats = 3;      // unseen this many intervals: "lost"
   int max_tasks_per_lease = 1024;     // larger max_tasks is InvalidArgument
+  int64_t max_lease_bytes = 3 << 20;  // a lease stops taking tasks here (one always goes)
   int max_wait_ms = 60000;            // larger wait_ms is InvalidArgument
   int reaper_interval_ms = 200;       // how often expiries are checked
   SearchOptions search;               // the evolutionary search of every job (threads: 0 = all)
