@@ -28,6 +28,9 @@ struct LStage {
   std::unordered_map<std::string, Expr> var;     // leaf loop -> variable
   std::unordered_map<std::string, Expr> value;   // every loop -> value in leaf variables
   std::vector<Expr> root_value;                  // per root loop: region min + loop value
+  // The value of each axis variable of its tensor (root_value by variable), for substitution
+  // into its body; set with root_value.
+  VarMap axis_map;
   Buffer buffer;
   bool is_arg = false;
 };
@@ -45,8 +48,15 @@ class Lowerer {
   // The (fully expanded) value of each root loop of `ls` as a map from its tensor's axis
   // variables, for substitution into its body.
   VarMap AxisMap(const LStage& ls) const;
-  // Rewrites TensorRead into Load of the read tensor's buffer.
-  absl::StatusOr<Expr> LowerExpr(const Expr& e) const;
+  // `e` with the variables of `m` substituted and every TensorRead rewritten into a Load of
+  // the read tensor's buffer, in one bottom-up pass: the same expression as substituting
+  // first and then rewriting the reads, without building the substituted copy.
+  absl::StatusOr<Expr> LowerExpr(const Expr& e, const VarMap& m) const;
+  // LowerExpr's pass; `m` may be null (no substitution: the substituted values themselves
+  // are rewritten as Substitute-then-rewrite would).
+  Expr LowerRec(const Expr& e, const VarMap* m, absl::Status* err) const;
+  // The stages that read `stage` (Schedule::Consumers), computed once per lowering.
+  const std::vector<std::string>& Consumers(const std::string& stage) const;
   absl::StatusOr<Expr> FlatIndex(const std::string& tensor, const std::vector<Expr>& idx) const;
   absl::StatusOr<Stmt> MakeNest(const LStage& ls);
   absl::StatusOr<Stmt> ComputeStmt(const LStage& ls, bool init);
@@ -69,6 +79,7 @@ class Lowerer {
   std::map<std::string, LStage*> by_name_;
   std::map<std::string, Buffer> arg_buffers_;  // placeholders and the output
   RangeMap ranges_;                            // every leaf variable -> [0, extent - 1]
+  std::unordered_map<std::string, std::vector<std::string>> consumers_;
   mutable std::map<const LStage*, std::vector<GuardTerm>> guard_terms_;
 };
 
@@ -88,7 +99,7 @@ absl::Status Lowerer::Validate() {
     }
     const auto& tl = it->second->st->leaves;
     size_t lpos = std::find(tl.begin(), tl.end(), s.attach_loop) - tl.begin();
-    for (const std::string& c : sch_.Consumers(s.name)) {
+    for (const std::string& c : Consumers(s.name)) {
       if (c == s.attach_stage) continue;
       std::string l = LoopInside(*by_name_.at(c)->st, s.attach_stage);
       if (l.empty()) {
@@ -157,6 +168,7 @@ void Lowerer::MakeLoops(LStage& ls) {
     if (r < nspatial) v = Simplify(Add(ls.region_min[r], v), ranges_);
     ls.root_value.push_back(v);
   }
+  ls.axis_map = AxisMap(ls);
 }
 
 VarMap Lowerer::AxisMap(const LStage& ls) const {
@@ -197,9 +209,9 @@ absl::Status Lowerer::InferRegion(LStage& ls) {
 
   std::vector<Expr> mins(ndim), maxs(ndim);
   bool unknown = false;
-  for (const std::string& c : sch_.Consumers(s.name)) {
+  for (const std::string& c : Consumers(s.name)) {
     const LStage& cs = *by_name_.at(c);
-    VarMap m = AxisMap(cs);
+    const VarMap& m = cs.axis_map;
     Visit(cs.st->tensor->body, [&](const Expr& x) {
       if (x->kind != ExprKind::kTensorRead || x->name != s.name || unknown) return;
       for (size_t d = 0; d < ndim; ++d) {
@@ -266,19 +278,54 @@ absl::StatusOr<Expr> Lowerer::FlatIndex(const std::string& tensor,
   return Simplify(flat, ranges_);
 }
 
-absl::StatusOr<Expr> Lowerer::LowerExpr(const Expr& e) const {
-  absl::Status err;
-  Expr out = Rewrite(e, [&](const Expr& x) -> Expr {
-    if (x->kind != ExprKind::kTensorRead) return x;
-    auto flat = FlatIndex(x->name, x->operands);
+const std::vector<std::string>& Lowerer::Consumers(const std::string& stage) const {
+  static const std::vector<std::string> kNone;
+  auto it = consumers_.find(stage);
+  return it == consumers_.end() ? kNone : it->second;
+}
+
+Expr Lowerer::LowerRec(const Expr& e, const VarMap* m, absl::Status* err) const {
+  if (e->kind == ExprKind::kVar) {
+    if (!m) return e;
+    auto it = m->find(e.get());
+    return it == m->end() ? e : LowerRec(it->second, nullptr, err);
+  }
+  const size_t n = e->operands.size();
+  if (e->kind == ExprKind::kTensorRead) {
+    std::vector<Expr> idx;
+    idx.reserve(n);
+    for (const Expr& o : e->operands) idx.push_back(LowerRec(o, m, err));
+    auto flat = FlatIndex(e->name, idx);
     if (!flat.ok()) {
-      err = flat.status();
-      return x;
+      *err = flat.status();
+      return WithOperands(e, std::move(idx));
     }
-    auto it = by_name_.find(x->name);
-    const Buffer& buf = it != by_name_.end() ? it->second->buffer : arg_buffers_.at(x->name);
+    auto it = by_name_.find(e->name);
+    const Buffer& buf = it != by_name_.end() ? it->second->buffer : arg_buffers_.at(e->name);
     return Load(buf, *flat);
-  });
+  }
+  // As Rewrite does: new operands are gathered only once one differs.
+  size_t i = 0;
+  Expr first_changed;
+  for (; i < n; ++i) {
+    Expr o = LowerRec(e->operands[i], m, err);
+    if (o != e->operands[i]) {
+      first_changed = std::move(o);
+      break;
+    }
+  }
+  if (i == n) return e;
+  std::vector<Expr> ops;
+  ops.reserve(n);
+  ops.insert(ops.end(), e->operands.begin(), e->operands.begin() + static_cast<ptrdiff_t>(i));
+  ops.push_back(std::move(first_changed));
+  for (++i; i < n; ++i) ops.push_back(LowerRec(e->operands[i], m, err));
+  return WithOperands(e, std::move(ops));
+}
+
+absl::StatusOr<Expr> Lowerer::LowerExpr(const Expr& e, const VarMap& m) const {
+  absl::Status err;
+  Expr out = LowerRec(e, m.empty() ? nullptr : &m, &err);
   if (!err.ok()) return err;
   return out;
 }
@@ -333,22 +380,22 @@ absl::StatusOr<Stmt> Lowerer::ComputeStmt(const LStage& ls, bool init) {
   Expr flat = IntImm(0);
   for (size_t d = 0; d < nspatial; ++d) flat = Add(Mul(flat, IntImm(ls.region_ext[d])), local[d]);
   flat = Simplify(flat, ranges_);
-  VarMap m = AxisMap(ls);
+  const VarMap& m = ls.axis_map;
   const Expr& body = s.tensor->body;
   Stmt st;
   if (!s.tensor->is_reduction()) {
-    auto v = LowerExpr(Substitute(body, m));
+    auto v = LowerExpr(body, m);
     if (!v.ok()) return v.status();
     st = Store(ls.buffer, flat, *v);
   } else if (init) {
     st = Store(ls.buffer, flat, ReduceIdentity(body->reduce_op, body->type));
   } else {
-    auto src = LowerExpr(Substitute(body->operands[0], m));
+    auto src = LowerExpr(body->operands[0], m);
     if (!src.ok()) return src.status();
     Expr acc = ReduceCombine(body->reduce_op, Load(ls.buffer, flat), *src);
     st = Store(ls.buffer, flat, acc);
     if (body->operands.size() > 1) {
-      auto c = LowerExpr(Substitute(body->operands[1], m));
+      auto c = LowerExpr(body->operands[1], m);
       if (!c.ok()) return c.status();
       st = IfThenElse(*c, st);
     }
@@ -430,6 +477,13 @@ absl::StatusOr<LoweredFunc> Lowerer::Run(const std::string& name) {
     stages_.push_back(ls);
   }
   for (LStage& ls : stages_) by_name_[ls.st->name] = &ls;
+  // Schedule::Consumers walks every stage's body per call: invert the reads once.
+  for (const Stage& s : sch_.stages()) {
+    if (s.attach == AttachKind::kInline) continue;
+    for (const std::string& r : ReadTensors(s.tensor->body)) {
+      if (r != s.name) consumers_[r].push_back(s.name);
+    }
+  }
   if (auto v = Validate(); !v.ok()) return v;
 
   // Consumers before producers: a region depends on the loops of the stages reading it.

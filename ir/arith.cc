@@ -612,10 +612,15 @@ Stmt SimplifyStmtImpl(const Stmt& s, RangeMap& ranges) {
       Stmt body = SimplifyStmtImpl(s->body, ranges);
       ranges.erase(s->var.get());
       if (!body) return nullptr;
+      // Unchanged statements are kept as they are rather than rebuilt.
+      if (mn == s->min && ext == s->extent && body == s->body) return s;
       return For(s->var, mn, ext, s->for_kind, body, s->thread_tag);
     }
-    case StmtKind::kStore:
-      return Store(s->buffer, ex(s->index), ex(s->value), ex(s->predicate));
+    case StmtKind::kStore: {
+      Expr index = ex(s->index), value = ex(s->value), predicate = ex(s->predicate);
+      if (index == s->index && value == s->value && predicate == s->predicate) return s;
+      return Store(s->buffer, std::move(index), std::move(value), std::move(predicate));
+    }
     case StmtKind::kIfThenElse: {
       Expr c = ex(s->cond);
       if (c->kind == ExprKind::kIntImm) {
@@ -625,6 +630,7 @@ Stmt SimplifyStmtImpl(const Stmt& s, RangeMap& ranges) {
       Stmt f = SimplifyStmtImpl(s->else_body, ranges);
       if (!t && !f) return nullptr;
       if (!t) return IfThenElse(Not(c), f);
+      if (c == s->cond && t == s->body && f == s->else_body) return s;
       return IfThenElse(c, t, f);
     }
     case StmtKind::kSeq: {
@@ -636,7 +642,9 @@ Stmt SimplifyStmtImpl(const Stmt& s, RangeMap& ranges) {
     }
     case StmtKind::kAllocate: {
       Stmt body = SimplifyStmtImpl(s->body, ranges);
-      return body ? Allocate(s->buffer, body) : nullptr;
+      if (!body) return nullptr;
+      if (body == s->body) return s;
+      return Allocate(s->buffer, body);
     }
   }
   return s;
@@ -652,12 +660,15 @@ Stmt SimplifyStmt(const Stmt& s, const RangeMap& ranges) {
 
 namespace {
 
+// True if `e` mentions a variable of `ranges`; stops at the first one (EvalInterval asks
+// this of every subexpression it recurses into).
 bool UsesRanged(const Expr& e, const SymRangeMap& ranges) {
-  bool found = false;
-  Visit(e, [&](const Expr& x) {
-    if (x->kind == ExprKind::kVar && ranges.count(x.get())) found = true;
-  });
-  return found;
+  if (!e) return false;
+  if (e->kind == ExprKind::kVar) return ranges.count(e.get()) != 0;
+  for (const Expr& o : e->operands) {
+    if (UsesRanged(o, ranges)) return true;
+  }
+  return false;
 }
 
 }  // namespace
