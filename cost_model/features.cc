@@ -11,7 +11,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "ir/arith.h"
-#include "ir/functor.h"
 
 namespace lathe::cost_model {
 namespace {
@@ -231,54 +230,57 @@ class Extractor {
     return p;
   }
 
-  void CountOps(const Expr& e, double weight, std::array<double, kNumFloatOpFeatures>& f,
-                std::array<double, kNumIntOpFeatures>& i) {
+  // Adds the operations of `e` to f (float) and i (int and bool), each weighted by
+  // `weight` x lanes; nodes are visited parents first (as ir::Visit does), so that the sums
+  // are accumulated in one fixed order.
+  static void CountOps(const Expr& e, double weight, std::array<double, kNumFloatOpFeatures>& f,
+                       std::array<double, kNumIntOpFeatures>& i) {
     if (e == nullptr) return;
-    ir::Visit(e, [&](const Expr& n) {
-      double w = weight * std::max(n->type.lanes, 1);
-      bool fl = n->type.is_float();
-      switch (n->kind) {
-        case ExprKind::kAdd:
-        case ExprKind::kSub:
-          (fl ? f[0] : i[0]) += w;
-          break;
-        case ExprKind::kMul:
-          (fl ? f[1] : i[1]) += w;
-          break;
-        case ExprKind::kDiv:
-        case ExprKind::kMod:
-          (fl ? f[2] : i[2]) += w;
-          break;
-        case ExprKind::kEQ:
-        case ExprKind::kNE:
-        case ExprKind::kLT:
-        case ExprKind::kLE:
-        case ExprKind::kGT:
-        case ExprKind::kGE:
-          (n->operands[0]->type.is_float() ? f[3] : i[3]) += w;
-          break;
-        case ExprKind::kCall:
-          (fl ? f[4] : i[6]) += w;
-          break;
-        case ExprKind::kMin:
-        case ExprKind::kMax:
-          (fl ? f[5] : i[4]) += w;
-          break;
-        case ExprKind::kSelect:
-          (fl ? f[6] : i[5]) += w;
-          break;
-        case ExprKind::kCast:
-          (fl ? f[6] : i[6]) += w;
-          break;
-        case ExprKind::kAnd:
-        case ExprKind::kOr:
-        case ExprKind::kNot:
-          i[7] += w;
-          break;
-        default:
-          break;
-      }
-    });
+    const ExprNode& n = *e;
+    double w = weight * std::max(n.type.lanes, 1);
+    bool fl = n.type.is_float();
+    switch (n.kind) {
+      case ExprKind::kAdd:
+      case ExprKind::kSub:
+        (fl ? f[0] : i[0]) += w;
+        break;
+      case ExprKind::kMul:
+        (fl ? f[1] : i[1]) += w;
+        break;
+      case ExprKind::kDiv:
+      case ExprKind::kMod:
+        (fl ? f[2] : i[2]) += w;
+        break;
+      case ExprKind::kEQ:
+      case ExprKind::kNE:
+      case ExprKind::kLT:
+      case ExprKind::kLE:
+      case ExprKind::kGT:
+      case ExprKind::kGE:
+        (n.operands[0]->type.is_float() ? f[3] : i[3]) += w;
+        break;
+      case ExprKind::kCall:
+        (fl ? f[4] : i[6]) += w;
+        break;
+      case ExprKind::kMin:
+      case ExprKind::kMax:
+        (fl ? f[5] : i[4]) += w;
+        break;
+      case ExprKind::kSelect:
+        (fl ? f[6] : i[5]) += w;
+        break;
+      case ExprKind::kCast:
+        (fl ? f[6] : i[6]) += w;
+        break;
+      case ExprKind::kAnd:
+      case ExprKind::kOr:
+      case ExprKind::kNot:
+        i[7] += w;
+        break;
+      default:
+        break;
+    }
+    for (const Expr& o : n.operands) CountOps(o, weight, f, i);
   }
 
   void Annotation(ForKind kind, float* out) const {
@@ -356,16 +358,16 @@ class Extractor {
       buffers.push_back({b, {std::move(a)}});
     };
     add_access(s.buffer.get(), {s.index, true, store_lanes});
-    auto collect_loads = [&](const Expr& e) {
+    // Loads in the order ir::Visit meets them (parents first).
+    auto collect_loads = [&](auto& self, const Expr& e) -> void {
       if (e == nullptr) return;
-      ir::Visit(e, [&](const Expr& n) {
-        if (n->kind == ExprKind::kLoad) {
-          add_access(n->buffer.get(), {n->operands[0], false, std::max(n->type.lanes, 1)});
-        }
-      });
+      if (e->kind == ExprKind::kLoad) {
+        add_access(e->buffer.get(), {e->operands[0], false, std::max(e->type.lanes, 1)});
+      }
+      for (const Expr& o : e->operands) self(self, o);
     };
-    collect_loads(s.value);
-    collect_loads(s.index);
+    collect_loads(collect_loads, s.value);
+    collect_loads(collect_loads, s.index);
 
     struct BufferStats {
       const ir::BufferNode* buffer;
