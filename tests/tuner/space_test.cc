@@ -114,6 +114,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("matmul:m=64,n=64,k=64", "matmul:m=37,n=50,k=23,epilogue=bias_relu",
                       "batch_matmul:b=2,m=16,n=24,k=8",
                       "conv2d:n=1,c=8,h=14,w=14,k=16,r=3,s=3,pad=1",
+                      "conv2d:n=1,c=8,h=10,w=10,k=16,r=3,s=3,pad=1,epilogue=bias_relu",
                       "conv2d:n=1,c=8,h=9,w=9,k=8,r=3,s=3,pad=1,groups=8,epilogue=bias",
                       "conv2d:n=1,c=4,h=8,w=8,k=8,r=1,s=1,layout=nhwc",
                       "pool2d:n=1,c=4,h=9,w=9,r=3,s=3,stride=2,pad=1", "softmax:m=8,n=40",
