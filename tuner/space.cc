@@ -48,6 +48,13 @@ std::vector<int64_t> TileChoices(int64_t e, int lanes, int64_t cap, bool inner) 
   return out;
 }
 
+// A stage's root loops: the spatial ones (one per axis), then the reduce ones.
+std::pair<std::vector<std::string>, std::vector<std::string>> RootLoopsOf(const Stage& st) {
+  const auto mid = st.root_loops.begin() + static_cast<std::ptrdiff_t>(st.tensor->axes.size());
+  return {std::vector<std::string>(st.root_loops.begin(), mid),
+          std::vector<std::string>(mid, st.root_loops.end())};
+}
+
 // The structure of a workload that the sketch rules found.
 struct Analysis {
   std::vector<std::string> inline_stages;  // injective, not the output
@@ -361,10 +368,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
     const std::string& a = an_.acc;
     LATHE_TRY(s.ComputeAt(a, o, tile_loop));
     const Stage* as = s.FindStage(a);
-    std::vector<std::string> spatial(as->root_loops.begin(),
-                                     as->root_loops.begin() + as->tensor->axes.size());
-    std::vector<std::string> reduce(as->root_loops.begin() + as->tensor->axes.size(),
-                                    as->root_loops.end());
+    auto [spatial, reduce] = RootLoopsOf(*as);
     std::vector<std::string> aorder = reduce;
     int64_t uk = d(unroll_k_slot_);
     std::string kin;
@@ -458,11 +462,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
   const int lanes = target_.vector_lanes;
   if (an_.cache_write) LATHE_TRY(s.CacheWrite(o, "local").status());
   // The accumulator with the channels innermost.
-  const Stage* as = s.FindStage(a);
-  std::vector<std::string> spatial(as->root_loops.begin(),
-                                   as->root_loops.begin() + as->tensor->axes.size());
-  std::vector<std::string> reduce(as->root_loops.begin() + as->tensor->axes.size(),
-                                  as->root_loops.end());
+  auto [spatial, reduce] = RootLoopsOf(*s.FindStage(a));
   std::vector<std::string> order = spatial;
   order.erase(order.begin() + ca);
   order.push_back(spatial[ca]);

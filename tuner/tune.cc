@@ -192,13 +192,10 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
 
   int errors = 0;
   std::set<std::string> this_run;  // candidate ids measured by this run
-  auto progress = [&](int round, bool end_of_round) {
-    if (!options.on_progress) return;
+  auto snapshot = [&] {
     TuneProgress p;
     p.trials_done = result.trials;
     p.trials_target = options.trials;
-    p.round = round;
-    p.end_of_round = end_of_round;
     p.errors = errors;
     p.best_gflops = best_gflops;
     p.best_latency_us = best_latency_us;
@@ -207,6 +204,13 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     if (result.trials > 0) {
       p.eta_s = p.elapsed_s / result.trials * (options.trials - result.trials);
     }
+    return p;
+  };
+  auto progress = [&](int round, bool end_of_round) {
+    if (!options.on_progress) return;
+    TuneProgress p = snapshot();
+    p.round = round;
+    p.end_of_round = end_of_round;
     options.on_progress(p);
   };
 
@@ -325,15 +329,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     RemeasureContext ctx{database, **measurer, w, device_class, gpu, options.stop};
     RemeasureBest(ctx, options.remeasure_top, ms, result, [&](int done, int total) {
       if (!options.on_progress) return;
-      TuneProgress p;
-      p.trials_done = result.trials;
-      p.trials_target = options.trials;
-      p.errors = errors;
-      p.best_gflops = best_gflops;
-      p.best_latency_us = best_latency_us;
-      p.total_measured = result.total_measured;
-      p.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
-      p.eta_s = 0;
+      TuneProgress p = snapshot();
       p.remeasure_done = done;
       p.remeasure_total = total;
       options.on_progress(p);

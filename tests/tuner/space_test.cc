@@ -53,17 +53,22 @@ TEST_P(SpaceTest, SamplesAndMutationsAreCorrectKernels) {
   EXPECT_EQ(programs.size(), rules.size());
 }
 
+// An AVX2 machine with two cores, as the rule-picked candidates below assume.
+CpuTarget Avx2TwoCores() {
+  CpuTarget t;
+  t.vector_lanes = 8;
+  t.cores = 2;
+  t.vector_registers = 16;
+  return t;
+}
+
 // The first rule-picked candidate of a large GEMM on an AVX2-like target is the classic
 // micro-kernel: 6 rows x 2 vectors of accumulators, B's column panel packed once per
 // parallel column tile, column tiles outermost and parallel.
 TEST(SpaceHeuristicTest, GemmGetsTheRegisterMicroKernelFirst) {
   auto w = ir::MakeWorkload("matmul:m=1024,n=1024,k=1024");
   ASSERT_TRUE(w.ok());
-  CpuTarget avx2;
-  avx2.vector_lanes = 8;
-  avx2.cores = 2;
-  avx2.vector_registers = 16;
-  auto space = SearchSpace::Create(*w, avx2);
+  auto space = SearchSpace::Create(*w, Avx2TwoCores());
   ASSERT_TRUE(space.ok()) << space.status();
   std::vector<Candidate> rules = (*space)->Heuristic(4);
   ASSERT_EQ(rules.size(), 4u);
@@ -83,11 +88,7 @@ TEST(SpaceHeuristicTest, GemmGetsTheRegisterMicroKernelFirst) {
 TEST(SpaceHeuristicTest, ConvGetsTheChannelVectorKernelFirst) {
   auto w = ir::MakeWorkload("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
   ASSERT_TRUE(w.ok());
-  CpuTarget avx2;
-  avx2.vector_lanes = 8;
-  avx2.cores = 2;
-  avx2.vector_registers = 16;
-  auto space = SearchSpace::Create(*w, avx2);
+  auto space = SearchSpace::Create(*w, Avx2TwoCores());
   ASSERT_TRUE(space.ok()) << space.status();
   std::vector<Candidate> rules = (*space)->Heuristic(8);
   ASSERT_GE(rules.size(), 6u);

@@ -260,12 +260,15 @@ TEST_F(TuneTest, EndOfRunReTimesTheBestAndALuckyShortFigureDoesNotStayBest) {
     }
   }
   EXPECT_EQ(remeasured, r->remeasured);
-  // The best 3 are all re-timed now; a later run has nothing left to re-time among them.
-  auto database = db::Database::Open(db_path_);
-  ASSERT_TRUE(database.ok());
-  auto top = (*database)->TopK(r->workload_key, r->device_class, 3);
-  ASSERT_TRUE(top.ok());
-  for (const db::Record& rec : *top) EXPECT_GT(rec.remeasured_at_ms, 0) << rec.candidate_id;
+  // Unless the re-timing reached its cap (2 x 3 records; each re-timing can reorder the best),
+  // the best 3 are all re-timed now.
+  if (r->remeasured < 6) {
+    auto database = db::Database::Open(db_path_);
+    ASSERT_TRUE(database.ok());
+    auto top = (*database)->TopK(r->workload_key, r->device_class, 3);
+    ASSERT_TRUE(top.ok());
+    for (const db::Record& rec : *top) EXPECT_GT(rec.remeasured_at_ms, 0) << rec.candidate_id;
+  }
 }
 
 TEST_F(TuneTest, BadOptionsAreInvalidArgument) {
