@@ -78,15 +78,19 @@ bool Stage::IsLeaf(const std::string& loop) const {
   return std::find(leaves.begin(), leaves.end(), loop) != leaves.end();
 }
 
-Schedule::Schedule(Workload workload, std::string target) : workload_(std::move(workload)) {
-  trace_.workload = workload_.canonical;
+Schedule::Schedule(Workload workload, std::string target)
+    : Schedule(std::make_shared<const Workload>(std::move(workload)), std::move(target)) {}
+
+Schedule::Schedule(std::shared_ptr<const Workload> workload, std::string target)
+    : workload_(std::move(workload)) {
+  trace_.workload = workload_->canonical;
   trace_.target = std::move(target);
-  for (const Tensor& t : workload_.tensors) {
+  for (const Tensor& t : workload_->tensors) {
     if (t->is_placeholder()) continue;
     Stage st;
     st.name = t->name;
     st.tensor = t;
-    st.is_output = t->name == workload_.output()->name;
+    st.is_output = t->name == workload_->output()->name;
     InitLoops(st);
     stages_.push_back(std::move(st));
   }
@@ -312,7 +316,7 @@ absl::StatusOr<std::string> Schedule::CacheWrite(const std::string& stage,
     return Err("cache_write", stage, "must be applied before the stage's loops are transformed");
   }
   std::string name = stage + "." + scope;
-  if (FindStage(name) || workload_.Find(name)) {
+  if (FindStage(name) || workload_->Find(name)) {
     return Err("cache_write", stage, "stage '" + name + "' already exists");
   }
   Stage cache;
@@ -335,7 +339,7 @@ absl::StatusOr<std::string> Schedule::CacheWrite(const std::string& stage,
 
 absl::StatusOr<std::string> Schedule::CacheRead(const std::string& tensor, const std::string& scope,
                                                 const std::vector<std::string>& consumers) {
-  const Tensor* src = workload_.Find(tensor);
+  const Tensor* src = workload_->Find(tensor);
   const Stage* src_stage = FindStage(tensor);
   if (!src && !src_stage) return Err("cache_read", tensor, "no such tensor");
   if (src_stage && src_stage->attach == AttachKind::kInline) {
@@ -350,7 +354,7 @@ absl::StatusOr<std::string> Schedule::CacheRead(const std::string& tensor, const
     }
   }
   std::string name = tensor + "." + scope;
-  for (int n = 1; FindStage(name) || workload_.Find(name); ++n) {
+  for (int n = 1; FindStage(name) || workload_->Find(name); ++n) {
     name = absl::StrCat(tensor, ".", scope, n);
   }
   Tensor t = src_stage ? src_stage->tensor : *src;
@@ -485,7 +489,7 @@ absl::StatusOr<std::string> Schedule::RFactor(const std::string& stage, const st
   if (factor < 1)
     return LoopErr("rfactor", stage, axis, absl::StrCat("factor ", factor, " is not positive"));
   std::string name = stage + ".rf";
-  if (FindStage(name) || workload_.Find(name))
+  if (FindStage(name) || workload_->Find(name))
     return Err("rfactor", stage, "stage '" + name + "' exists");
   const IterVar& k = red->reduce_axes[which];
   int64_t outer = (k->extent + factor - 1) / factor;

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,11 @@ class Schedule {
  public:
   // The untouched schedule: every stage computed at root in its natural loop order.
   explicit Schedule(Workload workload, std::string target = "cpu");
+  // The same, sharing a workload that many schedules start from (a search space replays
+  // thousands of candidates of one workload per round).
+  explicit Schedule(std::shared_ptr<const Workload> workload, std::string target = "cpu");
 
-  const Workload& workload() const { return workload_; }
+  const Workload& workload() const { return *workload_; }
   const std::string& target() const { return trace_.target; }
   // Stages, producers before consumers. Placeholders are not stages.
   const std::vector<Stage>& stages() const { return stages_; }
@@ -119,7 +123,7 @@ class Schedule {
   absl::StatusOr<Stage*> Mutable(const std::string& stage, const char* primitive);
   void Record(Instruction inst);
 
-  Workload workload_;
+  std::shared_ptr<const Workload> workload_;  // never null
   std::vector<Stage> stages_;
   Trace trace_;
 };

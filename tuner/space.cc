@@ -77,10 +77,11 @@ struct Analysis {
 
 class CpuSpace : public SearchSpace {
  public:
-  CpuSpace(ir::Workload w, CpuTarget t) : workload_(std::move(w)), target_(t) {}
+  CpuSpace(ir::Workload w, CpuTarget t)
+      : workload_(std::make_shared<const ir::Workload>(std::move(w))), target_(t) {}
 
   absl::Status Init();
-  const ir::Workload& workload() const override { return workload_; }
+  const ir::Workload& workload() const override { return *workload_; }
   int num_sketches() const override { return 1; }
   absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
   absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
@@ -114,7 +115,7 @@ class CpuSpace : public SearchSpace {
     return c;
   }
 
-  ir::Workload workload_;
+  std::shared_ptr<const ir::Workload> workload_;  // shared by every replayed schedule
   CpuTarget target_;
   Analysis an_;
   std::vector<Slot> slots_;
@@ -198,7 +199,7 @@ absl::Status CpuSpace::Init() {
       an_.cache_write ? out : (an_.acc.empty() ? nullptr : sch.FindStage(an_.acc));
   if (acc_def) {
     for (const std::string& t : ir::ReadTensors(acc_def->tensor->body)) {
-      const ir::Tensor* tt = workload_.Find(t);
+      const ir::Tensor* tt = workload_->Find(t);
       if (tt && (*tt)->is_placeholder() && (*tt)->shape.size() >= 2) an_.pack.push_back(t);
     }
     an_.pack_walks_inner.assign(an_.pack.size(), false);
@@ -589,7 +590,7 @@ absl::StatusOr<Candidate> CpuSpace::Mutate(const Candidate& base, std::mt19937_6
 std::vector<Candidate> CpuSpace::Heuristic(int max) const {
   std::vector<Candidate> out;
   if (max <= 0) return out;
-  const std::vector<int64_t>& shape = workload_.output()->shape;
+  const std::vector<int64_t>& shape = workload_->output()->shape;
   const size_t n = out_axes_.size();
   const int lanes = target_.vector_lanes;
   // Accumulators a register tile may hold: the file less a broadcast and a row of inputs.
