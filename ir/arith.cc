@@ -570,26 +570,8 @@ Linear ToLinearSimplified(const Expr& e, const RangeMap& ranges) {
 
 Expr SimplifyImpl(const Expr& e, const RangeMap& ranges) {
   if (IsLinearKind(e)) return FromLinearOr(e, ToLinearSimplified(e, ranges));
-  if (e->operands.empty()) return SimplifyNode(e, ranges);
-  // As Rewrite does: the new operands are gathered into a vector only once one differs
-  // (WithOperands of unchanged operands is `e` itself).
-  const size_t n = e->operands.size();
-  size_t i = 0;
-  Expr first_changed;
-  for (; i < n; ++i) {
-    Expr o = SimplifyImpl(e->operands[i], ranges);
-    if (o != e->operands[i]) {
-      first_changed = std::move(o);
-      break;
-    }
-  }
-  if (i == n) return SimplifyNode(e, ranges);
-  std::vector<Expr> ops;
-  ops.reserve(n);
-  ops.insert(ops.end(), e->operands.begin(), e->operands.begin() + static_cast<ptrdiff_t>(i));
-  ops.push_back(std::move(first_changed));
-  for (++i; i < n; ++i) ops.push_back(SimplifyImpl(e->operands[i], ranges));
-  return SimplifyNode(WithOperands(e, std::move(ops)), ranges);
+  return SimplifyNode(MapOperands(e, [&](const Expr& o) { return SimplifyImpl(o, ranges); }),
+                      ranges);
 }
 
 }  // namespace

@@ -36,25 +36,7 @@ Expr WithOperands(const Expr& e, std::vector<Expr> ops) {
 
 Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn) {
   if (!e) return e;
-  // Most nodes come back unchanged: their new operands are only gathered into a vector
-  // (an allocation) once one of them differs.
-  const size_t n = e->operands.size();
-  size_t i = 0;
-  Expr first_changed;
-  for (; i < n; ++i) {
-    Expr o = Rewrite(e->operands[i], fn);
-    if (o != e->operands[i]) {
-      first_changed = std::move(o);
-      break;
-    }
-  }
-  if (i == n) return fn(e);  // WithOperands(e, same operands) is e
-  std::vector<Expr> ops;
-  ops.reserve(n);
-  ops.insert(ops.end(), e->operands.begin(), e->operands.begin() + static_cast<ptrdiff_t>(i));
-  ops.push_back(std::move(first_changed));
-  for (++i; i < n; ++i) ops.push_back(Rewrite(e->operands[i], fn));
-  return fn(WithOperands(e, std::move(ops)));
+  return fn(MapOperands(e, [&](const Expr& o) { return Rewrite(o, fn); }));
 }
 
 Stmt MapChildren(const Stmt& s, const std::function<Stmt(const Stmt&)>& fn) {

@@ -19,6 +19,31 @@ using VarMap = std::unordered_map<const ExprNode*, Expr>;
 // when every operand is unchanged.
 Expr WithOperands(const Expr& e, std::vector<Expr> ops);
 
+// `e` with `f` applied to each operand; `e` itself when `f` returns every operand unchanged.
+// The new operands are only gathered into a vector (an allocation) once one of them differs:
+// most nodes of a rewrite come back unchanged. A template, so that hot recursive walks
+// (Rewrite, Simplify) pay no std::function call per operand.
+template <typename F>
+Expr MapOperands(const Expr& e, F&& f) {
+  const size_t n = e->operands.size();
+  size_t i = 0;
+  Expr first_changed;
+  for (; i < n; ++i) {
+    Expr o = f(e->operands[i]);
+    if (o != e->operands[i]) {
+      first_changed = std::move(o);
+      break;
+    }
+  }
+  if (i == n) return e;
+  std::vector<Expr> ops;
+  ops.reserve(n);
+  ops.insert(ops.end(), e->operands.begin(), e->operands.begin() + static_cast<ptrdiff_t>(i));
+  ops.push_back(std::move(first_changed));
+  for (++i; i < n; ++i) ops.push_back(f(e->operands[i]));
+  return WithOperands(e, std::move(ops));
+}
+
 // Rebuilds `e` bottom-up: `fn` sees each node after its operands were rewritten and returns
 // the replacement (or the node itself).
 Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn);

@@ -618,6 +618,13 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     shapes.insert(shapes.begin(), {lanes, 2, acc_regs / 2, 4, false});
   }
   std::set<std::vector<int64_t>> seen;
+  // Every decision at its first choice, paddings computed once at root.
+  auto defaults = [&] {
+    std::vector<int64_t> d(slots_.size(), 0);
+    for (size_t i = 0; i < slots_.size(); ++i) d[i] = slots_[i].choices.front();
+    for (int slot : pad_slot_) d[slot] = Nearest(slot, 1);
+    return d;
+  };
   auto emit = [&](std::vector<int64_t> d) {
     if (!seen.insert(d).second) return;
     Candidate c;
@@ -633,8 +640,7 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     const int64_t chan_shapes[][3] = {{2, 1, 4}, {4, 1, 2}, {2, 2, 2}, {1, 2, 4}};
     for (const auto& cs : chan_shapes) {
       if (static_cast<int>(out.size()) >= max) break;
-      std::vector<int64_t> d(slots_.size(), 0);
-      for (size_t i = 0; i < slots_.size(); ++i) d[i] = slots_[i].choices.front();
+      std::vector<int64_t> d = defaults();
       for (size_t a = 0; a < n; ++a) {
         int64_t want = 1;
         if (a == ca) want = cs[0] * lanes;
@@ -645,15 +651,13 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
       d[parallel_slot_] = Nearest(parallel_slot_, static_cast<int64_t>(ca + 1));
       d[unroll_slot_] = Nearest(unroll_slot_, 1);
       d[unroll_k_slot_] = Nearest(unroll_k_slot_, 2);
-      for (int slot : pad_slot_) d[slot] = Nearest(slot, 1);
       d[chan_slot_] = 1;
       emit(std::move(d));
     }
   }
   for (const Shape& sh : shapes) {
     if (static_cast<int>(out.size()) >= max) break;
-    std::vector<int64_t> d(slots_.size(), 0);
-    for (size_t i = 0; i < slots_.size(); ++i) d[i] = slots_[i].choices.front();
+    std::vector<int64_t> d = defaults();
     // Tiles: columns on the innermost axis, rows on the next, `third` on the one before.
     for (size_t a = 0; a < n; ++a) {
       int64_t want = 1;
@@ -679,7 +683,6 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     for (size_t p = 0; p < pack_slot_.size(); ++p) {
       d[pack_slot_[p]] = Nearest(pack_slot_[p], sh.pack && an_.pack_walks_inner[p] ? 1 : 0);
     }
-    for (int slot : pad_slot_) d[slot] = Nearest(slot, 1);
     emit(std::move(d));
   }
   return out;

@@ -12,6 +12,7 @@
 
 #include "ir/printer.h"
 #include "ir/trace.h"
+#include "minimize_trace.h"
 #include "random_schedule.h"
 #include "test_util.h"
 

@@ -1,6 +1,6 @@
 // Random valid schedules for property tests of lowering and code generation: a seeded
-// generator that applies random primitives to any workload through the Schedule API, and a
-// trace minimizer that shrinks a failing trace to a small one that still fails.
+// generator that applies random primitives to any workload through the Schedule API (a
+// failing one is shrunk by minimize_trace.h).
 //
 // The generator works in phases, because the order of primitives matters:
 //   1. structure: compute_inline of injective non-output stages, cache_read of inputs for one
@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -267,30 +266,6 @@ inline ir::Schedule RandomSchedule(const ir::Workload& w, uint64_t seed,
                                    RandomScheduleStats* stats) {
   RandomScheduler gen(seed, stats);
   return gen.Generate(w);
-}
-
-// Shrinks `trace` by dropping instructions, one at a time until none can go, while the
-// shortened trace still replays on `w` and `fails` still holds for it. Returns the smallest
-// failing trace found; `trace` itself when nothing could be removed.
-inline ir::Trace MinimizeTrace(const ir::Workload& w, ir::Trace trace,
-                               const std::function<bool(const ir::Schedule&)>& fails) {
-  auto still_fails = [&](const ir::Trace& t) {
-    auto sch = ir::ApplyTrace(w, t);
-    return sch.ok() && fails(*sch);
-  };
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (size_t i = trace.instructions.size(); i-- > 0;) {
-      ir::Trace t = trace;
-      t.instructions.erase(t.instructions.begin() + static_cast<long>(i));
-      if (still_fails(t)) {
-        trace = std::move(t);
-        progress = true;
-      }
-    }
-  }
-  return trace;
 }
 
 }  // namespace lathe::testing

@@ -17,6 +17,7 @@
 #include "cost_model/xgb_model.h"
 #include "ir/printer.h"
 #include "ir/workload.h"
+#include "tests/tuner/test_targets.h"
 #include "tuner/space.h"
 
 namespace lathe::tuner {
@@ -32,22 +33,13 @@ uint64_t Fnv(const void* p, size_t n, uint64_t h) {
   return h;
 }
 
-// A fixed target, so that the space (vector width) does not depend on the host.
-CpuTarget TestTarget() {
-  CpuTarget target;
-  target.vector_lanes = 8;
-  target.cores = 2;
-  target.vector_registers = 16;
-  return target;
-}
-
 // Lowers 24 sampled candidates of `spec` and a mutation of each (fixed seed and target) and
 // hashes the printed programs and their feature bytes; {0, 0} on any failure.
 std::pair<uint64_t, uint64_t> LoweringDigest(const std::string& spec) {
   uint64_t text = 1469598103934665603ull, feats = text;
   auto w = ir::MakeWorkload(spec);
   if (!w.ok()) return {0, 0};
-  auto space = SearchSpace::Create(*w, TestTarget());
+  auto space = SearchSpace::Create(*w, Avx2TwoCores());
   if (!space.ok()) return {0, 0};
   std::mt19937_64 rng(2024);
   for (int i = 0; i < 24; ++i) {
@@ -134,7 +126,7 @@ std::vector<std::string> Keys(const std::vector<Candidate>& batch) {
 TEST(SearchTest, RoundIsDeterministicWhateverTheThreadCount) {
   auto w = ir::MakeWorkload("matmul:m=64,n=48,k=32");
   ASSERT_TRUE(w.ok()) << w.status();
-  auto space = SearchSpace::Create(*w, TestTarget());
+  auto space = SearchSpace::Create(*w, Avx2TwoCores());
   ASSERT_TRUE(space.ok()) << space.status();
   cost_model::CostModel model = TrainOnSamples(**space);
   ASSERT_TRUE(model.trained());

@@ -6,6 +6,7 @@
 
 #include "ir/printer.h"
 #include "test_util.h"  // tests/codegen: BuildAndCheck
+#include "tests/tuner/test_targets.h"
 
 namespace lathe::tuner {
 namespace {
@@ -51,15 +52,6 @@ TEST_P(SpaceTest, SamplesAndMutationsAreCorrectKernels) {
     programs.insert(ir::TraceToJson(c.trace));
   }
   EXPECT_EQ(programs.size(), rules.size());
-}
-
-// An AVX2 machine with two cores, as the rule-picked candidates below assume.
-CpuTarget Avx2TwoCores() {
-  CpuTarget t;
-  t.vector_lanes = 8;
-  t.cores = 2;
-  t.vector_registers = 16;
-  return t;
 }
 
 // The first rule-picked candidate of a large GEMM on an AVX2-like target is the classic
