@@ -83,7 +83,10 @@ json JobJson(const lathe::v1::JobStatus& j) {
                          {"trials_target", w.trials_target()},
                          {"best_latency_us", w.best_latency_us()},
                          {"best_gflops", w.best_gflops()},
-                         {"errors", errors}});
+                         {"errors", errors},
+                         {"remeasured", w.remeasured()},
+                         {"remeasure_failed", w.remeasure_failed()},
+                         {"remeasure_pending", w.remeasure_pending()}});
   }
   return {{"id", SafeText(j.job_id())},
           {"state", tuner::JobStateName(j.state())},
@@ -143,6 +146,8 @@ int RunRemoteTune(const TuneCliOptions& o) {
     r.total_measured = wp.trials_done();
     r.errors.clear();
     for (const auto& [cls, n] : wp.errors()) r.errors[cls] = n;
+    r.remeasured = wp.remeasured();
+    r.remeasure_failed = wp.remeasure_failed();
     if (wp.best_latency_us() > 0) {
       r.has_best = true;
       r.best_latency_us = wp.best_latency_us();
@@ -163,6 +168,10 @@ int RunRemoteTune(const TuneCliOptions& o) {
     p.errors = ErrorCount(wp);
     p.best_gflops = wp.best_gflops();
     p.best_latency_us = wp.best_latency_us();
+    if (wp.remeasure_pending() > 0) {  // the daemon re-times the best records
+      p.remeasure_done = wp.remeasured() + wp.remeasure_failed();
+      p.remeasure_total = p.remeasure_done + wp.remeasure_pending();
+    }
     p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (p.trials_done > 0 && p.trials_done < p.trials_target) {
       p.eta_s = p.elapsed_s / p.trials_done * (p.trials_target - p.trials_done);
@@ -350,6 +359,12 @@ int RunJobs(const RemoteOptions& remote) {
     }
     for (const lathe::v1::WorkloadProgress& w : j.workloads()) {
       std::string trials = fmt::format("{}/{}", w.trials_done(), w.trials_target());
+      if (w.remeasure_pending() > 0) {
+        trials += fmt::format(" re-timing {}/{}", w.remeasured() + w.remeasure_failed(),
+                              w.remeasured() + w.remeasure_failed() + w.remeasure_pending());
+      } else if (w.remeasured() + w.remeasure_failed() > 0) {
+        trials += fmt::format(" re-timed {}", w.remeasured());
+      }
       std::string best = w.best_gflops() > 0 ? fmt::format("{:.1f}", w.best_gflops()) : "-";
       std::printf("%-20s %-10s %-14s %-12s %s\n", SafeText(j.job_id()).c_str(),
                   tuner::JobStateName(j.state()).c_str(), trials.c_str(), best.c_str(),

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
   int heartbeat_ms = 10000, lease_ms = 120000;
   int search_threads = lathe::tuner::DefaultSearchThreads(), search_nice = 10;
+  int remeasure_top = 5;
   app.add_option("--listen", listen, "HOST:PORT to serve gRPC on (port 0 picks one)")->required();
   app.add_option("--db", db_path, "tuning database (SQLite file; created when missing)")
       ->required();
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
   app.add_option("--search-nice", search_nice,
                  "nice value of the search threads (default 10; 0: same priority as the RPCs)")
       ->check(CLI::Range(0, 19));
+  app.add_option("--remeasure-top", remeasure_top,
+                 "at the end of a job, re-time each workload's best N records never re-timed, "
+                 "for 5x the job's min_repeat_ms (default 5; 0: off)")
+      ->check(CLI::Range(0, 1000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -93,6 +98,7 @@ int main(int argc, char** argv) {
   sopts.metrics = metrics.get();
   sopts.search.threads = search_threads;
   sopts.search_nice = search_nice;
+  sopts.remeasure_top = remeasure_top;
   absl::StatusOr<std::unique_ptr<lathe::tuner::TunerService>> service =
       lathe::tuner::TunerService::Create(sopts);
   if (!service.ok()) {

@@ -41,6 +41,8 @@ constexpr std::chrono::milliseconds kQueuePoll{20};
 // fleet larger than a batch keeps every worker busy, while a greedy lease cannot make the
 // search run far ahead of the results that teach its cost model.
 constexpr int kMaxInflightBatches = 4;
+// How often the re-timing phase looks at the database's best records even without a result.
+constexpr std::chrono::milliseconds kRetimePoll{1000};
 
 bool Terminal(db::JobState s) {
   return s == db::JobState::kDone || s == db::JobState::kFailed || s == db::JobState::kCancelled;
@@ -172,6 +174,9 @@ class JobRunner::Impl {
       p->set_best_latency_us(w.best_latency_us);
       p->set_best_gflops(w.best_gflops);
       for (const auto& [name, n] : w.errors) (*p->mutable_errors())[name] = n;
+      p->set_remeasured(w.remeasured);
+      p->set_remeasure_failed(w.remeasure_failed);
+      p->set_remeasure_pending(w.remeasure_pending);
     }
     return st;
   }
@@ -211,7 +216,117 @@ class JobRunner::Impl {
   }
 
   void RunJob(JobEntry* job);
+  // The re-timing phase (see the header). False when the job thread must return at once
+  // (stopping, cancelled); true when the job is ready to be DONE. `mu` must NOT be held.
+  bool RetimeBest(JobEntry* job, db::Database& jdb, const std::vector<ir::Workload>& wls);
+  // Sets workload `i`'s best from the database. `mu` must NOT be held.
+  void RefreshBest(JobEntry* job, db::Database& jdb, size_t i, const ir::Workload& w);
 };
+
+void JobRunner::Impl::RefreshBest(JobEntry* job, db::Database& jdb, size_t i,
+                                  const ir::Workload& w) {
+  absl::StatusOr<std::optional<db::Record>> b = jdb.Best(w.key, job->device_class);
+  if (!b.ok() || !b->has_value()) return;
+  std::lock_guard<std::mutex> lock(mu);
+  WorkloadRun& run = job->workloads[i];
+  if (run.best_latency_us == (*b)->median_us) return;
+  run.best_latency_us = (*b)->median_us;
+  run.best_gflops = (*b)->Gflops();
+  Touch(*job);
+}
+
+bool JobRunner::Impl::RetimeBest(JobEntry* job, db::Database& jdb,
+                                 const std::vector<ir::Workload>& wls) {
+  const int top = options.remeasure_top;
+  const size_t n = wls.size();
+  const std::string& dc = job->device_class;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping || job->cancel) return false;
+    // The trials are done: what still waits in the queue is past every target.
+    registry->DropQueued(job->id);
+  }
+  if (top <= 0) return true;
+  std::vector<std::set<std::string>> tried(n);
+  std::vector<bool> settled(n, false);  // nothing (more) to re-time
+  std::vector<int> seen(n, -1);         // re-timings reported when the best was last read
+  for (;;) {
+    for (size_t i = 0; i < n; ++i) {
+      if (settled[i]) continue;
+      int pending, reported;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        const WorkloadRun& run = job->workloads[i];
+        pending = run.remeasure_pending;
+        reported = run.remeasured + run.remeasure_failed;
+      }
+      if (reported != seen[i]) {
+        RefreshBest(job, jdb, i, wls[i]);
+        seen[i] = reported;
+      }
+      if (pending > 0) continue;
+      absl::StatusOr<std::vector<db::Record>> best = jdb.TopK(wls[i].key, dc, top);
+      if (!best.ok()) {
+        spdlog::warn("event=remeasure_skipped job={} workload=\"{}\" error=\"{}\"", job->id,
+                     wls[i].canonical, best.status().ToString());
+        settled[i] = true;
+        continue;
+      }
+      std::vector<v1::Task> tasks;
+      for (const db::Record& r : *best) {
+        if (r.remeasured_at_ms != 0 || tried[i].count(r.candidate_id) > 0) continue;
+        if (static_cast<int>(tried[i].size()) >= 2 * top) break;
+        tried[i].insert(r.candidate_id);
+        v1::Task t;
+        t.set_candidate_id(r.candidate_id);
+        t.set_job_id(job->id);
+        t.set_device_class(dc);
+        t.set_remeasure(true);
+        v1::MeasureRequest* req = t.mutable_request();
+        req->set_candidate_id(r.candidate_id);
+        req->set_workload(wls[i].canonical);
+        req->set_trace_json(r.trace_json);
+        req->set_min_repeat_ms(job->spec.min_repeat_ms() * options.remeasure_factor);
+        req->set_flush_cache(IsGpuDeviceClass(dc));
+        tasks.push_back(std::move(t));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping || job->cancel) return false;
+      if (tasks.empty()) {
+        settled[i] = true;
+        continue;
+      }
+      const size_t want = tasks.size();
+      // A candidate another job is re-timing right now is skipped here (Enqueue): its record
+      // is re-timed all the same.
+      const int queued = registry->Enqueue(static_cast<int>(i), std::move(tasks));
+      job->workloads[i].remeasure_pending += queued;
+      spdlog::info("event=remeasure_queued job={} workload=\"{}\" tasks={} skipped={}", job->id,
+                   wls[i].canonical, queued, static_cast<int>(want) - queued);
+      Touch(*job);
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    bool all = true;
+    for (size_t i = 0; i < n; ++i) all = all && settled[i];
+    if (all) return true;
+    auto ready = [&] {
+      if (stopping || job->cancel) return true;
+      for (size_t i = 0; i < n; ++i) {
+        const WorkloadRun& run = job->workloads[i];
+        if (!settled[i] &&
+            (run.remeasure_pending == 0 || run.remeasured + run.remeasure_failed != seen[i])) {
+          return true;
+        }
+      }
+      return false;
+    };
+    change_cv.wait_for(lock, kRetimePoll, ready);
+    if (stopping || job->cancel) return false;
+    // Late results of the trials (tasks leased before the targets were reached) are stored
+    // and counted by Account; the search that would learn from them has ended.
+    job->inbox.clear();
+  }
+}
 
 // ---------------------------------------------------------------------------------------
 // The search thread of one job.
@@ -331,14 +446,28 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
         all_finished = all_finished && w.finished;
         if (needs(i)) need_round.push_back(static_cast<int>(i));
       }
-      if (all_finished) {
+    }
+    if (all_finished) {
+      if (options.remeasure_top > 0) {
+        int done_now;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          done_now = TotalDone(*job);
+        }
+        Persist(jdb, job->id, db::JobState::kRunning, done_now, "");
+      }
+      if (!RetimeBest(job, jdb, wls)) return;
+      if (options.remeasure_top > 0) {
+        for (size_t i = 0; i < n; ++i) RefreshBest(job, jdb, i, wls[i]);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stopping || job->cancel) return;
         job->state = db::JobState::kDone;
         registry->DropQueued(job->id);
         done_total = TotalDone(*job);
         Touch(*job);
       }
-    }
-    if (all_finished) {
       Persist(jdb, job->id, db::JobState::kDone, done_total, "");
       spdlog::info("event=job_finished job={} state=done trials_done={}", job->id, done_total);
       return;
@@ -351,6 +480,14 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
         std::vector<std::string> keys;
         for (const Reported& r : inbox) {
           auto it = inflight.find(r.candidate_id);
+          if (r.withdrawn) {
+            // Never measured: the search may propose it again.
+            if (it != inflight.end()) {
+              measured[it->second.first].erase(CandidateKey(it->second.second));
+              inflight.erase(it);
+            }
+            continue;
+          }
           if (it == inflight.end()) {
             // Not dispatched by this run: never propose it again.
             if (!r.program_key.empty() && r.workload >= 0 && static_cast<size_t>(r.workload) < n) {
@@ -604,6 +741,12 @@ void JobRunner::Account(const std::vector<StoredResult>& results) {
     JobEntry& job = *j->second;
     if (r.workload < 0 || static_cast<size_t>(r.workload) >= job.workloads.size()) continue;
     WorkloadRun& run = job.workloads[r.workload];
+    if (r.remeasure) {
+      run.remeasure_pending = std::max(0, run.remeasure_pending - 1);
+      ++(r.error_class == db::ErrorClass::kOk ? run.remeasured : run.remeasure_failed);
+      s.Touch(job);
+      continue;
+    }
     const bool dispatched_here = r.program_key.empty();
     if (dispatched_here) run.outstanding = std::max(0, run.outstanding - 1);
     run.stalled = false;
@@ -631,7 +774,15 @@ void JobRunner::Account(const std::vector<StoredResult>& results) {
       // and stored, past the target).
       const int excess = run.done + run.outstanding - run.target;
       if (excess > 0) {
-        run.outstanding -= s.registry->Withdraw(job.id, r.workload, excess);
+        std::vector<std::string> withdrawn = s.registry->Withdraw(job.id, r.workload, excess);
+        run.outstanding -= static_cast<int>(withdrawn.size());
+        for (std::string& id : withdrawn) {
+          Reported w;
+          w.workload = r.workload;
+          w.candidate_id = std::move(id);
+          w.withdrawn = true;
+          job.inbox.push_back(std::move(w));
+        }
       }
     }
   }

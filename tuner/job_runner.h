@@ -19,6 +19,18 @@
 // per job (its device class's), fed with every reported result, retrained by the model itself when
 // its data grew >= 20 %, and saved to the database after each retraining.
 //
+// Re-timing (DESIGN.md "Timing"; the embedded `lathe tune` does the same in-process): once
+// every workload has its trials, the job's queued tasks are dropped and, with remeasure_top >
+// 0, each workload's best `remeasure_top` ok records that were never re-timed
+// (remeasured_at = 0, whichever job stored them) are queued as re-timing tasks (Task.remeasure,
+// min_repeat_ms x remeasure_factor). Their results add repeats to the records (service.h);
+// a failed one leaves its record as it was. A re-timing can move a record out of the best few
+// and let one never re-timed in: rounds go on until the best `remeasure_top` are all re-timed
+// or 2 x remeasure_top records of the workload were tried. The job is DONE after that; it
+// stays RUNNING meanwhile (a restarted daemon re-times what is still missing), and its
+// progress counts the re-timings (WorkloadProgress.remeasure*). A re-timing task whose lease
+// expires returns to the queue like any task; a cancelled job drops the queued ones.
+//
 // The search is a background activity: it runs on `search.threads` threads (0: every core)
 // at the nice value `search_nice`, so that the threads answering workers keep their latency
 // while a round is searched on a small host. Linux nice values are per thread and inherited by
@@ -63,6 +75,9 @@ struct WorkloadRun {
   double best_latency_us = 0;
   double best_gflops = 0;
   std::map<std::string, int> errors;
+  int remeasured = 0;         // re-timings whose repeats were added
+  int remeasure_failed = 0;   // re-timings that did not come back ok
+  int remeasure_pending = 0;  // re-timing tasks queued or leased, not reported
 };
 
 // A result the job's thread has not seen yet.
@@ -73,6 +88,9 @@ struct Reported {
   // restart): the search key of its trace, so that the search never proposes it again.
   std::string program_key;
   double throughput = 0;  // 1 / median for ok results, else 0
+  // The candidate's queued task was withdrawn (see Account): it was never measured, so the
+  // search may propose it again.
+  bool withdrawn = false;
 };
 
 struct JobEntry {
@@ -99,6 +117,9 @@ struct StoredResult {
   db::ErrorClass error_class = db::ErrorClass::kOk;
   double median_us = 0;
   double gflops = 0;
+  // A re-timing (Task.remeasure): kOk when its repeats were added to the record, anything
+  // else when it failed. Never a trial.
+  bool remeasure = false;
 };
 
 struct JobRunnerOptions {
@@ -106,7 +127,9 @@ struct JobRunnerOptions {
   SearchOptions search;
   int seed_records = 16;
   bool use_cost_model = true;
-  int search_nice = 0;  // nice value of the job threads and their search threads (0..19)
+  int search_nice = 0;          // nice value of the job threads and their search threads (0..19)
+  int remeasure_top = 0;        // best records re-timed per workload at the end of a job; 0: none
+  double remeasure_factor = 5;  // a re-timing's min_repeat_ms: the job's times this
 };
 
 class JobRunner {
@@ -154,7 +177,9 @@ class JobRunner {
   // counts more than its target: a result past it adds to nothing but the best (trials_done
   // and errors stay), one for an ended job to nothing. A result this daemon
   // did not dispatch (program_key set) that counts withdraws the job's queued tasks that
-  // would take the workload past its target.
+  // would take the workload past its target; their candidates go back to the search, which
+  // may propose them again. A re-timing (StoredResult::remeasure) counts only in the
+  // workload's re-timing progress.
   void Account(const std::vector<StoredResult>& results);
 
   class Impl;

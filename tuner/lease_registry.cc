@@ -34,6 +34,9 @@ constexpr auto kCancelPoll = std::chrono::milliseconds(100);
 // own (field tag and length), both rounded up.
 constexpr size_t kLeaseFraming = 64;
 constexpr size_t kTaskFraming = 8;
+constexpr size_t kMaxRequestIdBytes = 128;
+// Released request ids of Lease calls not answered yet that the registry remembers at most.
+constexpr size_t kMaxReleasedRequests = 65536;
 
 struct TaskEntry {
   DispatchedTask d;
@@ -43,9 +46,13 @@ struct TaskEntry {
 
 struct LeaseEntry {
   std::string worker_id;
+  std::string request_id;  // LeaseRequest.request_id; empty when none was given
   Clock::time_point deadline;
   std::set<std::string> tasks;  // unreported candidate ids
 };
+
+// (worker id, LeaseRequest.request_id)
+using RequestKey = std::pair<std::string, std::string>;
 
 struct WorkerEntry {
   std::string hostname;
@@ -72,6 +79,9 @@ class LeaseRegistry::Impl {
   std::map<std::string, TaskEntry> tasks;                 // candidate id -> task
   std::map<std::string, std::deque<std::string>> queues;  // device class -> candidate ids
   std::map<std::string, LeaseEntry> leases;
+  std::map<RequestKey, std::string> lease_of_request;  // -> lease id, for leases that have one
+  // Request ids released before their Lease call was answered, with when to forget them.
+  std::map<RequestKey, Clock::time_point> released_requests;
   std::map<std::string, WorkerEntry> workers;
   // Queued (not leased) tasks per job and workload index, kept beside `tasks` so that the job
   // runner can ask at every wake-up without a walk over every task.
@@ -117,6 +127,33 @@ class LeaseRegistry::Impl {
       if (!l.tasks.empty()) busy.insert(l.worker_id);
     }
     return busy;
+  }
+
+  // Forgets a lease (and its request id).
+  std::map<std::string, LeaseEntry>::iterator EraseLease(
+      std::map<std::string, LeaseEntry>::iterator it) {
+    if (!it->second.request_id.empty()) {
+      lease_of_request.erase(RequestKey(it->second.worker_id, it->second.request_id));
+    }
+    return leases.erase(it);
+  }
+
+  bool Released(const RequestKey& key) const { return released_requests.count(key) > 0; }
+
+  // Remembers that the Lease call `key` was given up on (see the header), and wakes it.
+  void RememberReleased(const RequestKey& key) {
+    const Clock::time_point forget =
+        Clock::now() + std::chrono::milliseconds(int64_t{options.max_wait_ms} +
+                                                 int64_t{options.lease_duration_ms});
+    released_requests[key] = forget;
+    while (released_requests.size() > kMaxReleasedRequests) {
+      auto oldest = released_requests.begin();
+      for (auto it = released_requests.begin(); it != released_requests.end(); ++it) {
+        if (it->second < oldest->second) oldest = it;
+      }
+      released_requests.erase(oldest);
+    }
+    work_cv.notify_all();
   }
 
   int64_t Queued() const {
@@ -180,7 +217,10 @@ class LeaseRegistry::Impl {
         const int back = Requeue(it->first, it->second, ids);
         spdlog::warn("event=lease_expired lease={} worker={} requeued={}", it->first,
                      it->second.worker_id, back);
-        it = leases.erase(it);
+        it = EraseLease(it);
+      }
+      for (auto it = released_requests.begin(); it != released_requests.end();) {
+        it = it->second <= now ? released_requests.erase(it) : std::next(it);
       }
       const auto lost_after = std::chrono::milliseconds(int64_t{options.heartbeat_interval_ms} *
                                                         std::max(1, options.lost_after_heartbeats));
@@ -269,7 +309,16 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
     return absl::InvalidArgumentError(
         absl::StrCat("wait_ms ", req.wait_ms(), " (need 0..", s.options.max_wait_ms, ")"));
   }
+  if (req.request_id().size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id of ", req.request_id().size(),
+                                                   " bytes (at most ", kMaxRequestIdBytes, ")"));
+  }
+  const RequestKey request(req.worker_id(), req.request_id());
   std::unique_lock<std::mutex> lock(s.mu);
+  if (!req.request_id().empty() && s.lease_of_request.count(request) > 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request_id '", req.request_id(), "' was already granted a lease"));
+  }
   auto wit = s.workers.find(req.worker_id());
   if (wit == s.workers.end()) {
     return absl::NotFoundError(
@@ -294,6 +343,10 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
   const size_t max_bytes = static_cast<size_t>(std::max<int64_t>(0, s.options.max_lease_bytes));
   for (;;) {
     if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the lease");
+    if (!req.request_id().empty() && s.Released(request)) {
+      return absl::CancelledError(
+          absl::StrCat("request_id '", req.request_id(), "' was released by the worker"));
+    }
     std::deque<std::string>& q = s.queues[dc];
     size_t bytes = kLeaseFraming;
     while (!q.empty() && static_cast<int>(taken.size()) < req.max_tasks()) {
@@ -318,6 +371,8 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
   const std::string lease_id = s.NewId("lease-");
   LeaseEntry& lease = s.leases[lease_id];
   lease.worker_id = req.worker_id();
+  lease.request_id = req.request_id();
+  if (!req.request_id().empty()) s.lease_of_request[request] = lease_id;
   lease.deadline = Clock::now() + std::chrono::milliseconds(s.options.lease_duration_ms);
   for (const std::string& id : taken) {
     TaskEntry& t = s.tasks[id];
@@ -367,7 +422,14 @@ absl::StatusOr<v1::HeartbeatResponse> LeaseRegistry::Heartbeat(const v1::Heartbe
 
 absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequest& req) {
   if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
-  if (req.lease_id().empty()) return absl::InvalidArgumentError("empty lease_id");
+  if (req.lease_id().empty() && req.lease_request_id().empty()) {
+    return absl::InvalidArgumentError("empty lease_id and lease_request_id");
+  }
+  if (req.lease_request_id().size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("lease_request_id of ",
+                                                   req.lease_request_id().size(),
+                                                   " bytes (at most ", kMaxRequestIdBytes, ")"));
+  }
   Impl& s = *impl_;
   if (req.candidate_ids_size() > s.options.max_tasks_per_lease) {
     return absl::InvalidArgumentError(absl::StrCat(req.candidate_ids_size(),
@@ -377,7 +439,19 @@ absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequ
   v1::ReleaseResponse resp;
   std::lock_guard<std::mutex> lock(s.mu);
   if (auto w = s.workers.find(req.worker_id()); w != s.workers.end()) s.Seen(w->second);
-  auto l = s.leases.find(req.lease_id());
+  std::string lease_id = req.lease_id();
+  if (lease_id.empty()) {
+    const RequestKey request(req.worker_id(), req.lease_request_id());
+    auto granted = s.lease_of_request.find(request);
+    if (granted == s.lease_of_request.end()) {
+      // Not granted (yet): a call still waiting takes nothing; one that ended empty or whose
+      // lease ended (expired, reported) is unaffected.
+      s.RememberReleased(request);
+      return resp;
+    }
+    lease_id = granted->second;
+  }
+  auto l = s.leases.find(lease_id);
   // An expired (already requeued) or reported lease: nothing left to hand back.
   if (l == s.leases.end()) return resp;
   if (l->second.worker_id != req.worker_id()) {
@@ -393,9 +467,9 @@ absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequ
     }
   }
   const int back = s.Requeue(l->first, l->second, ids);
-  spdlog::info("event=lease_released lease={} worker={} requeued={}", l->first, l->second.worker_id,
-               back);
-  if (l->second.tasks.empty()) s.leases.erase(l);
+  spdlog::info("event=lease_released lease={} worker={} requeued={}{}", l->first,
+               l->second.worker_id, back, req.lease_id().empty() ? " by_request_id=1" : "");
+  if (l->second.tasks.empty()) s.EraseLease(l);
   resp.set_requeued(back);
   return resp;
 }
@@ -434,21 +508,21 @@ void LeaseRegistry::DropQueued(const std::string& job_id) {
   s.queued_of_job.erase(job_id);
 }
 
-int LeaseRegistry::Withdraw(const std::string& job_id, int workload, int n) {
+std::vector<std::string> LeaseRegistry::Withdraw(const std::string& job_id, int workload, int n) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
-  int withdrawn = 0;
+  std::vector<std::string> withdrawn;
   for (auto& [device_class, q] : s.queues) {
-    for (auto it = q.end(); it != q.begin() && withdrawn < n;) {
+    for (auto it = q.end(); it != q.begin() && static_cast<int>(withdrawn.size()) < n;) {
       --it;
       auto t = s.tasks.find(*it);
       if (t == s.tasks.end() || !t->second.lease_id.empty()) continue;  // stale or leased
       const DispatchedTask& d = t->second.d;
-      if (d.workload != workload || d.task.job_id() != job_id) continue;
+      if (d.workload != workload || d.task.job_id() != job_id || d.task.remeasure()) continue;
       s.CountQueued(d, -1);
+      withdrawn.push_back(*it);
       s.tasks.erase(t);
       it = q.erase(it);
-      ++withdrawn;
     }
   }
   return withdrawn;
@@ -476,13 +550,15 @@ std::vector<std::optional<DispatchedTask>> LeaseRegistry::Find(
 }
 
 std::vector<std::optional<DispatchedTask>> LeaseRegistry::Complete(
-    const std::vector<std::string>& candidate_ids) {
+    const std::vector<std::string>& candidate_ids, const std::optional<std::string>& only_lease) {
   Impl& s = *impl_;
   std::vector<std::optional<DispatchedTask>> out(candidate_ids.size());
   std::lock_guard<std::mutex> lock(s.mu);
   for (size_t i = 0; i < candidate_ids.size(); ++i) {
     auto t = s.tasks.find(candidate_ids[i]);
     if (t == s.tasks.end()) continue;
+    if (only_lease.has_value() && (t->second.lease_id.empty() || t->second.lease_id != *only_lease))
+      continue;
     TaskEntry task = std::move(t->second);
     s.tasks.erase(t);
     if (task.lease_id.empty()) {
@@ -490,7 +566,7 @@ std::vector<std::optional<DispatchedTask>> LeaseRegistry::Complete(
     } else {
       if (auto l = s.leases.find(task.lease_id); l != s.leases.end()) {
         l->second.tasks.erase(candidate_ids[i]);
-        if (l->second.tasks.empty()) s.leases.erase(l);
+        if (l->second.tasks.empty()) s.EraseLease(l);
       }
     }
     out[i] = std::move(task.d);

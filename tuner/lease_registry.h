@@ -9,7 +9,11 @@
 // queued tasks of the requested device class (a long poll up to wait_ms; at most max_tasks and
 // max_lease_bytes, the rest stays at the front of the queue) and records a lease with a
 // deadline. Heartbeat extends the listed leases. Release hands back a lease's tasks
-// that were not measured (a worker stopping) to the front of their queue at once. A reaper
+// that were not measured (a worker stopping) to the front of their queue at once. A Lease
+// call may carry a worker-chosen request id: a worker that gave up on the call before its
+// answer arrived releases by that id the lease the call was granted, or, when the call has
+// not been answered yet, makes it take nothing (the id is remembered for max_wait_ms plus a
+// lease duration, at most 65536 ids). A reaper
 // thread returns the unreported tasks of expired leases the same way and marks workers unseen
 // for `lost_after_heartbeats` intervals "lost".
 //
@@ -83,8 +87,9 @@ class LeaseRegistry {
   // Forgets the queued tasks of a job; its leased tasks stay (their results are still stored).
   void DropQueued(const std::string& job_id);
   // Forgets up to `n` queued (not leased) tasks of workload index `workload` of job `job_id`,
-  // the most recently queued first; returns how many. Leased tasks are never withdrawn.
-  int Withdraw(const std::string& job_id, int workload, int n);
+  // the most recently queued first; returns their candidate ids. Leased tasks and re-timings
+  // (Task.remeasure) are never withdrawn.
+  std::vector<std::string> Withdraw(const std::string& job_id, int workload, int n);
 
   // --- Report ---
   // Marks the worker seen and returns how results of it are attributed: "<id>@<hostname>"
@@ -93,9 +98,12 @@ class LeaseRegistry {
   // Copies of the tasks of `candidate_ids` that the registry holds (queued or leased).
   std::vector<std::optional<DispatchedTask>> Find(const std::vector<std::string>& candidate_ids);
   // Removes the task of each id (and from its lease); returns it where it was still present,
-  // so that of two concurrent reports of one candidate exactly one accounts for it.
+  // so that of two concurrent reports of one candidate exactly one accounts for it. With
+  // `only_lease`, a task is removed only while that lease holds it (a re-timing's result
+  // counts only from the worker that holds it: not from a late or retried report).
   std::vector<std::optional<DispatchedTask>> Complete(
-      const std::vector<std::string>& candidate_ids);
+      const std::vector<std::string>& candidate_ids,
+      const std::optional<std::string>& only_lease = std::nullopt);
   // Adds to the "measured" count of a worker shown by ListWorkers.
   void AddMeasured(const std::string& worker_id, int64_t n);
 

@@ -31,6 +31,8 @@ struct Metrics::Impl {
   prometheus::Counter* leases_granted = nullptr;
   prometheus::Counter* tasks_leased = nullptr;
   prometheus::Counter* reports = nullptr;
+  prometheus::Counter* remeasured_ok = nullptr;
+  prometheus::Counter* remeasured_failed = nullptr;
   prometheus::Histogram* dispatch = nullptr;
 };
 
@@ -73,6 +75,12 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& list
                        .Help("Report calls handled")
                        .Register(r)
                        .Add({});
+  auto& remeasures = prometheus::BuildCounter()
+                         .Name("lathed_remeasures_total")
+                         .Help("Re-timings of best records reported, by result (ok: repeats added)")
+                         .Register(r);
+  impl->remeasured_ok = &remeasures.Add({{"result", "ok"}});
+  impl->remeasured_failed = &remeasures.Add({{"result", "failed"}});
   impl->dispatch = &prometheus::BuildHistogram()
                         .Name("lathed_dispatch_latency_seconds")
                         .Help("Handling time of Lease calls that granted tasks")
@@ -121,6 +129,9 @@ void Metrics::AddLeaseGranted(int64_t tasks) {
   impl_->tasks_leased->Increment(static_cast<double>(tasks));
 }
 void Metrics::AddReport() { impl_->reports->Increment(); }
+void Metrics::AddRemeasure(bool ok) {
+  (ok ? impl_->remeasured_ok : impl_->remeasured_failed)->Increment();
+}
 void Metrics::ObserveDispatchLatency(double seconds) { impl_->dispatch->Observe(seconds); }
 
 }  // namespace lathe::tuner

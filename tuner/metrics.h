@@ -1,8 +1,8 @@
 // \file
 // lathed's Prometheus metrics (prometheus-cpp, kept behind this interface): gauges of workers
-// by state, queue depth and active leases; counters of results by error class, leases granted
-// and reports; a histogram of the Lease RPC's handling time (dispatch latency). Served over
-// HTTP at /metrics when an address is given.
+// by state, queue depth and active leases; counters of results by error class, leases granted,
+// reports and re-timings of best records by result; a histogram of the Lease RPC's handling time
+// (dispatch latency). Served over HTTP at /metrics when an address is given.
 //
 // Thread-safety: every method may be called from any thread (prometheus-cpp metrics are
 // atomic).
@@ -34,6 +34,7 @@ class Metrics {
   void AddResult(std::string_view error_class);  // "ok", "compile_error", ...
   void AddLeaseGranted(int64_t tasks);
   void AddReport();
+  void AddRemeasure(bool ok);  // a re-timing reported: its repeats added (ok) or failed
   void ObserveDispatchLatency(double seconds);
 
   struct Impl;

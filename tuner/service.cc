@@ -68,6 +68,8 @@ JobRunnerOptions RunnerOptions(const ServiceOptions& o) {
   r.seed_records = o.seed_records;
   r.use_cost_model = o.use_cost_model;
   r.search_nice = o.search_nice;
+  r.remeasure_top = o.remeasure_top;
+  r.remeasure_factor = o.remeasure_factor;
   return r;
 }
 
@@ -121,6 +123,12 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
   if (options.search_nice < 0 || options.search_nice > 19) {
     return absl::InvalidArgumentError(
         absl::StrCat("search_nice ", options.search_nice, " (need 0..19)"));
+  }
+  if (options.remeasure_top < 0 || !(options.remeasure_factor > 0) ||
+      !std::isfinite(options.remeasure_factor)) {
+    return absl::InvalidArgumentError(absl::StrCat("remeasure_top ", options.remeasure_top,
+                                                   " (need >= 0) or remeasure_factor ",
+                                                   options.remeasure_factor, " (need > 0)"));
   }
   absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(options.db_path);
   if (!opened.ok()) return opened.status();
@@ -456,8 +464,13 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   std::vector<std::optional<Restored>> restored;  // parallel to `records`
   std::vector<std::string> unknown;               // neither held nor restorable
   std::vector<std::string> why_unknown;
+  std::vector<size_t> retimes;  // indices into `results` of held re-timing tasks
   for (size_t k = 0; k < results.size(); ++k) {
     const v1::MeasureResult& m = *results[k];
+    if (held[k].has_value() && held[k]->task.remeasure()) {
+      retimes.push_back(k);
+      continue;
+    }
     const v1::Task* task = held[k].has_value() ? &held[k]->task : nullptr;
     std::optional<Restored> rest;
     std::string workload_key;
@@ -477,6 +490,13 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
         continue;
       }
       const v1::Task& t = *sent->second;
+      if (t.remeasure()) {
+        // Its repeats may have been added already (a retry whose first answer was lost):
+        // only the held task's first report adds them.
+        unknown.push_back(m.candidate_id());
+        why_unknown.push_back("a re-timing this daemon no longer holds");
+        continue;
+      }
       absl::StatusOr<ir::Workload> w = ir::MakeWorkload(t.request().workload());
       absl::StatusOr<int> index =
           !w.ok() ? absl::StatusOr<int>(w.status())
@@ -528,6 +548,59 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
     if (!ins.ok()) return ins.status();
     inserted = std::move(*ins);
   }
+  std::vector<StoredResult> progress;
+  int64_t retimed_now = 0;  // re-timings claimed (their repeats added, or failed)
+  if (!retimes.empty()) {
+    std::vector<std::string> retime_ids;
+    for (size_t k : retimes) retime_ids.push_back(results[k]->candidate_id());
+    // Claimed first, so that of two reports of one re-timing (a retry racing the original)
+    // exactly one adds its repeats.
+    std::vector<std::optional<DispatchedTask>> claimed =
+        s_->registry.Complete(retime_ids, req.lease_id());
+    for (size_t j = 0; j < retimes.size(); ++j) {
+      const v1::MeasureResult& m = *results[retimes[j]];
+      if (!claimed[j].has_value()) {
+        resp.set_duplicates(resp.duplicates() + 1);
+        continue;
+      }
+      StoredResult p;
+      p.job_id = claimed[j]->task.job_id();
+      p.workload = claimed[j]->workload;
+      p.candidate_id = m.candidate_id();
+      p.remeasure = true;
+      std::string why;
+      if (m.error_class() != v1::OK) {
+        p.error_class = ErrorClassFromProto(m.error_class());
+        why = absl::StrCat(std::string(db::ErrorClassName(p.error_class)), ": ", m.error_msg());
+      } else if (m.repeats_us().empty()) {
+        p.error_class = db::ErrorClass::kRuntimeError;
+        why = "ok result without repeats";
+      } else {
+        std::vector<double> repeats(m.repeats_us().begin(), m.repeats_us().end());
+        absl::StatusOr<db::Record> updated =
+            s_->db->AddRepeats(m.candidate_id(), repeats, NowUnixMs());
+        if (updated.ok()) {
+          p.error_class = db::ErrorClass::kOk;
+          p.median_us = updated->median_us;
+          p.gflops = updated->Gflops();
+        } else {
+          p.error_class = db::ErrorClass::kRuntimeError;
+          why = updated.status().ToString();
+        }
+      }
+      if (p.error_class == db::ErrorClass::kOk) {
+        spdlog::info("event=remeasured job={} candidate={} median_us={:.3f} repeats={}", p.job_id,
+                     p.candidate_id, p.median_us, m.repeats_us_size());
+      } else {
+        spdlog::warn("event=remeasure_failed job={} candidate={} worker={} reason=\"{}\"", p.job_id,
+                     p.candidate_id, req.worker_id(), why);
+      }
+      if (Metrics* mt = s_->metrics()) mt->AddRemeasure(p.error_class == db::ErrorClass::kOk);
+      resp.set_accepted(resp.accepted() + 1);
+      ++retimed_now;
+      progress.push_back(std::move(p));
+    }
+  }
   for (size_t k = 0; k < unknown.size(); ++k) {
     absl::StatusOr<std::optional<db::Record>> existing = s_->db->GetByCandidateId(unknown[k]);
     if (!existing.ok()) return existing.status();
@@ -551,7 +624,6 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
     }
   }
   std::vector<std::optional<DispatchedTask>> completed = s_->registry.Complete(held_ids);
-  std::vector<StoredResult> progress;
   auto account = [&](const db::Record& r, const std::string& job_id, int workload,
                      const std::string& program_key) {
     StoredResult p;
@@ -588,7 +660,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
     spdlog::info("event=report_restored worker={} results={}", req.worker_id(), restored_now);
   }
   s_->runner.Account(progress);
-  s_->registry.AddMeasured(req.worker_id(), stored_now);
+  s_->registry.AddMeasured(req.worker_id(), stored_now + retimed_now);
   return resp;
 }
 

@@ -29,6 +29,13 @@
 // of its target) and the search never proposes it again. Otherwise it is counted as rejected
 // (ReportResponse.rejected; logged with the reason), unless already stored.
 //
+// A result for a re-timing task (Task.remeasure; see job_runner.h) adds its repeats to the
+// stored record (db AddRepeats: median recomputed, remeasured_at set) when the lease named in
+// the report still holds the task, and counts as accepted; it is never a trial. A result that
+// is not ok, or repeats the database refuses, leave the record as it was (logged, counted as
+// a failed re-timing). A retried, late (lease expired) or restored report of a re-timing adds
+// nothing: its candidate is already stored, so it counts as a duplicate.
+//
 // A workload never counts more trials than its target: the resumed job dispatches its missing
 // trials before the spooled results of a worker arrive, so a spooled result that counts
 // withdraws one of the job's queued tasks, and results past the target (tasks leased before
@@ -68,6 +75,10 @@ struct ServiceOptions {
   // Nice value (0..19) of the job threads and the search's threads: the search yields the CPU
   // to the threads that answer workers and clients.
   int search_nice = 10;
+  // At the end of a job, each workload's best this-many ok records never re-timed are timed
+  // again for remeasure_factor x the job's min_repeat_ms (job_runner.h). 0: off.
+  int remeasure_top = 5;
+  double remeasure_factor = 5;
   Metrics* metrics = nullptr;  // not owned; may be null
 };
 
@@ -119,7 +130,8 @@ class TunerService {
   absl::StatusOr<lathe::v1::HeartbeatResponse> Heartbeat(const lathe::v1::HeartbeatRequest& req);
   // Hands back the listed (or all) unreported tasks of a lease to the front of their queue.
   // An unknown lease (expired, fully reported) releases nothing; PermissionDenied for a lease
-  // of another worker.
+  // of another worker. By lease_request_id: the lease granted to that Lease call of the
+  // worker, or, when none was granted yet, that call takes nothing (lease_registry.h).
   absl::StatusOr<lathe::v1::ReleaseResponse> Release(const lathe::v1::ReleaseRequest& req);
 
   // Tasks queued (not leased) over all device classes; for tests and metrics.

@@ -338,6 +338,7 @@ class Worker::Impl {
       req.set_device_class(dc);
       req.set_max_tasks(want);
       req.set_wait_ms(opt_.lease_wait_ms);
+      req.set_request_id(NewRequestId());
       lathe::v1::LeaseResponse lease;
       auto ctx = Context(opt_.lease_wait_ms + opt_.rpc_timeout_ms);
       {
@@ -351,6 +352,12 @@ class Worker::Impl {
         polls_.erase(ctx.get());
       }
       if (!s.ok()) {
+        // Given up before the answer came (Stop() cancelled the call, or its deadline
+        // passed): a lease may have been granted all the same; hand it back by request id.
+        if (s.error_code() == grpc::StatusCode::CANCELLED ||
+            s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+          ReleaseUnseen(req.worker_id(), req.request_id());
+        }
         if (stopping()) break;
         if (IsAuthError(s)) {
           (void)RefusedToken(s, "lease");
@@ -439,6 +446,35 @@ class Worker::Impl {
         "{} task(s) of lease {} not started and could not be handed back ({}); they return "
         "to the queue when the lease expires",
         rest, lease.lease_id(), Describe(s));
+  }
+
+  // A fresh LeaseRequest.request_id.
+  std::string NewRequestId() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return absl::StrCat(absl::Hex(request_rng_(), absl::kZeroPad16),
+                        absl::Hex(request_rng_(), absl::kZeroPad16));
+  }
+
+  // Releases whatever lease the daemon granted to the Lease call `request_id` whose answer
+  // never arrived; the daemon also makes that call take nothing if it is still waiting. Best
+  // effort: when it fails, such a lease's tasks return to the queue when it expires.
+  void ReleaseUnseen(const std::string& worker_id, const std::string& request_id) {
+    lathe::v1::ReleaseRequest req;
+    req.set_worker_id(worker_id);
+    req.set_lease_request_id(request_id);
+    lathe::v1::ReleaseResponse resp;
+    auto ctx = Context(std::min(opt_.rpc_timeout_ms, 5000));
+    grpc::Status s = stub_->Release(ctx.get(), req, &resp);
+    if (!s.ok()) {
+      spdlog::debug("could not release the lease of a call given up on ({})", Describe(s));
+      return;
+    }
+    if (resp.requeued() > 0) {
+      spdlog::info("{} task(s) of a lease whose answer never arrived: handed back",
+                   resp.requeued());
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.released += resp.requeued();
+    }
   }
 
   // The tasks of `lease` whose results `batch` holds: with them, a daemon that restarted
@@ -657,6 +693,7 @@ class Worker::Impl {
   int64_t tasks_leased_ = 0;
   std::set<std::string> active_leases_;
   std::set<grpc::ClientContext*> polls_;  // Lease calls in flight, cancelled by Stop()
+  std::mt19937_64 request_rng_{std::random_device{}()};  // LeaseRequest.request_id
   absl::Status fatal_;
   WorkerStats stats_;
 

@@ -16,7 +16,10 @@
 //   cannot help, so Run() returns that error.
 // - Stop() is graceful: no new lease, the task being measured is finished and its lease's
 //   results are reported (or spooled); the lease's tasks not yet started are handed back with
-//   Release at once (they return to the queue only at lease expiry if that call fails).
+//   Release at once (they return to the queue only at lease expiry if that call fails). Every
+//   Lease call carries a random request id: when Stop() cancels the call (or its deadline
+//   passes) before its answer arrives, the worker releases by that id whatever lease the
+//   daemon granted it, so those tasks need not wait for the lease to expire either.
 // - A report over 3 MiB, or one the daemon refuses as too large (RESOURCE_EXHAUSTED; lathed
 //   takes 4 MiB), is sent in parts: halves, down to single results, each with its tasks.
 // - A report that fails or that the daemon partly rejects (it restarted since the lease and

@@ -102,6 +102,55 @@ TEST(ClusterTest, DaemonAndTwoWorkersCompleteAJobThroughTheCli) {
   EXPECT_EQ(mrc, 3) << mout;
 }
 
+// The end of a job re-times its best records for longer (lathed --remeasure-top, default 5):
+// once the job is DONE, its best few records carry the re-timing (remeasured_at set), and the
+// re-timing added repeats, not records.
+TEST(ClusterTest, CompletedJobsBestRecordsAreRetimed) {
+  Cluster c;
+  ASSERT_TRUE(c.StartDaemon(kFastLeases));
+  ASSERT_NE(c.StartWorker(), nullptr);
+  ASSERT_NE(c.StartWorker(), nullptr);
+  auto client = c.Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 2));
+  absl::StatusOr<std::string> id = client->SubmitJob(SmallJob(kWorkload, 24, 12));
+  ASSERT_TRUE(id.ok()) << id.status();
+  bool saw_retiming = false;
+  absl::StatusOr<lathe::v1::JobStatus> done =
+      WaitForJob(*client, *id, 120, [&](const lathe::v1::JobStatus& s) {
+        if (s.workloads_size() > 0 && s.workloads(0).remeasure_pending() > 0) {
+          saw_retiming = true;
+          EXPECT_EQ(s.state(), lathe::v1::RUNNING);
+          EXPECT_EQ(TrialsDone(s), 24);
+        }
+      });
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_EQ(done->state(), lathe::v1::DONE) << done->message();
+  EXPECT_TRUE(saw_retiming) << "the job's progress never showed the re-timing";
+  const lathe::v1::WorkloadProgress& wp = done->workloads(0);
+  EXPECT_EQ(wp.remeasure_pending(), 0);
+  EXPECT_GE(wp.remeasured(), 1);
+  ExpectNoLossNoDuplicate(c, 24);
+
+  db::OpenOptions o;
+  o.create_if_missing = false;
+  auto d = db::Database::Open(c.db(), o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto top = (*d)->TopK(Key(), done->device_class(), 5);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_FALSE(top->empty());
+  int not_retimed = 0;
+  for (const db::Record& r : *top) not_retimed += r.remeasured_at_ms == 0 ? 1 : 0;
+  // A re-timing that failed leaves its record as it was; every other one of the best is
+  // re-timed.
+  EXPECT_LE(not_retimed, wp.remeasure_failed()) << "of the best " << top->size();
+  if (wp.remeasure_failed() == 0) {
+    EXPECT_GT(top->front().remeasured_at_ms, 0);
+  }
+  EXPECT_NEAR(top->front().median_us, wp.best_latency_us(), 1e-9);
+  EXPECT_NE(ReadAll(c.dir() + "/lathed.0.log").find("event=remeasured"), std::string::npos);
+}
+
 // The tasks of a lease, by candidate id.
 std::set<std::string> Candidates(const lathe::v1::LeaseResponse& lease) {
   std::set<std::string> ids;

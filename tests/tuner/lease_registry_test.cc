@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace lathe::tuner {
@@ -44,12 +47,13 @@ class LeaseRegistryTest : public ::testing::Test {
     worker_ = resp->worker_id();
   }
 
-  v1::LeaseResponse Lease(int max_tasks) {
+  v1::LeaseResponse Lease(int max_tasks, const std::string& request_id = "") {
     v1::LeaseRequest req;
     req.set_worker_id(worker_);
     req.set_device_class(kDeviceClass);
     req.set_max_tasks(max_tasks);
     req.set_wait_ms(0);
+    req.set_request_id(request_id);
     auto resp = registry_->Lease(req);
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? *resp : v1::LeaseResponse();
@@ -95,6 +99,116 @@ TEST_F(LeaseRegistryTest, SmallTasksAreBoundByMaxTasksOnly) {
   Start(LeaseRegistryOptions());
   ASSERT_EQ(registry_->Enqueue(0, Tasks(1024, 200)), 1024);
   EXPECT_EQ(Lease(1024).tasks_size(), 1024);
+}
+
+// A worker that gave up on a Lease call whose answer was in flight (it was stopping) releases
+// the lease by the call's request id: the tasks are leased again at once, not at expiry.
+TEST_F(LeaseRegistryTest, ReleaseByRequestIdHandsBackALeaseWhoseAnswerWasNeverSeen) {
+  Start(LeaseRegistryOptions());
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(3, 10)), 3);
+  ASSERT_EQ(Lease(2, "req-1").tasks_size(), 2);  // the answer the worker never saw
+  EXPECT_EQ(registry_->Queued(), 1);
+  v1::ReleaseRequest rel;
+  rel.set_worker_id(worker_);
+  rel.set_lease_request_id("req-1");
+  auto released = registry_->Release(rel);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(released->requeued(), 2);
+  EXPECT_EQ(registry_->Queued(), 3);
+  // Back at the front of the queue, in their order.
+  v1::LeaseResponse again = Lease(3, "req-2");
+  ASSERT_EQ(again.tasks_size(), 3);
+  EXPECT_EQ(again.tasks(0).candidate_id(), "c0");
+  EXPECT_EQ(again.tasks(1).candidate_id(), "c1");
+  // Released once: a second release finds no lease for it (and a reused id is refused).
+  released = registry_->Release(rel);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(released->requeued(), 0);
+  v1::LeaseRequest reuse;
+  reuse.set_worker_id(worker_);
+  reuse.set_max_tasks(1);
+  reuse.set_request_id("req-2");
+  EXPECT_EQ(registry_->Lease(reuse).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// The release can overtake the call: a Lease whose request id was released takes nothing,
+// whether it arrives after the release or is still waiting (long poll) when it comes.
+TEST_F(LeaseRegistryTest, ReleasedRequestIdTakesNothing) {
+  Start(LeaseRegistryOptions());
+  v1::ReleaseRequest rel;
+  rel.set_worker_id(worker_);
+  rel.set_lease_request_id("late");
+  auto released = registry_->Release(rel);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(released->requeued(), 0);
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(2, 10)), 2);
+  v1::LeaseRequest req;
+  req.set_worker_id(worker_);
+  req.set_device_class(kDeviceClass);
+  req.set_max_tasks(2);
+  req.set_request_id("late");
+  EXPECT_EQ(registry_->Lease(req).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(registry_->Queued(), 2);
+
+  // Still waiting: the release wakes it and it answers Cancelled at once.
+  ASSERT_EQ(Lease(2).tasks_size(), 2);  // empty the queue
+  req.set_request_id("waiting");
+  req.set_wait_ms(20000);
+  const auto start = std::chrono::steady_clock::now();
+  auto waiting = std::async(std::launch::async, [&] { return registry_->Lease(req); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  rel.set_lease_request_id("waiting");
+  ASSERT_TRUE(registry_->Release(rel).ok());
+  absl::StatusOr<v1::LeaseResponse> answered = waiting.get();
+  EXPECT_EQ(answered.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(1, 10, "after")), 1);
+  EXPECT_EQ(registry_->Queued(), 1);
+
+  // Request ids are per worker: another worker's release does not touch this one's call.
+  v1::RegisterRequest other;
+  other.set_hostname("host-b");
+  other.add_devices()->set_device_class(kDeviceClass);
+  auto b = registry_->Register(other);
+  ASSERT_TRUE(b.ok()) << b.status();
+  rel.set_worker_id(b->worker_id());
+  rel.set_lease_request_id("mine");
+  ASSERT_TRUE(registry_->Release(rel).ok());
+  req.set_request_id("mine");
+  req.set_wait_ms(0);
+  auto mine = registry_->Lease(req);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->tasks_size(), 1);
+}
+
+// Withdraw hands back the candidate ids it forgot (the search may propose them again) and
+// never takes a re-timing task.
+TEST_F(LeaseRegistryTest, WithdrawReturnsIdsAndSkipsRetimings) {
+  Start(LeaseRegistryOptions());
+  std::vector<v1::Task> retimes = Tasks(2, 10, "r");
+  for (v1::Task& t : retimes) t.set_remeasure(true);
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(2, 10)), 2);
+  ASSERT_EQ(registry_->Enqueue(0, std::move(retimes)), 2);
+  std::vector<std::string> withdrawn = registry_->Withdraw("job-1", 0, 10);
+  EXPECT_EQ(withdrawn, (std::vector<std::string>{"c1", "c0"}));
+  EXPECT_EQ(registry_->Queued(), 2);
+  EXPECT_EQ(registry_->QueuedOf("job-1", 0), 2);
+}
+
+// A re-timing's result counts only from the lease that holds its task.
+TEST_F(LeaseRegistryTest, CompleteOnlyFromTheHoldingLease) {
+  Start(LeaseRegistryOptions());
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(2, 10)), 2);
+  v1::LeaseResponse l = Lease(1);
+  ASSERT_EQ(l.tasks_size(), 1);
+  // Queued (c1) and a wrong lease (c0): nothing completes.
+  auto none = registry_->Complete({"c0", "c1"}, std::string("lease-other"));
+  EXPECT_FALSE(none[0].has_value());
+  EXPECT_FALSE(none[1].has_value());
+  auto done = registry_->Complete({"c0", "c1"}, l.lease_id());
+  EXPECT_TRUE(done[0].has_value());
+  EXPECT_FALSE(done[1].has_value());
+  EXPECT_EQ(registry_->Queued(), 1);
 }
 
 }  // namespace

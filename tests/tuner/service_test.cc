@@ -55,6 +55,7 @@ class ServiceTest : public ::testing::Test {
     o.search.generations = 1;
     o.use_cost_model = false;
     o.reaper_interval_ms = 50;
+    o.remeasure_top = 0;  // the fake workers below answer trials only; see Retiming* tests
     return o;
   }
 
@@ -778,6 +779,149 @@ TEST_F(ServiceTest, OversizedMessageIsResourceExhaustedAndServerGoesOn) {
             grpc::StatusCode::RESOURCE_EXHAUSTED);
   v1::ListJobsResponse jobs;
   EXPECT_TRUE(tuner_->ListJobs(Ctx().get(), {}, &jobs).ok());
+}
+
+// A worker that cancelled a Lease call whose answer was in flight releases the lease by the
+// call's request id: its tasks go to another worker at once, not when the lease expires.
+TEST_F(ServiceTest, LeaseWhoseAnswerWasNeverSeenIsReleasedByRequestId) {
+  ServiceOptions o = Options();
+  o.lease_duration_ms = 120000;  // expiry would take two minutes
+  StartServer(o);
+  Submit(8, 8);
+  const std::string a = RegisterWorker("host-a");
+  const std::string b = RegisterWorker("host-b");
+  v1::LeaseRequest req;
+  req.set_worker_id(a);
+  req.set_device_class(kDeviceClass);
+  req.set_max_tasks(8);
+  req.set_wait_ms(10000);
+  req.set_request_id("a-call-1");
+  v1::LeaseResponse lost;  // the answer a never saw
+  ASSERT_TRUE(worker_->Lease(Ctx().get(), req, &lost).ok());
+  ASSERT_EQ(lost.tasks_size(), 8);
+  EXPECT_EQ(Lease(b, 8, 100).tasks_size(), 0);
+
+  v1::ReleaseRequest rel;
+  rel.set_worker_id(a);
+  rel.set_lease_request_id("a-call-1");
+  v1::ReleaseResponse resp;
+  ASSERT_TRUE(worker_->Release(Ctx().get(), rel, &resp).ok());
+  EXPECT_EQ(resp.requeued(), 8);
+  EXPECT_EQ(Lease(b, 8, 1000).tasks_size(), 8);
+
+  // Neither a lease id nor a request id: InvalidArgument.
+  rel.clear_lease_request_id();
+  grpc::Status st = worker_->Release(Ctx().get(), rel, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// The end of a job re-times its best records for longer: a lucky record (an impossibly fast
+// first figure) is the best until then, and the re-timing's repeats move it out of the best.
+// A retried report of a re-timing adds nothing twice; a failed one leaves its record.
+TEST_F(ServiceTest, RetimingMovesALuckyBestAndIsNotAddedTwice) {
+  ServiceOptions o = Options();
+  o.remeasure_top = 3;
+  StartServer(o);
+  const std::string job = Submit(8, 4);
+  const std::string w = RegisterWorker("fake-host");
+  constexpr double kLucky = 0.5;  // us; every other figure is >= 10 us
+  constexpr double kTrue = 500;   // what the lucky candidate really takes
+
+  std::string lucky;
+  std::map<std::string, int> retimed;  // candidate id -> times leased as a re-timing
+  bool checked_before = false, failed_one = false;
+  const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (Job(job).state() != v1::DONE && std::chrono::steady_clock::now() < stop) {
+    v1::LeaseResponse l = Lease(w, 4, 200);
+    if (l.tasks().empty()) continue;
+    v1::ReportRequest report = OkReport(w, l);
+    for (int i = 0; i < l.tasks_size(); ++i) {
+      const v1::Task& t = l.tasks(i);
+      v1::MeasureResult* r = report.mutable_results(i);
+      if (!t.remeasure()) {
+        EXPECT_TRUE(retimed.empty()) << "a trial after the re-timing began";
+        if (lucky.empty()) {
+          lucky = t.candidate_id();
+          r->clear_repeats_us();
+          for (int k = 0; k < 3; ++k) r->add_repeats_us(kLucky);
+          r->set_median_us(kLucky);
+        }
+        continue;
+      }
+      // A re-timing: 5x the job's min_repeat_ms, of a stored record.
+      EXPECT_DOUBLE_EQ(t.request().min_repeat_ms(), 5.0);
+      EXPECT_EQ(t.job_id(), job);
+      ++retimed[t.candidate_id()];
+      if (!checked_before) {
+        // Until the re-timing is reported, the lucky record is the job's best.
+        checked_before = true;
+        v1::JobStatus before = Job(job);
+        EXPECT_EQ(before.state(), v1::RUNNING);
+        EXPECT_EQ(before.workloads(0).trials_done(), 8);
+        EXPECT_DOUBLE_EQ(before.workloads(0).best_latency_us(), kLucky);
+        EXPECT_GT(before.workloads(0).remeasure_pending(), 0);
+      }
+      r->clear_repeats_us();
+      if (t.candidate_id() == lucky) {
+        for (int k = 0; k < 20; ++k) r->add_repeats_us(kTrue);
+        r->set_median_us(kTrue);
+      } else if (!failed_one) {
+        failed_one = true;  // this record keeps its figure and stays un-re-timed
+        r->set_error_class(v1::TIMEOUT);
+        r->set_error_msg("timed out");
+        r->set_median_us(0);
+      } else {
+        const double m = FakeMedian(t.candidate_id());
+        for (int k = 0; k < 10; ++k) r->add_repeats_us(m);
+      }
+    }
+    v1::ReportResponse first = Report(report);
+    EXPECT_EQ(first.accepted(), l.tasks_size());
+    bool has_retiming = false;
+    for (const v1::Task& t : l.tasks()) has_retiming = has_retiming || t.remeasure();
+    if (has_retiming) {
+      // The same report again (its answer was lost): nothing is added twice.
+      v1::ReportResponse again = Report(report);
+      EXPECT_EQ(again.accepted(), 0);
+      EXPECT_EQ(again.duplicates(), l.tasks_size());
+      // And once more carrying its tasks, as a worker's spool sends it.
+      for (const v1::Task& t : l.tasks()) *report.add_tasks() = t;
+      again = Report(report);
+      EXPECT_EQ(again.accepted(), 0);
+      EXPECT_EQ(again.duplicates(), l.tasks_size());
+    }
+  }
+  v1::JobStatus st = Job(job);
+  ASSERT_EQ(st.state(), v1::DONE);
+  ASSERT_FALSE(lucky.empty());
+  ASSERT_EQ(retimed.count(lucky), 1u) << "the lucky best was not re-timed";
+  for (const auto& [id, n] : retimed) EXPECT_EQ(n, 1) << id << " re-timed more than once";
+  EXPECT_EQ(st.workloads(0).trials_done(), 8);
+  EXPECT_TRUE(failed_one);
+  EXPECT_EQ(st.workloads(0).remeasure_failed(), 1);
+  EXPECT_EQ(st.workloads(0).remeasured(), static_cast<int>(retimed.size()) - 1);
+  EXPECT_EQ(st.workloads(0).remeasure_pending(), 0);
+  EXPECT_GT(st.workloads(0).best_latency_us(), kLucky);
+  EXPECT_EQ(StoredRecords(), 8);  // re-timings add repeats, never records
+
+  auto database = db::Database::Open(db_path_);
+  ASSERT_TRUE(database.ok()) << database.status();
+  auto rec = (*database)->GetByCandidateId(lucky);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->repeats_us.size(), 23u);  // 3 + 20, not 3 + 40
+  EXPECT_DOUBLE_EQ((*rec)->median_us, kTrue);
+  EXPECT_GT((*rec)->remeasured_at_ms, 0);
+  auto best = (*database)->Best((*rec)->workload_key, kDeviceClass);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_NE((*best)->candidate_id, lucky);
+  EXPECT_DOUBLE_EQ((*best)->median_us, st.workloads(0).best_latency_us());
+  auto top3 = (*database)->TopK((*rec)->workload_key, kDeviceClass, 3);
+  ASSERT_TRUE(top3.ok()) << top3.status();
+  int not_retimed = 0;
+  for (const db::Record& r : *top3) not_retimed += r.remeasured_at_ms == 0 ? 1 : 0;
+  // The best `remeasure_top` are all re-timed, but for the one whose re-timing failed.
+  EXPECT_LE(not_retimed, 1);
 }
 
 }  // namespace
