@@ -1,11 +1,13 @@
 // End-to-end: a worker stopped with SIGTERM hands its unstarted tasks back at once (Release),
-// and results a worker kept in its spool while the daemon was down count for the resumed job
-// after the daemon restarts. Real lathed and lathe-worker processes on loopback.
+// also those of a lease whose answer was still on its way to it, and results a worker kept in its
+// spool while the daemon was down count for the resumed job after the daemon restarts. Real lathed
+// and lathe-worker processes on loopback.
 #include <string>
 #include <vector>
 
 #include "ir/workload.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/e2e/worker_proxy.h"
 
 namespace lathe::e2e {
 namespace {
@@ -114,6 +116,52 @@ TEST(DrainTest, SpooledResultsCountForTheResumedJobAfterTheDaemonRestarts) {
   EXPECT_EQ(log.find("event=report_rejected"), std::string::npos);
   DbCount n = CountRecords(c.db(), Key());
   EXPECT_GE(n.records, 12);
+  EXPECT_EQ(n.distinct_candidates, n.records) << "a candidate was stored twice";
+}
+
+// The answer to the worker's Lease call is on its way (held back by a proxy) when the worker
+// is stopped: the daemon granted the lease, the worker never sees it. The worker releases it
+// by the call's request id, so its tasks go to another worker at once, not after the 120 s
+// lease.
+TEST(DrainTest, LeaseWhoseAnswerWasInFlightAtSigtermIsHandedBack) {
+  Cluster c;
+  ASSERT_TRUE(c.StartDaemon({"--heartbeat-ms", "300", "--remeasure-top", "0"}));
+  Process* a = nullptr;
+  int held = 0;
+  WorkerProxy proxy(c.address(), [&](int n, lathe::v1::LeaseResponse* lease) {
+    if (n != 1 || a == nullptr) return;
+    held = lease->tasks_size();
+    a->Signal(SIGTERM);
+    // The answer waits until the worker has given up on the call.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  });
+  ASSERT_TRUE(proxy.ok());
+  a = c.StartWorker({"--batch", "8"}, {}, proxy.address());
+  ASSERT_NE(a, nullptr);
+  auto client = c.Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 1));
+  absl::StatusOr<std::string> id = client->SubmitJob(SmallJob(kWorkload, 12, 12));
+  ASSERT_TRUE(id.ok()) << id.status();
+  std::optional<int> rc = a->Wait(30000);
+  ASSERT_TRUE(rc.has_value()) << "the worker did not exit after SIGTERM";
+  EXPECT_EQ(*rc, 0);
+  ASSERT_EQ(held, 8) << "the proxy never held a lease back";
+  const auto stopped_at = Clock::now();
+
+  ASSERT_NE(c.StartWorker({"--batch", "8"}), nullptr);
+  absl::StatusOr<lathe::v1::JobStatus> done = WaitForJob(*client, *id, 90);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), lathe::v1::DONE) << done->message();
+  EXPECT_EQ(TrialsDone(*done), 12);
+  EXPECT_LT(Clock::now() - stopped_at, std::chrono::seconds(60));
+  const std::string log = ReadAll(c.dir() + "/lathed.0.log");
+  EXPECT_EQ(log.find("event=lease_expired"), std::string::npos);
+  EXPECT_NE(log.find("requeued=8 by_request_id=1"), std::string::npos) << log;
+  EXPECT_NE(ReadAll(c.dir() + "/worker0.log").find("whose answer never arrived"),
+            std::string::npos);
+  DbCount n = CountRecords(c.db(), Key());
+  EXPECT_EQ(n.records, 12);
   EXPECT_EQ(n.distinct_candidates, n.records) << "a candidate was stored twice";
 }
 

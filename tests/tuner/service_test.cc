@@ -924,5 +924,61 @@ TEST_F(ServiceTest, RetimingMovesALuckyBestAndIsNotAddedTwice) {
   EXPECT_LE(not_retimed, 1);
 }
 
+// A daemon stopped while a job re-times its best records resumes the re-timing on restart:
+// the job stays RUNNING until its best records are re-timed, each exactly once.
+TEST_F(ServiceTest, RestartDuringRetimingResumesIt) {
+  ServiceOptions o = Options();
+  o.remeasure_top = 2;
+  StartServer(o);
+  const std::string job = Submit(6, 6);
+  std::string w = RegisterWorker("host-a");
+  v1::LeaseResponse trials = Lease(w, 6);
+  ASSERT_EQ(trials.tasks_size(), 6);
+  ASSERT_EQ(Report(OkReport(w, trials)).accepted(), 6);
+  v1::LeaseResponse first = Lease(w, 6);  // the re-timing, lost with the daemon
+  ASSERT_EQ(first.tasks_size(), 2);
+  for (const v1::Task& t : first.tasks()) EXPECT_TRUE(t.remeasure());
+  EXPECT_EQ(Job(job).state(), v1::RUNNING);
+  StopServer();
+
+  StartServer(o);
+  w = RegisterWorker("host-a");
+  v1::LeaseResponse again;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (again.tasks().empty() && std::chrono::steady_clock::now() < until) {
+    again = Lease(w, 6, 200);
+  }
+  ASSERT_EQ(again.tasks_size(), 2);
+  std::set<std::string> ids;
+  for (const v1::Task& t : again.tasks()) {
+    EXPECT_TRUE(t.remeasure());
+    ids.insert(t.candidate_id());
+  }
+  for (const v1::Task& t : first.tasks()) EXPECT_EQ(ids.count(t.candidate_id()), 1u);
+  // The old lease's report (a worker that kept it) adds nothing: that lease is gone.
+  v1::ReportResponse late = Report(OkReport(w, first));
+  EXPECT_EQ(late.accepted(), 0);
+  EXPECT_EQ(late.duplicates(), 2);
+  EXPECT_EQ(Report(OkReport(w, again)).accepted(), 2);
+  for (auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       Job(job).state() != v1::DONE && std::chrono::steady_clock::now() < stop;) {
+    v1::LeaseResponse more = Lease(w, 6, 200);
+    if (!more.tasks().empty()) Report(OkReport(w, more));
+  }
+  v1::JobStatus st = Job(job);
+  ASSERT_EQ(st.state(), v1::DONE);
+  EXPECT_EQ(st.workloads(0).trials_done(), 6);
+  EXPECT_GE(st.workloads(0).remeasured(), 2);
+  EXPECT_EQ(StoredRecords(), 6);
+  auto database = db::Database::Open(db_path_);
+  ASSERT_TRUE(database.ok()) << database.status();
+  for (const std::string& id : ids) {
+    auto rec = (*database)->GetByCandidateId(id);
+    ASSERT_TRUE(rec.ok() && rec->has_value());
+    EXPECT_EQ((*rec)->repeats_us.size(), 6u) << id;  // 3 + 3: one re-timing added
+    EXPECT_GT((*rec)->remeasured_at_ms, 0);
+  }
+}
+
 }  // namespace
 }  // namespace lathe::tuner
