@@ -156,6 +156,11 @@ class Database {
   // Updates state, trials done and error message; NotFound for an unknown uid.
   absl::Status UpdateJob(const std::string& uid, JobState state, int64_t trials_done,
                          const std::string& error_msg);
+  // UpdateJob, and replaces the job's spec_json in the same transaction (lathed keeps each
+  // workload's progress there, so that a resumed job knows its own trials); NotFound for an
+  // unknown uid.
+  absl::Status UpdateJobAndSpec(const std::string& uid, JobState state, int64_t trials_done,
+                                const std::string& error_msg, const std::string& spec_json);
   absl::StatusOr<std::optional<Job>> GetJob(const std::string& uid);
   // Jobs in creation order, only those in `state` when given.
   absl::StatusOr<std::vector<Job>> ListJobs(std::optional<JobState> state = std::nullopt);

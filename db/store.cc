@@ -151,6 +151,28 @@ absl::Status Database::UpdateJob(const std::string& uid, JobState state, int64_t
   return txn->Commit();
 }
 
+absl::Status Database::UpdateJobAndSpec(const std::string& uid, JobState state, int64_t trials_done,
+                                        const std::string& error_msg,
+                                        const std::string& spec_json) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Connection& conn = *impl_->conn;
+  absl::StatusOr<internal::Transaction> txn = internal::Transaction::BeginImmediate(conn);
+  if (!txn.ok()) return txn.status();
+  absl::StatusOr<Statement> stmt = conn.Prepare(
+      "UPDATE jobs SET state = ?, trials_done = ?, error_msg = ?, spec_json = ?, updated_at = ? "
+      "WHERE uid = ?");
+  if (!stmt.ok()) return stmt.status();
+  stmt->BindText(1, JobStateName(state))
+      .BindInt64(2, trials_done)
+      .BindText(3, error_msg)
+      .BindText(4, spec_json)
+      .BindInt64(5, internal::NowMs())
+      .BindText(6, uid);
+  if (absl::Status st = stmt->Run(); !st.ok()) return st;
+  if (conn.Changes() == 0) return absl::NotFoundError(absl::StrCat("job ", uid, ": no such job"));
+  return txn->Commit();
+}
+
 absl::StatusOr<std::optional<Job>> Database::GetJob(const std::string& uid) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   absl::StatusOr<Statement> stmt = impl_->conn->Prepare(absl::StrCat(kSelectJob, "WHERE uid = ?"));

@@ -1,5 +1,6 @@
 #include "tuner/job_runner.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <utility>
@@ -134,6 +136,25 @@ class NicedRunner {
 
 }  // namespace
 
+std::string JobSpecJson(const JobEntry& job) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions jo;
+  jo.always_print_primitive_fields = true;
+  nlohmann::json doc = nlohmann::json::object();
+  if (google::protobuf::util::MessageToJsonString(job.spec, &text, jo).ok()) {
+    doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object()) doc = nlohmann::json::object();
+  }
+  std::vector<int64_t> baseline, done;
+  for (const WorkloadRun& w : job.workloads) {
+    baseline.push_back(w.baseline);
+    done.push_back(w.done);
+  }
+  doc["baselineMeasured"] = baseline;
+  doc["doneMeasured"] = done;
+  return doc.dump();
+}
+
 class JobRunner::Impl {
  public:
   Impl(const JobRunnerOptions& o, LeaseRegistry* r, db::Database* d)
@@ -187,12 +208,22 @@ class JobRunner::Impl {
     return n;
   }
 
-  // `mu` need not be held.
-  void Persist(db::Database& database, const std::string& job_id, db::JobState state, int done,
+  // Writes the job's state, trials done and spec (with each workload's progress: see
+  // JobSpecJson). `mu` must NOT be held.
+  void Persist(db::Database& database, JobEntry& job, db::JobState state,
                const std::string& message) {
-    absl::Status st = database.UpdateJob(job_id, state, done, message);
+    int done;
+    std::string spec_json;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      // A job cancelled (or failed) meanwhile keeps the state its end wrote.
+      if (state == db::JobState::kRunning && Terminal(job.state)) return;
+      done = TotalDone(job);
+      spec_json = JobSpecJson(job);
+    }
+    absl::Status st = database.UpdateJobAndSpec(job.id, state, done, message, spec_json);
     if (!st.ok())
-      spdlog::error("event=job_persist_failed job={} error=\"{}\"", job_id, st.ToString());
+      spdlog::error("event=job_persist_failed job={} error=\"{}\"", job.id, st.ToString());
   }
 
   void StartJobThread(JobEntry* job) {
@@ -201,17 +232,15 @@ class JobRunner::Impl {
 
   // `mu` must NOT be held.
   void FailJob(JobEntry* job, db::Database& database, const std::string& message) {
-    int done;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (Terminal(job->state)) return;
       job->state = db::JobState::kFailed;
       job->message = message;
       registry->DropQueued(job->id);
-      done = TotalDone(*job);
       Touch(*job);
     }
-    Persist(database, job->id, db::JobState::kFailed, done, message);
+    Persist(database, *job, db::JobState::kFailed, message);
     spdlog::error("event=job_finished job={} state=failed message=\"{}\"", job->id, message);
   }
 
@@ -393,7 +422,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
     done_total = TotalDone(*job);
     Touch(*job);
   }
-  Persist(jdb, job->id, db::JobState::kRunning, done_total, "");
+  Persist(jdb, *job, db::JobState::kRunning, "");
   spdlog::info("event=job_started job={} device_class=\"{}\" workloads={} trials_done={}", job->id,
                dc, n, done_total);
 
@@ -448,14 +477,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       }
     }
     if (all_finished) {
-      if (options.remeasure_top > 0) {
-        int done_now;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          done_now = TotalDone(*job);
-        }
-        Persist(jdb, job->id, db::JobState::kRunning, done_now, "");
-      }
+      if (options.remeasure_top > 0) Persist(jdb, *job, db::JobState::kRunning, "");
       if (!RetimeBest(job, jdb, wls)) return;
       if (options.remeasure_top > 0) {
         for (size_t i = 0; i < n; ++i) RefreshBest(job, jdb, i, wls[i]);
@@ -468,7 +490,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
         done_total = TotalDone(*job);
         Touch(*job);
       }
-      Persist(jdb, job->id, db::JobState::kDone, done_total, "");
+      Persist(jdb, *job, db::JobState::kDone, "");
       spdlog::info("event=job_finished job={} state=done trials_done={}", job->id, done_total);
       return;
     }
@@ -519,16 +541,13 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
           }
         }
       });
-      // The stored count is informational (a resumed job recounts its stored traces), so it
-      // is written at most once per kPersistEvery: each write takes SQLite's write lock,
-      // which Report's inserts on the service's connection would otherwise keep waiting for.
+      // Written at most once per kPersistEvery: each write takes SQLite's write lock, which
+      // Report's inserts on the service's connection would otherwise keep waiting for. A
+      // resumed job recounts its stored traces, unless another job of its workloads ran
+      // meanwhile: then it starts from these counts (a little behind after a crash, exact
+      // after a graceful stop, which writes them last).
       if (Clock::now() - persisted_at >= kPersistEvery) {
-        int done_now;
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          done_now = TotalDone(*job);
-        }
-        Persist(jdb, job->id, db::JobState::kRunning, done_now, "");
+        Persist(jdb, *job, db::JobState::kRunning, "");
         persisted_at = Clock::now();
       }
     }
@@ -638,6 +657,15 @@ void JobRunner::Stop() {
     }
   }
   for (std::thread* t : threads) t->join();
+  // The exact progress of every unfinished job, for the next start (see JobSpecJson).
+  std::vector<JobEntry*> unfinished;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto& [id, job] : impl_->jobs) {
+      if (job->state == db::JobState::kRunning) unfinished.push_back(job.get());
+    }
+  }
+  for (JobEntry* job : unfinished) impl_->Persist(*impl_->db, *job, db::JobState::kRunning, "");
 }
 
 absl::StatusOr<v1::JobStatus> JobRunner::Get(const std::string& job_id) {
@@ -666,6 +694,7 @@ absl::StatusOr<v1::CancelJobResponse> JobRunner::Cancel(const std::string& job_i
   Impl& s = *impl_;
   v1::CancelJobResponse resp;
   int done;
+  JobEntry* entry;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.jobs.find(job_id);
@@ -673,6 +702,7 @@ absl::StatusOr<v1::CancelJobResponse> JobRunner::Cancel(const std::string& job_i
       return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
     }
     JobEntry& job = *it->second;
+    entry = &job;
     if (Terminal(job.state)) {
       *resp.mutable_status() = s.StatusOf(job);
       return resp;
@@ -684,7 +714,7 @@ absl::StatusOr<v1::CancelJobResponse> JobRunner::Cancel(const std::string& job_i
     s.Touch(job);
     *resp.mutable_status() = s.StatusOf(job);
   }
-  s.Persist(*s.db, job_id, db::JobState::kCancelled, done, "");
+  s.Persist(*s.db, *entry, db::JobState::kCancelled, "");
   spdlog::info("event=job_finished job={} state=cancelled trials_done={}", job_id, done);
   return resp;
 }

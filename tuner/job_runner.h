@@ -13,7 +13,11 @@
 // trials_done of a workload = traces stored for it when the service loaded the job minus its
 // baseline (at most its target), plus the results accounted since, never more than its
 // target: a restarted daemon resumes every QUEUED or RUNNING job exactly where its commits
-// stopped and never dispatches a stored trace again. The search dispatches at most
+// stopped and never dispatches a stored trace again. When another job of the same workload and
+// device class ran since the job was created, the stored traces are not all the job's: the
+// service then starts from the progress the job last persisted (JobSpecJson "doneMeasured":
+// exact after a graceful stop, up to a second of results behind after a crash, which only
+// costs a few more trials). The search dispatches at most
 // target - done - outstanding tasks; a result kept in a worker's spool across a restart adds
 // to done without a task of its own, so it withdraws a queued task (see Account). One cost model
 // per job (its device class's), fed with every reported result, retrained by the model itself when
@@ -121,6 +125,11 @@ struct StoredResult {
   // else when it failed. Never a trial.
   bool remeasure = false;
 };
+
+// The spec_json lathed stores for a job: its JobSpec as JSON (every field), plus per workload
+// "baselineMeasured" (traces stored for it when the job was created) and "doneMeasured" (its
+// trials done when this was written). Expects the runner's lock held for a job it runs.
+std::string JobSpecJson(const JobEntry& job);
 
 struct JobRunnerOptions {
   std::string db_path;  // each job thread opens its own connection

@@ -140,6 +140,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
   if (!stored.ok()) return stored.status();
   std::vector<std::unique_ptr<JobEntry>> loaded;
   std::vector<bool> resume;
+  std::vector<std::vector<int64_t>> persisted_done;  // per loaded job: "doneMeasured"
   for (const db::Job& j : *stored) {
     auto job = std::make_unique<JobEntry>();
     job->id = j.uid;
@@ -148,7 +149,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
     job->message = j.error_msg;
     job->created_ms = j.created_at_ms;
     job->updated_ms = j.updated_at_ms;
-    std::vector<int64_t> baseline;
+    std::vector<int64_t> baseline, done;
     nlohmann::json doc = nlohmann::json::parse(j.spec_json, nullptr, /*allow_exceptions=*/false);
     google::protobuf::util::JsonParseOptions po;
     po.ignore_unknown_fields = true;
@@ -157,6 +158,11 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       if (doc.contains("baselineMeasured") && doc["baselineMeasured"].is_array()) {
         for (const auto& v : doc["baselineMeasured"]) {
           baseline.push_back(v.is_number_integer() ? v.get<int64_t>() : 0);
+        }
+      }
+      if (doc.contains("doneMeasured") && doc["doneMeasured"].is_array()) {
+        for (const auto& v : doc["doneMeasured"]) {
+          done.push_back(v.is_number_integer() ? v.get<int64_t>() : 0);
         }
       }
       auto st = google::protobuf::util::JsonStringToMessage(j.spec_json, &job->spec, po);
@@ -174,7 +180,8 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       run.flops = w->flops;
       run.target = job->spec.trials();
       run.baseline = i < static_cast<int>(baseline.size()) ? baseline[i] : 0;
-      // Progress as committed (the job thread recomputes it when it starts).
+      // Progress as committed: the traces stored since the job was created (see below when
+      // another job of the workload ran meanwhile).
       {
         if (auto keys = MeasuredKeys(*s.db, w->key, j.device_class); keys.ok()) {
           run.done = static_cast<int>(std::clamp<int64_t>(
@@ -198,6 +205,33 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
     }
     resume.push_back(!Terminal(job->state));
     loaded.push_back(std::move(job));
+    persisted_done.push_back(std::move(done));
+  }
+  // A job whose workload another job (of the same device class) tuned since it was created
+  // did not store every trace counted above: it starts from its own persisted progress
+  // (job_runner.h).
+  for (size_t a = 0; a < loaded.size(); ++a) {
+    if (!resume[a]) continue;
+    JobEntry& job = *loaded[a];
+    for (size_t i = 0; i < job.workloads.size() && i < persisted_done[a].size(); ++i) {
+      WorkloadRun& run = job.workloads[i];
+      bool shared = false;
+      for (size_t b = 0; b < loaded.size() && !shared; ++b) {
+        const JobEntry& other = *loaded[b];
+        if (b == a || other.device_class != job.device_class) continue;
+        if (Terminal(other.state) && other.updated_ms < job.created_ms) continue;  // before
+        for (const WorkloadRun& o : other.workloads) shared = shared || o.key == run.key;
+      }
+      if (!shared) continue;
+      const int own = static_cast<int>(std::clamp<int64_t>(persisted_done[a][i], 0, run.target));
+      if (own < run.done) {
+        spdlog::info(
+            "event=job_progress_shared job={} workload=\"{}\" stored_since_created={} "
+            "own={}",
+            job.id, run.canonical, run.done, own);
+        run.done = own;
+      }
+    }
   }
   std::unique_ptr<TunerService> service(new TunerService(std::move(state)));
   State* sp = service->s_.get();
@@ -293,15 +327,6 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
     baseline.push_back(static_cast<int64_t>(keys->size()));
   }
 
-  std::string spec_text;
-  google::protobuf::util::JsonPrintOptions jo;
-  jo.always_print_primitive_fields = true;
-  if (auto st = google::protobuf::util::MessageToJsonString(spec, &spec_text, jo); !st.ok()) {
-    return absl::InternalError(absl::StrCat("spec to JSON: ", st.ToString()));
-  }
-  nlohmann::json doc = nlohmann::json::parse(spec_text);
-  doc["baselineMeasured"] = baseline;
-
   if (s_->runner.ShuttingDown()) return absl::UnavailableError("lathed is shutting down");
   auto job = std::make_unique<JobEntry>();
   job->id = s_->runner.NewJobId();
@@ -319,7 +344,7 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   }
   db::Job row;
   row.uid = job->id;
-  row.spec_json = doc.dump();
+  row.spec_json = JobSpecJson(*job);
   row.device_class = dc;
   row.state = db::JobState::kQueued;
   row.trials_requested = int64_t{spec.trials()} * spec.workloads_size();

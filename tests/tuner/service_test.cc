@@ -980,5 +980,40 @@ TEST_F(ServiceTest, RestartDuringRetimingResumesIt) {
   }
 }
 
+// Two jobs tune the same workload at once: after a restart, each resumes with its own trials,
+// not with every trace stored since it was created.
+TEST_F(ServiceTest, ResumedJobCountsOnlyItsOwnTrialsWhenAnotherJobSharedItsWorkload) {
+  StartServer(Options());
+  const std::string a = Submit(16, 4);
+  const std::string w = RegisterWorker("host-a");
+  v1::LeaseResponse first = Lease(w, 4);
+  ASSERT_EQ(first.tasks_size(), 4);
+  ASSERT_EQ(Report(OkReport(w, first)).accepted(), 4);
+  const std::string b = Submit(16, 4);
+  // Only b's tasks are measured; a's stay leased (a stops dispatching at its target), so the
+  // two jobs never measure one candidate.
+  int reported_b = 0;
+  for (int i = 0; i < 40 && reported_b < 8; ++i) {
+    v1::LeaseResponse l = Lease(w, 4, 500);
+    v1::LeaseResponse mine;
+    mine.set_lease_id(l.lease_id());
+    for (const v1::Task& t : l.tasks()) {
+      if (t.job_id() == b) *mine.add_tasks() = t;
+    }
+    if (mine.tasks().empty()) continue;
+    EXPECT_EQ(Report(OkReport(w, mine)).accepted(), mine.tasks_size());
+    reported_b += mine.tasks_size();
+  }
+  ASSERT_GE(reported_b, 8);
+  EXPECT_EQ(Job(a).workloads(0).trials_done(), 4);
+  EXPECT_EQ(Job(b).workloads(0).trials_done(), reported_b);
+  StopServer();
+  EXPECT_EQ(StoredRecords(), 4 + reported_b);
+
+  StartServer(Options());
+  EXPECT_EQ(Job(a).workloads(0).trials_done(), 4);
+  EXPECT_EQ(Job(b).workloads(0).trials_done(), reported_b);
+}
+
 }  // namespace
 }  // namespace lathe::tuner
