@@ -573,11 +573,19 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
         return;
       }
       std::vector<v1::Task> fresh;
+      int stored_elsewhere = 0;
       for (Candidate& c : *next) {
         std::string key = CandidateKey(c);
         if (!measured[i].insert(key).second) continue;
+        std::string id = CandidateId(wls[i].key, key, dc);
+        // Stored since this job read its measured set (another job of the workload measured
+        // it): its result would be a duplicate, not a trial of this job.
+        if (auto stored = jdb.GetByCandidateId(id); stored.ok() && stored->has_value()) {
+          ++stored_elsewhere;
+          continue;
+        }
         v1::Task t;
-        t.set_candidate_id(CandidateId(wls[i].key, key, dc));
+        t.set_candidate_id(std::move(id));
         t.set_job_id(job->id);
         t.set_device_class(dc);
         v1::MeasureRequest* req = t.mutable_request();
@@ -592,6 +600,9 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       std::lock_guard<std::mutex> lock(mu);
       if (stopping || job->cancel || Terminal(job->state)) return;
       WorkloadRun& w = job->workloads[i];
+      // Only candidates another job measured meanwhile: they are in `measured` now, so the
+      // next round proposes others.
+      if (fresh.empty() && stored_elsewhere > 0) continue;
       if (fresh.empty()) {
         if (w.outstanding == 0) {
           // Nothing new to measure: the space (as the search sees it) is exhausted.

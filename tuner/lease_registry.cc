@@ -37,6 +37,8 @@ constexpr size_t kTaskFraming = 8;
 constexpr size_t kMaxRequestIdBytes = 128;
 // Released request ids of Lease calls not answered yet that the registry remembers at most.
 constexpr size_t kMaxReleasedRequests = 65536;
+// Completed candidate ids remembered so that Enqueue skips them (see the header).
+constexpr size_t kMaxRememberedCompleted = 65536;
 
 struct TaskEntry {
   DispatchedTask d;
@@ -82,6 +84,9 @@ class LeaseRegistry::Impl {
   std::map<RequestKey, std::string> lease_of_request;  // -> lease id, for leases that have one
   // Request ids released before their Lease call was answered, with when to forget them.
   std::map<RequestKey, Clock::time_point> released_requests;
+  // The most recently completed candidate ids (their results are stored), oldest first.
+  std::set<std::string> completed;
+  std::deque<std::string> completed_order;
   std::map<std::string, WorkerEntry> workers;
   // Queued (not leased) tasks per job and workload index, kept beside `tasks` so that the job
   // runner can ask at every wake-up without a walk over every task.
@@ -485,6 +490,9 @@ int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks) {
     e.bytes = t.ByteSizeLong() + kTaskFraming;
     e.d.task = std::move(t);
     e.d.workload = workload;
+    // Its result was just stored (another job dispatched it): not a task any more, except
+    // for a re-timing of the stored record.
+    if (!e.d.task.remeasure() && s.completed.count(id) > 0) continue;
     auto [it, fresh] = s.tasks.emplace(id, std::move(e));
     if (!fresh) continue;  // another job dispatched it
     s.CountQueued(it->second.d, +1);
@@ -561,6 +569,13 @@ std::vector<std::optional<DispatchedTask>> LeaseRegistry::Complete(
       continue;
     TaskEntry task = std::move(t->second);
     s.tasks.erase(t);
+    if (!task.d.task.remeasure() && s.completed.insert(candidate_ids[i]).second) {
+      s.completed_order.push_back(candidate_ids[i]);
+      if (s.completed_order.size() > kMaxRememberedCompleted) {
+        s.completed.erase(s.completed_order.front());
+        s.completed_order.pop_front();
+      }
+    }
     if (task.lease_id.empty()) {
       s.CountQueued(task.d, -1);
     } else {

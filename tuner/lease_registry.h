@@ -82,7 +82,9 @@ class LeaseRegistry {
   // --- the job runner ---
   // Queues `tasks` (all of one job, workload index `workload`) at the back of their device
   // class's queue. A candidate id the registry already holds is skipped (another job
-  // dispatched it). Returns how many were queued.
+  // dispatched it), and so is one completed recently (the last 65536; its result is stored:
+  // two jobs of one workload may pick a candidate in the same instant) unless the task is a
+  // re-timing (Task.remeasure). Returns how many were queued.
   int Enqueue(int workload, std::vector<lathe::v1::Task> tasks);
   // Forgets the queued tasks of a job; its leased tasks stay (their results are still stored).
   void DropQueued(const std::string& job_id);

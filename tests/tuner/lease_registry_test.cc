@@ -211,5 +211,20 @@ TEST_F(LeaseRegistryTest, CompleteOnlyFromTheHoldingLease) {
   EXPECT_EQ(registry_->Queued(), 1);
 }
 
+// A candidate whose result was just stored is not queued again (another job of the workload
+// picked it in the same instant), unless as a re-timing of the stored record.
+TEST_F(LeaseRegistryTest, CompletedCandidateIsNotQueuedAgainButCanBeRetimed) {
+  Start(LeaseRegistryOptions());
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(2, 10)), 2);
+  v1::LeaseResponse l = Lease(2);
+  ASSERT_EQ(l.tasks_size(), 2);
+  ASSERT_TRUE(registry_->Complete({"c0", "c1"})[0].has_value());
+  EXPECT_EQ(registry_->Enqueue(0, Tasks(3, 10)), 1);  // c2 only
+  std::vector<v1::Task> retime = Tasks(1, 10);
+  retime[0].set_remeasure(true);
+  EXPECT_EQ(registry_->Enqueue(0, std::move(retime)), 1);
+  EXPECT_EQ(registry_->Queued(), 2);
+}
+
 }  // namespace
 }  // namespace lathe::tuner

@@ -1015,5 +1015,29 @@ TEST_F(ServiceTest, ResumedJobCountsOnlyItsOwnTrialsWhenAnotherJobSharedItsWorkl
   EXPECT_EQ(Job(b).workloads(0).trials_done(), reported_b);
 }
 
+// Two jobs of one workload at once: neither dispatches a candidate the other already stored,
+// so every trial of each is a record of its own.
+TEST_F(ServiceTest, ConcurrentJobsOfOneWorkloadMeasureEachCandidateOnce) {
+  StartServer(Options());
+  const std::string a = Submit(16, 4);
+  const std::string b = Submit(16, 4);
+  const std::string w = RegisterWorker("host-a");
+  std::map<std::string, int> reported;
+  const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+  while ((Job(a).state() != v1::DONE || Job(b).state() != v1::DONE) &&
+         std::chrono::steady_clock::now() < stop) {
+    v1::LeaseResponse l = Lease(w, 4, 200);
+    if (l.tasks().empty()) continue;
+    for (const v1::Task& t : l.tasks()) ++reported[t.job_id()];
+    v1::ReportResponse r = Report(OkReport(w, l));
+    EXPECT_EQ(r.accepted(), l.tasks_size()) << "a candidate was measured twice";
+  }
+  EXPECT_EQ(Job(a).state(), v1::DONE);
+  EXPECT_EQ(Job(b).state(), v1::DONE);
+  EXPECT_EQ(reported[a], 16);
+  EXPECT_EQ(reported[b], 16);
+  EXPECT_EQ(StoredRecords(), 32);
+}
+
 }  // namespace
 }  // namespace lathe::tuner
