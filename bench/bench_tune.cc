@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -62,6 +63,13 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a) {
   return std::chrono::duration<double>(Clock::now() - a).count();
+}
+
+// CPU seconds this process has used, every thread together.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 struct Workload {
@@ -308,8 +316,9 @@ void PrintOverhead(const std::vector<Run>& runs) {
   }
   std::printf("retraining on %zu programs: %.2f s\n\n", x.size(), train_s);
   std::printf(
-      "| workload | measured | round s (median of 3) | min | max | scored | invalid |\n"
-      "|---|---|---|---|---|---|---|\n");
+      "| workload | measured | round s (median of 3) | min | max | CPU s per round | scored | "
+      "invalid |\n"
+      "|---|---|---|---|---|---|---|---|\n");
   std::set<std::string> done;
   for (const Run& run : runs) {
     if (run.random || !done.insert(run.name).second) continue;
@@ -336,15 +345,19 @@ void PrintOverhead(const std::vector<Run>& runs) {
     std::mt19937_64 rng(7);
     std::vector<double> secs;
     tuner::SearchStats stats;
+    std::vector<double> cpu;  // process CPU seconds per round: less moved by other load
     for (int i = 0; i < 3; ++i) {
+      const double c0 = ProcessCpuSeconds();
       auto batch = tuner::NextBatch(**space, model, seeds, measured, 64, so, rng, &stats);
       if (!batch.ok()) break;
       secs.push_back(stats.seconds);
+      cpu.push_back(ProcessCpuSeconds() - c0);
     }
     if (secs.empty()) continue;
-    std::printf("| %s | %zu | %.2f | %.2f | %.2f | %d | %d |\n", run.name.c_str(), measured.size(),
-                Median(secs), *std::min_element(secs.begin(), secs.end()),
-                *std::max_element(secs.begin(), secs.end()), stats.scored, stats.invalid);
+    std::printf("| %s | %zu | %.2f | %.2f | %.2f | %.2f | %d | %d |\n", run.name.c_str(),
+                measured.size(), Median(secs), *std::min_element(secs.begin(), secs.end()),
+                *std::max_element(secs.begin(), secs.end()), Median(cpu), stats.scored,
+                stats.invalid);
   }
   std::printf("\ntarget: one round <= 1 s on 2 cores\n");
 }

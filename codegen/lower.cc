@@ -344,11 +344,15 @@ const std::vector<Lowerer::GuardTerm>& Lowerer::GuardTerms(const LStage& ls) con
   for (size_t r = 0; r < s.root_loops.size(); ++r) {
     const Expr& loop_value = ls.value.at(s.root_loops[r]);
     int64_t region = r < nspatial ? ls.region_ext[r] : s.loops.at(s.root_loops[r]).extent;
-    add(LT(loop_value, IntImm(region)), r >= nspatial);
+    // Most checks hold by the loops' ranges alone: those cost a bound, not a simplification.
+    if (ConstBound(loop_value, ranges_).hi >= region) {
+      add(LT(loop_value, IntImm(region)), r >= nspatial);
+    }
     if (r < nspatial && s.attach == AttachKind::kAt) {
       // The region may stick out of the tensor at its edges.
-      add(LT(ls.root_value[r], IntImm(s.tensor->shape[r])), false);
-      add(GE(ls.root_value[r], IntImm(0)), false);
+      const ConstInterval b = ConstBound(ls.root_value[r], ranges_);
+      if (b.hi >= s.tensor->shape[r]) add(LT(ls.root_value[r], IntImm(s.tensor->shape[r])), false);
+      if (b.lo < 0) add(GE(ls.root_value[r], IntImm(0)), false);
     }
   }
   // A split of a non-root loop whose parts do not tile it exactly can step past the end of

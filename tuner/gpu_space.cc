@@ -72,7 +72,9 @@ class GpuSpace : public SearchSpace {
   int num_sketches() const override { return 1; }
   absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
   absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
-  absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const override;
+  using SearchSpace::Mutate;
+  absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng,
+                                   const KnownCandidates* known) const override;
   absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const override;
 
  private:
@@ -303,13 +305,16 @@ absl::StatusOr<Candidate> GpuSpace::Sample(std::mt19937_64& rng) const {
   return absl::InternalError("no valid gpu sample in 64 attempts: " + std::string(last.message()));
 }
 
-absl::StatusOr<Candidate> GpuSpace::Mutate(const Candidate& base, std::mt19937_64& rng) const {
+absl::StatusOr<Candidate> GpuSpace::Mutate(const Candidate& base, std::mt19937_64& rng,
+                                           const KnownCandidates* known) const {
   if (base.decisions.size() != slots_.size()) {
     return absl::InvalidArgumentError("candidate is not from this search space");
   }
   absl::Status last = absl::InternalError("space has no decision to mutate");
   for (int attempt = 0; attempt < 32; ++attempt) {
-    Candidate c = base;
+    Candidate c;
+    c.sketch = base.sketch;
+    c.decisions = base.decisions;
     std::vector<size_t> open;
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i].choices.size() >= 2 && Relevant(c.decisions, slots_[i])) open.push_back(i);
@@ -331,6 +336,7 @@ absl::StatusOr<Candidate> GpuSpace::Mutate(const Candidate& base, std::mt19937_6
       c.decisions[i] = values[np];
     }
     if (c.decisions == base.decisions) continue;
+    if (const Candidate* k = known ? known->Find(c.decisions) : nullptr) return *k;
     auto f = Finish(std::move(c));
     if (f.ok()) return f;
     last = f.status();

@@ -27,6 +27,7 @@ namespace {
 struct Scored {
   size_t gen = 0, idx = 0;
   float score = 0;
+  size_t program = 0;  // ProgramScores' index of its program
 };
 
 // A fixed set of worker threads for the parallel loops of one round: started once per
@@ -139,17 +140,19 @@ class ProgramScores {
   ProgramScores(const SearchSpace& space, const cost_model::CostModel& model, WorkerPool& pool)
       : space_(space), model_(model), pool_(pool) {}
 
-  // Fills scores/ok for `cands` (ok[i] == 0 when the candidate does not lower). Once a
+  // Fills scores/ok for `cands` (ok[i] == 0 when the candidate does not lower) and the index
+  // of each one's program (equal for candidates of one program; below size()). Once a
   // candidate's program is scored its schedule is no longer needed: with `drop_schedules`
   // they are released here, so that a round holds one generation's schedules at a time
   // instead of every generation's (hundreds of megabytes of fresh pages otherwise).
   absl::Status Score(std::vector<Candidate>& cands, bool drop_schedules, std::vector<float>* scores,
-                     std::vector<char>* ok) {
+                     std::vector<char>* ok, std::vector<size_t>* programs) {
     scores->assign(cands.size(), 0.f);
     ok->assign(cands.size(), 0);
     std::vector<std::string> keys(cands.size());
     pool_.For(cands.size(), [&](size_t i) { keys[i] = ProgramKey(cands[i]); });
-    std::vector<size_t> program(cands.size());
+    std::vector<size_t>& program = *programs;
+    program.assign(cands.size(), 0);
     std::vector<size_t> todo;  // candidates whose program is new: lowered here
     for (size_t i = 0; i < cands.size(); ++i) {
       auto [it, fresh] = index_.try_emplace(std::move(keys[i]), programs_.size());
@@ -212,6 +215,7 @@ class ProgramScores {
     }
     return absl::OkStatus();
   }
+  size_t size() const { return programs_.size(); }
 
  private:
   struct Program {
@@ -246,7 +250,16 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   st = {};
   std::vector<Candidate> out;
   std::set<std::string> taken;
-  auto take = [&](const Candidate& c) {
+  // Programs (ProgramScores indices) already offered to `take`: the best-ranked decisions
+  // often share a program, and by the end of a round most of them are measured ones, so the
+  // key (the trace's JSON) is built once per program instead of once per decisions.
+  std::vector<char> offered;
+  auto take = [&](const Candidate& c, std::optional<size_t> program = std::nullopt) {
+    if (program) {
+      if (*program >= offered.size()) offered.resize(*program + 1, 0);
+      if (offered[*program]) return false;
+      offered[*program] = 1;
+    }
     std::string k = CandidateKey(c);
     if (measured.count(k) || !taken.insert(k).second) return false;
     out.push_back(c);
@@ -296,12 +309,26 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   // trace's JSON, too dear to build for the whole population.
   std::map<std::vector<int64_t>, Scored> best;
   std::vector<std::vector<Candidate>> generations;
+  // Mutations that land on decisions seen in an earlier generation copy that candidate
+  // instead of replaying it (`best` and `generations` do not change while they run).
+  struct Seen : KnownCandidates {
+    const std::map<std::vector<int64_t>, Scored>* best;
+    const std::vector<std::vector<Candidate>>* generations;
+    const Candidate* Find(const std::vector<int64_t>& decisions) const override {
+      auto it = best->find(decisions);
+      return it == best->end() ? nullptr : &(*generations)[it->second.gen][it->second.idx];
+    }
+  } seen;
+  seen.best = &best;
+  seen.generations = &generations;
   ProgramScores cache(space, model, pool);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int gen = 0; gen <= options.generations && !pop.empty(); ++gen) {
     std::vector<float> scores;
     std::vector<char> ok;
-    if (absl::Status s = cache.Score(pop, /*drop_schedules=*/true, &scores, &ok); !s.ok()) {
+    std::vector<size_t> programs;
+    if (absl::Status s = cache.Score(pop, /*drop_schedules=*/true, &scores, &ok, &programs);
+        !s.ok()) {
       return s;
     }
     st.scored += static_cast<int>(pop.size());
@@ -323,7 +350,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
       const float s = ok[i] ? scores[i] : -1e9f;
       if (!ok[i]) ++st.invalid;
       if (!ok[i] || best.count(pop[i].decisions)) continue;
-      best.emplace(pop[i].decisions, Scored{generations.size(), i, s});
+      best.emplace(pop[i].decisions, Scored{generations.size(), i, s, programs[i]});
     }
     generations.push_back(std::move(pop));
     const std::vector<Candidate>& parents = generations.back();
@@ -349,7 +376,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
       const Candidate& p = parents[parent[i]];
       if (mutate[i]) {
         std::mt19937_64 local(seed[i]);
-        auto m = space.Mutate(p, local);
+        auto m = space.Mutate(p, local, &seen);
         if (m.ok()) {
           next[i] = std::move(*m);
           return;
@@ -375,7 +402,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     std::vector<std::optional<Candidate>> neigh(mseed.size());
     pool.For(mseed.size(), [&](size_t i) {
       std::mt19937_64 local_rng(mseed[i]);
-      auto m = space.Mutate(seeds[i / per_seed], local_rng);
+      auto m = space.Mutate(seeds[i / per_seed], local_rng, &seen);
       if (m.ok()) neigh[i] = std::move(*m);
     });
     std::vector<Candidate> cands;
@@ -385,7 +412,9 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     }
     std::vector<float> scores;
     std::vector<char> ok;
-    if (absl::Status s = cache.Score(cands, /*drop_schedules=*/false, &scores, &ok); !s.ok()) {
+    std::vector<size_t> programs;
+    if (absl::Status s = cache.Score(cands, /*drop_schedules=*/false, &scores, &ok, &programs);
+        !s.ok()) {
       return s;
     }
     std::vector<size_t> order;
@@ -397,7 +426,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     int taken = 0;
     for (size_t i : order) {
       if (taken >= local_quota) break;
-      taken += take(cands[i]) ? 1 : 0;
+      taken += take(cands[i], programs[i]) ? 1 : 0;
     }
     st.local = taken;
   }
@@ -409,7 +438,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   int greedy = batch - static_cast<int>(batch * options.eps_greedy + 0.5);
   for (const Scored& s : ranked) {
     if (static_cast<int>(out.size()) >= greedy) break;
-    take(generations[s.gen][s.idx]);
+    take(generations[s.gen][s.idx], s.program);
   }
   random_fill(batch);
   // Candidates of the evolved generations gave up their schedules once scored: replay the

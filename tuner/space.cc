@@ -85,7 +85,9 @@ class CpuSpace : public SearchSpace {
   int num_sketches() const override { return 1; }
   absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
   absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
-  absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const override;
+  using SearchSpace::Mutate;
+  absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng,
+                                   const KnownCandidates* known) const override;
   absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const override;
   std::vector<Candidate> Heuristic(int max) const override;
   absl::StatusOr<Candidate> FromDecisions(int sketch,
@@ -559,10 +561,13 @@ absl::StatusOr<Candidate> CpuSpace::Sample(std::mt19937_64& rng) const {
   return absl::InternalError("no valid sample in 64 attempts: " + std::string(last.message()));
 }
 
-absl::StatusOr<Candidate> CpuSpace::Mutate(const Candidate& base, std::mt19937_64& rng) const {
+absl::StatusOr<Candidate> CpuSpace::Mutate(const Candidate& base, std::mt19937_64& rng,
+                                           const KnownCandidates* known) const {
   absl::Status last = absl::InternalError("space has no decision to mutate");
   for (int attempt = 0; attempt < 32; ++attempt) {
-    Candidate c = base;
+    Candidate c;  // not a copy of `base`: its trace and schedule are replaced anyway
+    c.sketch = base.sketch;
+    c.decisions = base.decisions;
     std::uniform_int_distribution<size_t> which(0, slots_.size() - 1);
     // Usually one decision, sometimes two.
     int changes = std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 2 : 1;
@@ -580,6 +585,7 @@ absl::StatusOr<Candidate> CpuSpace::Mutate(const Candidate& base, std::mt19937_6
       changed = true;
     }
     if (!changed) continue;
+    if (const Candidate* k = known ? known->Find(c.decisions) : nullptr) return *k;
     auto f = Finish(std::move(c));
     if (f.ok()) return f;
     last = f.status();

@@ -41,6 +41,16 @@ struct Candidate {
   std::shared_ptr<const ir::Schedule> schedule;
 };
 
+// Candidates a caller already holds, by decisions: a mutation that lands on one of them
+// copies it instead of replaying its schedule (an evolved population keeps revisiting the same
+// neighbours; replaying is a third of a search round).
+class KnownCandidates {
+ public:
+  virtual ~KnownCandidates() = default;
+  // The valid candidate of this space with these decisions, or null. Its schedule may be null.
+  virtual const Candidate* Find(const std::vector<int64_t>& decisions) const = 0;
+};
+
 class SearchSpace {
  public:
   // Analyses the workload's stages and builds its sketches. Fails only for workloads whose
@@ -57,7 +67,13 @@ class SearchSpace {
   // A random valid candidate, trace filled in.
   virtual absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const = 0;
   // A valid neighbour of `c` (one or more decisions changed), trace filled in.
-  virtual absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const = 0;
+  absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng) const {
+    return Mutate(c, rng, nullptr);
+  }
+  // The same neighbour (the same draws from `rng`), copied from `known` when it holds it: then
+  // its schedule is whatever the known one has, possibly null.
+  virtual absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng,
+                                           const KnownCandidates* known) const = 0;
   // The candidate that produced `trace`, to seed the search from stored records; fails for
   // traces that no sketch of this space produces.
   virtual absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const = 0;

@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "ir/printer.h"
 #include "test_util.h"  // tests/codegen: BuildAndCheck
 #include "tests/tuner/test_targets.h"
@@ -100,6 +106,54 @@ TEST(SpaceHeuristicTest, ConvGetsTheChannelVectorKernelFirst) {
                        t.find("vectorize(Y.local, [x])") != std::string::npos;
   }
   EXPECT_TRUE(x_vector_kernel);
+}
+
+// A mutation that lands on decisions the caller already holds copies that candidate: the
+// same draws give the same candidates as replaying each one, and the known ones are used.
+TEST_P(SpaceTest, MutationsReuseKnownCandidates) {
+  auto w = ir::MakeWorkload(GetParam());
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto space = SearchSpace::Create(*w, HostCpuTarget());
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::mt19937_64 rng(7);
+  auto base = (*space)->Sample(rng);
+  ASSERT_TRUE(base.ok()) << base.status();
+  struct Held : KnownCandidates {
+    std::map<std::vector<int64_t>, Candidate> by_decisions;
+    mutable int found = 0;
+    const Candidate* Find(const std::vector<int64_t>& d) const override {
+      auto it = by_decisions.find(d);
+      if (it == by_decisions.end()) return nullptr;
+      ++found;
+      return &it->second;
+    }
+  } held;
+  // Replayed: every neighbour from a fixed seed, kept without its schedule.
+  std::vector<Candidate> replayed;
+  std::mt19937_64 first(11);
+  for (int i = 0; i < 40; ++i) {
+    auto m = (*space)->Mutate(*base, first);
+    if (!m.ok()) continue;
+    replayed.push_back(*m);
+    Candidate kept = *m;
+    kept.schedule.reset();
+    held.by_decisions.emplace(kept.decisions, std::move(kept));
+  }
+  ASSERT_FALSE(replayed.empty());
+  // The same draws with the known candidates: the same candidates, none replayed.
+  std::mt19937_64 second(11);
+  size_t k = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto m = (*space)->Mutate(*base, second, &held);
+    if (!m.ok()) continue;
+    ASSERT_LT(k, replayed.size());
+    EXPECT_EQ(m->decisions, replayed[k].decisions);
+    EXPECT_EQ(m->trace, replayed[k].trace);
+    EXPECT_EQ(m->schedule, nullptr) << "replayed although its decisions were known";
+    ++k;
+  }
+  EXPECT_EQ(k, replayed.size());
+  EXPECT_EQ(held.found, static_cast<int>(replayed.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(
