@@ -131,6 +131,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
   const bool tty = isatty(STDERR_FILENO) == 1;
   bool bar_shown = false;
   int last_printed = -1;
+  int last_retiming_printed = -1;  // re-timings done when last printed (not a tty)
   lathe::v1::JobState last_state = lathe::v1::JOB_STATE_UNSPECIFIED;
   tuner::TuneResult r;
   r.workload = w->canonical;
@@ -182,6 +183,11 @@ int RunRemoteTune(const TuneCliOptions& o) {
       fmt::print(stderr, "\r{}\x1b[K", ProgressLine(p));
       std::fflush(stderr);
       bar_shown = true;
+    } else if (p.remeasure_total > 0) {
+      if (p.remeasure_done != last_retiming_printed) {
+        fmt::print(stderr, "{}\n", ProgressLine(p));
+        last_retiming_printed = p.remeasure_done;
+      }
     } else if (p.trials_done != last_printed &&
                (last_printed < 0 || p.trials_done / o.batch != last_printed / o.batch ||
                 tuner::IsFinal(s.state()))) {
