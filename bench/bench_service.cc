@@ -104,6 +104,9 @@ struct Daemon {
     o.search.threads = g_search_threads;
     o.search_nice = g_search_nice;
     o.use_cost_model = false;  // fake results would teach it nothing
+    // No re-timing of the best at the end of a job: the parts time dispatch and measurement
+    // throughput up to the last trial, and a job would stay open for the re-timing after it.
+    o.remeasure_top = 0;
     o.heartbeat_interval_ms = 10000;
     o.lease_duration_ms = 120000;
     auto s = TunerService::Create(o);
