@@ -132,45 +132,47 @@ absl::Status Database::CreateJob(const Job& job) {
   return txn->Commit();
 }
 
-absl::Status Database::UpdateJob(const std::string& uid, JobState state, int64_t trials_done,
-                                 const std::string& error_msg) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Connection& conn = *impl_->conn;
+namespace {
+
+// Sets a job's state, trials and error (and its spec_json, when given) in one transaction.
+absl::Status UpdateJobRow(Connection& conn, const std::string& uid, JobState state,
+                          int64_t trials_done, const std::string& error_msg,
+                          const std::string* spec_json) {
   absl::StatusOr<internal::Transaction> txn = internal::Transaction::BeginImmediate(conn);
   if (!txn.ok()) return txn.status();
   absl::StatusOr<Statement> stmt = conn.Prepare(
-      "UPDATE jobs SET state = ?, trials_done = ?, error_msg = ?, updated_at = ? WHERE uid = ?");
+      spec_json ? "UPDATE jobs SET state = ?, trials_done = ?, error_msg = ?, updated_at = ?, "
+                  "spec_json = ? WHERE uid = ?"
+                : "UPDATE jobs SET state = ?, trials_done = ?, error_msg = ?, updated_at = ? "
+                  "WHERE uid = ?");
   if (!stmt.ok()) return stmt.status();
   stmt->BindText(1, JobStateName(state))
       .BindInt64(2, trials_done)
       .BindText(3, error_msg)
-      .BindInt64(4, internal::NowMs())
-      .BindText(5, uid);
+      .BindInt64(4, internal::NowMs());
+  if (spec_json) {
+    stmt->BindText(5, *spec_json).BindText(6, uid);
+  } else {
+    stmt->BindText(5, uid);
+  }
   if (absl::Status st = stmt->Run(); !st.ok()) return st;
   if (conn.Changes() == 0) return absl::NotFoundError(absl::StrCat("job ", uid, ": no such job"));
   return txn->Commit();
+}
+
+}  // namespace
+
+absl::Status Database::UpdateJob(const std::string& uid, JobState state, int64_t trials_done,
+                                 const std::string& error_msg) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return UpdateJobRow(*impl_->conn, uid, state, trials_done, error_msg, nullptr);
 }
 
 absl::Status Database::UpdateJobAndSpec(const std::string& uid, JobState state, int64_t trials_done,
                                         const std::string& error_msg,
                                         const std::string& spec_json) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  Connection& conn = *impl_->conn;
-  absl::StatusOr<internal::Transaction> txn = internal::Transaction::BeginImmediate(conn);
-  if (!txn.ok()) return txn.status();
-  absl::StatusOr<Statement> stmt = conn.Prepare(
-      "UPDATE jobs SET state = ?, trials_done = ?, error_msg = ?, spec_json = ?, updated_at = ? "
-      "WHERE uid = ?");
-  if (!stmt.ok()) return stmt.status();
-  stmt->BindText(1, JobStateName(state))
-      .BindInt64(2, trials_done)
-      .BindText(3, error_msg)
-      .BindText(4, spec_json)
-      .BindInt64(5, internal::NowMs())
-      .BindText(6, uid);
-  if (absl::Status st = stmt->Run(); !st.ok()) return st;
-  if (conn.Changes() == 0) return absl::NotFoundError(absl::StrCat("job ", uid, ": no such job"));
-  return txn->Commit();
+  return UpdateJobRow(*impl_->conn, uid, state, trials_done, error_msg, &spec_json);
 }
 
 absl::StatusOr<std::optional<Job>> Database::GetJob(const std::string& uid) {

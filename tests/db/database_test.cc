@@ -332,5 +332,34 @@ TEST(DatabaseTest, Jobs) {
   EXPECT_EQ(db->ListJobs()->size(), 2u);
 }
 
+// UpdateJobAndSpec replaces the spec with the state in one step; the other job is untouched.
+TEST(DatabaseTest, UpdateJobAndSpecReplacesTheSpec) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  Job job;
+  job.uid = "job-1";
+  job.spec_json = "{\"trials\":8}";
+  job.device_class = kCpu2;
+  ASSERT_TRUE(db->CreateJob(job).ok());
+  job.uid = "job-2";
+  ASSERT_TRUE(db->CreateJob(job).ok());
+  ASSERT_TRUE(
+      db->UpdateJobAndSpec("job-1", JobState::kCancelled, 3, "stopped", "{\"trials\":8,\"done\":3}")
+          .ok());
+  EXPECT_EQ(db->UpdateJobAndSpec("job-9", JobState::kDone, 0, "", "{}").code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<std::optional<Job>> one = db->GetJob("job-1");
+  ASSERT_TRUE(one.ok() && one->has_value());
+  EXPECT_EQ((*one)->state, JobState::kCancelled);
+  EXPECT_EQ((*one)->trials_done, 3);
+  EXPECT_EQ((*one)->error_msg, "stopped");
+  EXPECT_EQ((*one)->spec_json, "{\"trials\":8,\"done\":3}");
+  absl::StatusOr<std::optional<Job>> two = db->GetJob("job-2");
+  ASSERT_TRUE(two.ok() && two->has_value());
+  EXPECT_EQ((*two)->state, JobState::kQueued);
+  EXPECT_EQ((*two)->spec_json, "{\"trials\":8}");
+}
+
 }  // namespace
 }  // namespace lathe::db
