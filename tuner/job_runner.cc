@@ -360,8 +360,6 @@ bool JobRunner::Impl::RetimeBest(JobEntry* job, db::Database& jdb,
 // ---------------------------------------------------------------------------------------
 // The search thread of one job.
 
-namespace {}  // namespace
-
 void JobRunner::Impl::RunJob(JobEntry* job) {
   db::OpenOptions oo;
   absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(options.db_path, oo);
