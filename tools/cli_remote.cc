@@ -111,6 +111,9 @@ int RunRemoteTune(const TuneCliOptions& o) {
   if (!(o.min_repeat_ms >= 0)) {
     return Fail(cmd, fmt::format("--min-repeat-ms {} (need >= 0)", o.min_repeat_ms), kExitUsage);
   }
+  if (o.remeasure_top < 0) {
+    return Fail(cmd, fmt::format("--remeasure-top {} (need >= 0)", o.remeasure_top), kExitUsage);
+  }
   absl::StatusOr<std::unique_ptr<tuner::TunerClient>> client =
       Connect(o.tuner, o.token_file, o.tls_ca);
   if (!client.ok()) return FailStatus(cmd, client.status());
@@ -122,6 +125,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
   spec.set_batch(o.batch);
   spec.set_seed(o.seed);
   spec.set_min_repeat_ms(o.min_repeat_ms);
+  if (o.remeasure_top_given) spec.set_remeasure_top(o.remeasure_top);
   absl::StatusOr<std::string> job_id = (*client)->SubmitJob(spec);
   if (!job_id.ok()) return FailStatus(cmd, job_id.status());
   fmt::print(stderr, "lathe tune: {} on lathed at {} (job {}), {} trials\n", w->canonical, o.tuner,

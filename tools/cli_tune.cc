@@ -229,8 +229,9 @@ std::string TuningCurveSvg(const std::vector<std::pair<int, double>>& curve, dou
 }
 
 int RunTune(const TuneCliOptions& o) {
-  if (!o.tuner.empty())
-    return Fail(kExitFailure, "the tuner service is not available in this build yet");
+  if (!o.tuner.empty()) {
+    return Fail(kExitFailure, "internal: a --tuner run goes to RunRemoteTune, not RunTune");
+  }
   absl::StatusOr<ir::Workload> w = ir::MakeWorkload(o.workload);
   if (!w.ok()) return Fail(kExitUsage, std::string(w.status().message()));
   if (o.target != "cpu" && !tuner::IsCudaTarget(o.target)) {

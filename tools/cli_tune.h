@@ -33,7 +33,9 @@ struct TuneCliOptions {
   uint64_t seed = 0;                 // --seed S (0: from the clock)
   double min_repeat_ms = 100;        // --min-repeat-ms X
   bool no_baseline = false;          // --no-baseline: skip the library measurement
-  int remeasure_top = 5;             // --remeasure-top N (embedded only; 0: off)
+  int remeasure_top = 5;             // --remeasure-top N (0: off)
+  bool remeasure_top_given = false;  // --remeasure-top was on the command line (--tuner: else
+                                     // the daemon's default)
 };
 
 // Runs the embedded `lathe tune` (options.tuner must be empty) and returns the exit status: 0

@@ -86,10 +86,11 @@ int main(int argc, char** argv) {
   t->add_option("--min-repeat-ms", tune.min_repeat_ms,
                 "time each candidate for at least this long (default 100)");
   t->add_flag("--no-baseline", tune.no_baseline, "do not measure the library baseline");
-  t->add_option("--remeasure-top", tune.remeasure_top,
-                "at the end, re-time the best N records for longer (5x --min-repeat-ms, two "
-                "passes) so that a lucky short measurement cannot stay the best; 0: off "
-                "(default 5; embedded runs only)");
+  CLI::Option* remeasure_top = t->add_option(
+      "--remeasure-top", tune.remeasure_top,
+      "at the end, re-time the best N records for longer (5x --min-repeat-ms) so that a lucky "
+      "short measurement cannot stay the best; 0: off (default 5; with --tuner: the daemon's "
+      "--remeasure-top)");
   lathe::tools::RemoteOptions workers;
   CLI::App* wk = app.add_subcommand("workers", "list a lathed daemon's measurement workers");
   AddRemoteOptions(wk, &workers.tuner, &workers.token_file, &workers.tls_ca,
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
   }
   if (d->parsed()) return lathe::tools::RunDb(db_sub, db_path, db_file, db_json);
   if (t->parsed()) {
+    tune.remeasure_top_given = remeasure_top->count() > 0;
     if (!tune.tuner.empty()) return lathe::tools::RunRemoteTune(tune);
     return lathe::tools::RunTune(tune);
   }

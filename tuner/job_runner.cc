@@ -245,6 +245,10 @@ class JobRunner::Impl {
   }
 
   void RunJob(JobEntry* job);
+  // Best records re-timed per workload at the end of `job`: its spec's, else the daemon's.
+  int RemeasureTop(const JobEntry& job) const {
+    return job.spec.has_remeasure_top() ? job.spec.remeasure_top() : options.remeasure_top;
+  }
   // The re-timing phase (see the header). False when the job thread must return at once
   // (stopping, cancelled); true when the job is ready to be DONE. `mu` must NOT be held.
   bool RetimeBest(JobEntry* job, db::Database& jdb, const std::vector<ir::Workload>& wls);
@@ -266,7 +270,7 @@ void JobRunner::Impl::RefreshBest(JobEntry* job, db::Database& jdb, size_t i,
 
 bool JobRunner::Impl::RetimeBest(JobEntry* job, db::Database& jdb,
                                  const std::vector<ir::Workload>& wls) {
-  const int top = options.remeasure_top;
+  const int top = RemeasureTop(*job);
   const size_t n = wls.size();
   const std::string& dc = job->device_class;
   {
@@ -475,9 +479,9 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       }
     }
     if (all_finished) {
-      if (options.remeasure_top > 0) Persist(jdb, *job, db::JobState::kRunning, "");
+      if (RemeasureTop(*job) > 0) Persist(jdb, *job, db::JobState::kRunning, "");
       if (!RetimeBest(job, jdb, wls)) return;
-      if (options.remeasure_top > 0) {
+      if (RemeasureTop(*job) > 0) {
         for (size_t i = 0; i < n; ++i) RefreshBest(job, jdb, i, wls[i]);
       }
       {

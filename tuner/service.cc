@@ -41,6 +41,7 @@ constexpr double kDefaultMinRepeatMs = 100;
 constexpr int kMaxWorkloadsPerJob = 256;
 constexpr int kMaxTrials = 1000000;
 constexpr int kMaxBatch = 4096;
+constexpr int kMaxRemeasureTop = 1000;  // as lathed --remeasure-top
 
 bool Terminal(db::JobState s) {
   return s == db::JobState::kDone || s == db::JobState::kFailed || s == db::JobState::kCancelled;
@@ -284,6 +285,11 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   if (!Finite(spec.min_repeat_ms()) || spec.min_repeat_ms() < 0 || spec.min_repeat_ms() > 6e4) {
     return absl::InvalidArgumentError(
         absl::StrCat("spec.min_repeat_ms ", spec.min_repeat_ms(), " (need 0..60000)"));
+  }
+  if (spec.has_remeasure_top() &&
+      (spec.remeasure_top() < 0 || spec.remeasure_top() > kMaxRemeasureTop)) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.remeasure_top ", spec.remeasure_top(),
+                                                   " (need 0..", kMaxRemeasureTop, ")"));
   }
   if (spec.target().empty()) spec.set_target("cpu");
   const std::string& tgt = spec.target();

@@ -924,6 +924,55 @@ TEST_F(ServiceTest, RetimingMovesALuckyBestAndIsNotAddedTwice) {
   EXPECT_LE(not_retimed, 1);
 }
 
+// A job's spec may set its own re-timing of the best: 0 turns off the daemon's, N > 0 turns
+// it on where the daemon's is off; out of range is INVALID_ARGUMENT.
+TEST_F(ServiceTest, JobSpecRemeasureTopOverridesTheDaemons) {
+  ServiceOptions o = Options();
+  o.remeasure_top = 3;
+  StartServer(o);
+  const std::string w = RegisterWorker("fake-host");
+  // Leases until `job` is DONE; returns how many re-timing tasks it was handed.
+  auto run = [&](const std::string& job) {
+    int retimings = 0;
+    const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+    while (Job(job).state() != v1::DONE && std::chrono::steady_clock::now() < stop) {
+      v1::LeaseResponse l = Lease(w, 4, 200);
+      for (const v1::Task& t : l.tasks()) retimings += t.remeasure() ? 1 : 0;
+      if (!l.tasks().empty()) Report(OkReport(w, l));
+    }
+    EXPECT_EQ(Job(job).state(), v1::DONE);
+    return retimings;
+  };
+  auto submit = [&](int remeasure_top, uint64_t seed) {
+    v1::SubmitJobRequest req;
+    req.mutable_spec()->add_workloads(kSpec);
+    req.mutable_spec()->set_device_class(kDeviceClass);
+    req.mutable_spec()->set_trials(6);
+    req.mutable_spec()->set_batch(3);
+    req.mutable_spec()->set_seed(seed);
+    req.mutable_spec()->set_min_repeat_ms(1);
+    req.mutable_spec()->set_remeasure_top(remeasure_top);
+    v1::SubmitJobResponse resp;
+    grpc::Status st = tuner_->SubmitJob(Ctx().get(), req, &resp);
+    return std::make_pair(st, resp.job_id());
+  };
+  auto off = submit(0, 7);
+  ASSERT_TRUE(off.first.ok()) << off.first.error_message();
+  EXPECT_EQ(run(off.second), 0) << "spec.remeasure_top 0 still re-timed";
+  EXPECT_EQ(Job(off.second).workloads(0).remeasured(), 0);
+  auto two = submit(2, 8);
+  ASSERT_TRUE(two.first.ok()) << two.first.error_message();
+  const int retimings = run(two.second);
+  EXPECT_GE(retimings, 2);
+  EXPECT_LE(retimings, 4);  // at most 2 x remeasure_top per workload
+  EXPECT_EQ(Job(two.second).workloads(0).remeasured(), retimings);
+  for (int bad : {-1, 1001}) {
+    auto r = submit(bad, 9);
+    EXPECT_EQ(r.first.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_NE(r.first.error_message().find("remeasure_top"), std::string::npos);
+  }
+}
+
 // A daemon stopped while a job re-times its best records resumes the re-timing on restart:
 // the job stays RUNNING until its best records are re-timed, each exactly once.
 TEST_F(ServiceTest, RestartDuringRetimingResumesIt) {
