@@ -305,15 +305,21 @@ TEST(DatabaseTest, CostModels) {
   EXPECT_FALSE(db->GetCostModel(kCpu4)->has_value());
 }
 
+// A queued job of device class kCpu2.
+Job TestJob(const std::string& uid, const std::string& spec_json) {
+  Job job;
+  job.uid = uid;
+  job.spec_json = spec_json;
+  job.device_class = kCpu2;
+  job.trials_requested = 64;
+  return job;
+}
+
 TEST(DatabaseTest, Jobs) {
   TempDir dir;
   auto db = OpenOrDie(dir.File("t.db"));
   ASSERT_NE(db, nullptr);
-  Job job;
-  job.uid = "job-1";
-  job.spec_json = "{\"workloads\":[\"matmul:k=1,m=1,n=1\"]}";
-  job.device_class = kCpu2;
-  job.trials_requested = 64;
+  Job job = TestJob("job-1", "{\"workloads\":[\"matmul:k=1,m=1,n=1\"]}");
   ASSERT_TRUE(db->CreateJob(job).ok());
   EXPECT_EQ(db->CreateJob(job).code(), absl::StatusCode::kAlreadyExists);
   job.uid = "job-2";
@@ -337,13 +343,8 @@ TEST(DatabaseTest, UpdateJobAndSpecReplacesTheSpec) {
   TempDir dir;
   auto db = OpenOrDie(dir.File("t.db"));
   ASSERT_NE(db, nullptr);
-  Job job;
-  job.uid = "job-1";
-  job.spec_json = "{\"trials\":8}";
-  job.device_class = kCpu2;
-  ASSERT_TRUE(db->CreateJob(job).ok());
-  job.uid = "job-2";
-  ASSERT_TRUE(db->CreateJob(job).ok());
+  ASSERT_TRUE(db->CreateJob(TestJob("job-1", "{\"trials\":8}")).ok());
+  ASSERT_TRUE(db->CreateJob(TestJob("job-2", "{\"trials\":8}")).ok());
   ASSERT_TRUE(
       db->UpdateJobAndSpec("job-1", JobState::kCancelled, 3, "stopped", "{\"trials\":8,\"done\":3}")
           .ok());
