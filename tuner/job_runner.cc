@@ -145,13 +145,18 @@ std::string JobSpecJson(const JobEntry& job) {
     doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!doc.is_object()) doc = nlohmann::json::object();
   }
-  std::vector<int64_t> baseline, done;
+  std::vector<int64_t> baseline, done, remeasured, remeasure_failed;
   for (const WorkloadRun& w : job.workloads) {
     baseline.push_back(w.baseline);
     done.push_back(w.done);
+    remeasured.push_back(w.remeasured);
+    remeasure_failed.push_back(w.remeasure_failed);
   }
   doc["baselineMeasured"] = baseline;
   doc["doneMeasured"] = done;
+  // The re-timing's progress, so that a reloaded job shows it (the records keep the repeats).
+  doc["remeasuredCount"] = remeasured;
+  doc["remeasureFailedCount"] = remeasure_failed;
   return doc.dump();
 }
 

@@ -150,22 +150,23 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
     job->message = j.error_msg;
     job->created_ms = j.created_at_ms;
     job->updated_ms = j.updated_at_ms;
-    std::vector<int64_t> baseline, done;
+    std::vector<int64_t> baseline, done, remeasured, remeasure_failed;
     nlohmann::json doc = nlohmann::json::parse(j.spec_json, nullptr, /*allow_exceptions=*/false);
     google::protobuf::util::JsonParseOptions po;
     po.ignore_unknown_fields = true;
     absl::Status parsed = absl::InvalidArgumentError("spec is not a JSON object");
     if (doc.is_object()) {
-      if (doc.contains("baselineMeasured") && doc["baselineMeasured"].is_array()) {
-        for (const auto& v : doc["baselineMeasured"]) {
-          baseline.push_back(v.is_number_integer() ? v.get<int64_t>() : 0);
+      // Per-workload counts that JobSpecJson adds to the spec (absent in older databases).
+      auto ints = [&](const char* name, std::vector<int64_t>* out) {
+        if (!doc.contains(name) || !doc[name].is_array()) return;
+        for (const auto& v : doc[name]) {
+          out->push_back(v.is_number_integer() ? v.get<int64_t>() : 0);
         }
-      }
-      if (doc.contains("doneMeasured") && doc["doneMeasured"].is_array()) {
-        for (const auto& v : doc["doneMeasured"]) {
-          done.push_back(v.is_number_integer() ? v.get<int64_t>() : 0);
-        }
-      }
+      };
+      ints("baselineMeasured", &baseline);
+      ints("doneMeasured", &done);
+      ints("remeasuredCount", &remeasured);
+      ints("remeasureFailedCount", &remeasure_failed);
       auto st = google::protobuf::util::JsonStringToMessage(j.spec_json, &job->spec, po);
       parsed = st.ok() ? absl::OkStatus() : absl::InvalidArgumentError(st.ToString());
     }
@@ -181,6 +182,14 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       run.flops = w->flops;
       run.target = job->spec.trials();
       run.baseline = i < static_cast<int>(baseline.size()) ? baseline[i] : 0;
+      if (i < static_cast<int>(remeasured.size())) {
+        run.remeasured =
+            static_cast<int>(std::clamp<int64_t>(remeasured[i], 0, kMaxRemeasureTop * 2));
+      }
+      if (i < static_cast<int>(remeasure_failed.size())) {
+        run.remeasure_failed =
+            static_cast<int>(std::clamp<int64_t>(remeasure_failed[i], 0, kMaxRemeasureTop * 2));
+      }
       // Progress as committed: the traces stored since the job was created (see below when
       // another job of the workload ran meanwhile).
       {

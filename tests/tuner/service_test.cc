@@ -924,8 +924,8 @@ TEST_F(ServiceTest, RetimingMovesALuckyBestAndIsNotAddedTwice) {
   EXPECT_LE(not_retimed, 1);
 }
 
-// A job's spec may set its own re-timing of the best: 0 turns off the daemon's, N > 0 turns
-// it on where the daemon's is off; out of range is INVALID_ARGUMENT.
+// A job's spec may set its own re-timing of the best: 0 turns off the daemon's, N > 0 sets
+// how many; out of range is INVALID_ARGUMENT. The counts survive a restart.
 TEST_F(ServiceTest, JobSpecRemeasureTopOverridesTheDaemons) {
   ServiceOptions o = Options();
   o.remeasure_top = 3;
@@ -966,6 +966,13 @@ TEST_F(ServiceTest, JobSpecRemeasureTopOverridesTheDaemons) {
   EXPECT_GE(retimings, 2);
   EXPECT_LE(retimings, 4);  // at most 2 x remeasure_top per workload
   EXPECT_EQ(Job(two.second).workloads(0).remeasured(), retimings);
+  // A restarted daemon shows the finished job's re-timing as it was.
+  StopServer();
+  StartServer(o);
+  v1::JobStatus reloaded = Job(two.second);
+  EXPECT_EQ(reloaded.state(), v1::DONE);
+  EXPECT_EQ(reloaded.workloads(0).remeasured(), retimings);
+  EXPECT_EQ(reloaded.workloads(0).remeasure_pending(), 0);
   for (int bad : {-1, 1001}) {
     auto r = submit(bad, 9);
     EXPECT_EQ(r.first.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
