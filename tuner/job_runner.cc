@@ -1,16 +1,11 @@
 #include "tuner/job_runner.h"
 
 #include <google/protobuf/util/json_util.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -23,6 +18,7 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "spdlog/spdlog.h"
+#include "tuner/niced_runner.h"
 #include "tuner/space.h"
 #include "tuner/tune.h"
 #include "tuner/tune_common.h"
@@ -65,74 +61,6 @@ v1::JobState ToProto(db::JobState s) {
   }
   return v1::JOB_STATE_UNSPECIFIED;
 }
-
-// Lowers the calling thread's scheduling priority (Linux: nice is per thread, and threads it
-// creates inherit it). Failing to is harmless: the search just competes at full priority.
-void NiceThisThread(int nice) {
-  if (nice <= 0) return;
-  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
-  if (setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(nice, 19)) != 0) {
-    spdlog::debug("event=search_nice_failed error=\"{}\"", std::strerror(errno));
-  }
-}
-
-// Runs closures on one thread of its own at nice value `nice` and waits for each. The heavy
-// parts of a job (search rounds, featurization, retraining) run this way while the job thread
-// itself keeps normal priority: it takes the jobs' and the registry's locks, and a lock holder
-// starved of CPU by the very threads that wait for the lock (priority inversion) would bring
-// back the latency the nice value is there to remove. The thread lives as long as the job's
-// thread (a thread per call cost a clone and a setpriority per reported result).
-class NicedRunner {
- public:
-  explicit NicedRunner(int nice) : nice_(nice) {}
-  ~NicedRunner() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  NicedRunner(const NicedRunner&) = delete;
-  NicedRunner& operator=(const NicedRunner&) = delete;
-
-  // Runs `fn` on the niced thread (inline when nice <= 0) and returns when it has returned.
-  void Run(const std::function<void()>& fn) {
-    if (nice_ <= 0) {
-      fn();
-      return;
-    }
-    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
-    std::unique_lock<std::mutex> lock(mu_);
-    fn_ = &fn;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return fn_ == nullptr; });
-  }
-
- private:
-  void Loop() {
-    NiceThisThread(nice_);
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return quit_ || fn_ != nullptr; });
-      if (fn_ == nullptr) return;  // quit_ with nothing to run
-      const std::function<void()>* fn = fn_;
-      lock.unlock();
-      (*fn)();
-      lock.lock();
-      fn_ = nullptr;
-      cv_.notify_all();
-    }
-  }
-
-  const int nice_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  const std::function<void()>* fn_ = nullptr;  // the closure to run; null when done
-  bool quit_ = false;
-  std::thread thread_;
-};
 
 }  // namespace
 
