@@ -82,8 +82,12 @@ class LeaseRegistry::Impl {
   std::map<std::string, std::deque<std::string>> queues;  // device class -> candidate ids
   std::map<std::string, LeaseEntry> leases;
   std::map<RequestKey, std::string> lease_of_request;  // -> lease id, for leases that have one
-  // Request ids released before their Lease call was answered, with when to forget them.
+  // Request ids released before their Lease call was answered, with when to forget them, and
+  // the same in the order they were released (every id is kept for the same time, so that is
+  // the order to forget them in; an entry whose time no longer matches the map's is stale: the
+  // id was released again or forgotten).
   std::map<RequestKey, Clock::time_point> released_requests;
+  std::deque<std::pair<Clock::time_point, RequestKey>> released_order;
   // The most recently completed candidate ids (their results are stored), oldest first.
   std::set<std::string> completed;
   std::deque<std::string> completed_order;
@@ -151,14 +155,31 @@ class LeaseRegistry::Impl {
         Clock::now() + std::chrono::milliseconds(int64_t{options.max_wait_ms} +
                                                  int64_t{options.lease_duration_ms});
     released_requests[key] = forget;
-    while (released_requests.size() > kMaxReleasedRequests) {
-      auto oldest = released_requests.begin();
-      for (auto it = released_requests.begin(); it != released_requests.end(); ++it) {
-        if (it->second < oldest->second) oldest = it;
+    released_order.emplace_back(forget, key);
+    if (released_order.size() > 2 * kMaxReleasedRequests) {
+      // One id released again and again leaves stale entries behind: keep the current ones.
+      std::deque<std::pair<Clock::time_point, RequestKey>> current;
+      for (const auto& [t, k] : released_order) {
+        auto it = released_requests.find(k);
+        if (it != released_requests.end() && it->second == t) current.emplace_back(t, k);
       }
-      released_requests.erase(oldest);
+      released_order = std::move(current);
     }
+    ForgetReleased(Clock::time_point::min());
     work_cv.notify_all();
+  }
+
+  // Forgets the released request ids due by `now`, and the oldest ones past
+  // kMaxReleasedRequests.
+  void ForgetReleased(Clock::time_point now) {
+    while (!released_order.empty()) {
+      const auto& [forget, key] = released_order.front();
+      auto it = released_requests.find(key);
+      const bool current = it != released_requests.end() && it->second == forget;
+      if (current && forget > now && released_requests.size() <= kMaxReleasedRequests) break;
+      if (current) released_requests.erase(it);
+      released_order.pop_front();
+    }
   }
 
   int64_t Queued() const {
@@ -224,9 +245,7 @@ class LeaseRegistry::Impl {
                      it->second.worker_id, back);
         it = EraseLease(it);
       }
-      for (auto it = released_requests.begin(); it != released_requests.end();) {
-        it = it->second <= now ? released_requests.erase(it) : std::next(it);
-      }
+      ForgetReleased(now);
       const auto lost_after = std::chrono::milliseconds(int64_t{options.heartbeat_interval_ms} *
                                                         std::max(1, options.lost_after_heartbeats));
       for (auto& [id, w] : workers) {

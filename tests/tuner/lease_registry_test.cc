@@ -131,6 +131,46 @@ TEST_F(LeaseRegistryTest, ReleaseByRequestIdHandsBackALeaseWhoseAnswerWasNeverSe
   EXPECT_EQ(registry_->Lease(reuse).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
+// The registry remembers at most 65536 released request ids: past that the oldest is
+// forgotten first (its late call then leases as usual), and one id released over and over
+// counts once.
+TEST_F(LeaseRegistryTest, RememberedReleasesAreBoundedOldestForgottenFirst) {
+  Start(LeaseRegistryOptions());
+  v1::ReleaseRequest rel;
+  rel.set_worker_id(worker_);
+  for (int i = 0; i < 3; ++i) {
+    rel.set_lease_request_id("again");
+    ASSERT_TRUE(registry_->Release(rel).ok());
+  }
+  constexpr int kRemembered = 65536;
+  for (int i = 0; i < kRemembered; ++i) {
+    rel.set_lease_request_id("r" + std::to_string(i));
+    ASSERT_TRUE(registry_->Release(rel).ok());
+  }
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(4, 10)), 4);
+  v1::LeaseRequest req;
+  req.set_worker_id(worker_);
+  req.set_device_class(kDeviceClass);
+  req.set_max_tasks(1);
+  // 65539 releases of 65537 ids: "again" (the oldest) went first, "r0" is still remembered.
+  req.set_request_id("again");
+  auto first = registry_->Lease(req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->tasks_size(), 1);
+  for (const char* id : {"r0", "r65535"}) {
+    req.set_request_id(id);
+    EXPECT_EQ(registry_->Lease(req).status().code(), absl::StatusCode::kCancelled) << id;
+  }
+  rel.set_lease_request_id("one-more");
+  ASSERT_TRUE(registry_->Release(rel).ok());
+  req.set_request_id("r0");  // now the oldest: forgotten
+  auto late = registry_->Lease(req);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->tasks_size(), 1);
+  req.set_request_id("r1");
+  EXPECT_EQ(registry_->Lease(req).status().code(), absl::StatusCode::kCancelled);
+}
+
 // The release can overtake the call: a Lease whose request id was released takes nothing,
 // whether it arrives after the release or is still waiting (long poll) when it comes.
 TEST_F(LeaseRegistryTest, ReleasedRequestIdTakesNothing) {
