@@ -30,7 +30,6 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +51,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
 #include "codegen/host.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "spdlog/spdlog.h"
@@ -459,13 +459,6 @@ double TreeCpuSeconds(const std::vector<pid_t>& pids, double* runqueue_s = nullp
   return total;
 }
 
-// CPU seconds (user + system) this process has used: the in-process daemon's share.
-double SelfCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
 // The device class of this host's CPU restricted to one core: the class a lathe-worker
 // pinned to one core (taskset) registers, since discovery counts the cores of its affinity.
 std::string OneCoreDeviceClass() {
@@ -544,14 +537,14 @@ double RealThroughput(int workers, int trials, int min_repeat_ms, bool pin,
       first_done = n;
       first = Clock::now();
       cpu_first = TreeCpuSeconds(pids, &wait_first);
-      self_first = SelfCpuSeconds();
+      self_first = lathe::bench::ProcessCpuSeconds();
     }
     if (n > last_done) {
       last_done = n;
       last = Clock::now();
       wait_last = 0;
       cpu_last = TreeCpuSeconds(pids, &wait_last);
-      self_last = SelfCpuSeconds();
+      self_last = lathe::bench::ProcessCpuSeconds();
     }
   });
   std::vector<std::string> per_worker;

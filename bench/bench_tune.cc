@@ -26,7 +26,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -37,6 +36,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "bench/conv_baselines.h"
 #include "bench/gemm_baselines.h"
 #include "bench/model_quality.h"
@@ -63,13 +63,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a) {
   return std::chrono::duration<double>(Clock::now() - a).count();
-}
-
-// CPU seconds this process has used, every thread together.
-double ProcessCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 struct Workload {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -40,6 +41,13 @@ inline std::vector<double> Repeat(const std::function<void()>& fn, double min_se
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
   }
   return t;
+}
+
+// CPU seconds this process has used so far, every thread together (user + system).
+inline double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 inline double MedianOf(std::vector<double> v) {

@@ -304,23 +304,7 @@ Expr Lowerer::LowerRec(const Expr& e, const VarMap* m, absl::Status* err) const 
     const Buffer& buf = it != by_name_.end() ? it->second->buffer : arg_buffers_.at(e->name);
     return Load(buf, *flat);
   }
-  // As Rewrite does: new operands are gathered only once one differs.
-  size_t i = 0;
-  Expr first_changed;
-  for (; i < n; ++i) {
-    Expr o = LowerRec(e->operands[i], m, err);
-    if (o != e->operands[i]) {
-      first_changed = std::move(o);
-      break;
-    }
-  }
-  if (i == n) return e;
-  std::vector<Expr> ops;
-  ops.reserve(n);
-  ops.insert(ops.end(), e->operands.begin(), e->operands.begin() + static_cast<ptrdiff_t>(i));
-  ops.push_back(std::move(first_changed));
-  for (++i; i < n; ++i) ops.push_back(LowerRec(e->operands[i], m, err));
-  return WithOperands(e, std::move(ops));
+  return MapOperands(e, [&](const Expr& o) { return LowerRec(o, m, err); });
 }
 
 absl::StatusOr<Expr> Lowerer::LowerExpr(const Expr& e, const VarMap& m) const {

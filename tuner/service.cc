@@ -74,6 +74,45 @@ JobRunnerOptions RunnerOptions(const ServiceOptions& o) {
   return r;
 }
 
+// A held re-timing task's result: its repeats added to the stored record (AddRepeats), or why
+// not. Logged; never a trial (StoredResult::remeasure).
+StoredResult AddRetiming(db::Database& database, const v1::MeasureResult& m,
+                         const DispatchedTask& task, const std::string& worker_id) {
+  StoredResult p;
+  p.job_id = task.task.job_id();
+  p.workload = task.workload;
+  p.candidate_id = m.candidate_id();
+  p.remeasure = true;
+  std::string why;
+  if (m.error_class() != v1::OK) {
+    p.error_class = ErrorClassFromProto(m.error_class());
+    why = absl::StrCat(std::string(db::ErrorClassName(p.error_class)), ": ", m.error_msg());
+  } else if (m.repeats_us().empty()) {
+    p.error_class = db::ErrorClass::kRuntimeError;
+    why = "ok result without repeats";
+  } else {
+    std::vector<double> repeats(m.repeats_us().begin(), m.repeats_us().end());
+    absl::StatusOr<db::Record> updated =
+        database.AddRepeats(m.candidate_id(), repeats, NowUnixMs());
+    if (updated.ok()) {
+      p.error_class = db::ErrorClass::kOk;
+      p.median_us = updated->median_us;
+      p.gflops = updated->Gflops();
+    } else {
+      p.error_class = db::ErrorClass::kRuntimeError;
+      why = updated.status().ToString();
+    }
+  }
+  if (p.error_class == db::ErrorClass::kOk) {
+    spdlog::info("event=remeasured job={} candidate={} median_us={:.3f} repeats={}", p.job_id,
+                 p.candidate_id, p.median_us, m.repeats_us_size());
+  } else {
+    spdlog::warn("event=remeasure_failed job={} candidate={} worker={} reason=\"{}\"", p.job_id,
+                 p.candidate_id, worker_id, why);
+  }
+  return p;
+}
+
 }  // namespace
 
 int DefaultSearchThreads() { return std::max(1, codegen::HostCpu().cores - 1); }
@@ -603,38 +642,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
         resp.set_duplicates(resp.duplicates() + 1);
         continue;
       }
-      StoredResult p;
-      p.job_id = claimed[j]->task.job_id();
-      p.workload = claimed[j]->workload;
-      p.candidate_id = m.candidate_id();
-      p.remeasure = true;
-      std::string why;
-      if (m.error_class() != v1::OK) {
-        p.error_class = ErrorClassFromProto(m.error_class());
-        why = absl::StrCat(std::string(db::ErrorClassName(p.error_class)), ": ", m.error_msg());
-      } else if (m.repeats_us().empty()) {
-        p.error_class = db::ErrorClass::kRuntimeError;
-        why = "ok result without repeats";
-      } else {
-        std::vector<double> repeats(m.repeats_us().begin(), m.repeats_us().end());
-        absl::StatusOr<db::Record> updated =
-            s_->db->AddRepeats(m.candidate_id(), repeats, NowUnixMs());
-        if (updated.ok()) {
-          p.error_class = db::ErrorClass::kOk;
-          p.median_us = updated->median_us;
-          p.gflops = updated->Gflops();
-        } else {
-          p.error_class = db::ErrorClass::kRuntimeError;
-          why = updated.status().ToString();
-        }
-      }
-      if (p.error_class == db::ErrorClass::kOk) {
-        spdlog::info("event=remeasured job={} candidate={} median_us={:.3f} repeats={}", p.job_id,
-                     p.candidate_id, p.median_us, m.repeats_us_size());
-      } else {
-        spdlog::warn("event=remeasure_failed job={} candidate={} worker={} reason=\"{}\"", p.job_id,
-                     p.candidate_id, req.worker_id(), why);
-      }
+      StoredResult p = AddRetiming(*s_->db, m, *claimed[j], req.worker_id());
       if (Metrics* mt = s_->metrics()) mt->AddRemeasure(p.error_class == db::ErrorClass::kOk);
       resp.set_accepted(resp.accepted() + 1);
       ++retimed_now;
