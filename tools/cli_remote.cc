@@ -10,11 +10,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
 #include "ir/workload.h"
 #include "tools/cli_common.h"
+#include "tools/cli_tasks.h"
 #include "tuner/client.h"
 
 namespace lathe::tools {
@@ -101,7 +103,12 @@ json JobJson(const lathe::v1::JobStatus& j) {
 
 int RunRemoteTune(const TuneCliOptions& o) {
   const std::string cmd = "lathe tune";
-  absl::StatusOr<ir::Workload> w = ir::MakeWorkload(o.workload);
+  absl::StatusOr<std::vector<tuner::TuneTask>> tasks = CollectTasks(o.workloads, o.tasks_file);
+  if (!tasks.ok()) return Fail(cmd, std::string(tasks.status().message()), kExitUsage);
+  if (tasks->empty())
+    return Fail(cmd, "give --workload SPEC (repeatable) or --tasks FILE", kExitUsage);
+  const bool multi = tasks->size() > 1;
+  absl::StatusOr<ir::Workload> w = ir::MakeWorkload(tasks->front().workload);
   if (!w.ok()) return Fail(cmd, std::string(w.status().message()), kExitUsage);
   if (o.target != "cpu" && o.target != "cuda" && o.target.rfind("cuda:", 0) != 0) {
     return Fail(cmd, "unknown --target '" + o.target + "' (expected cpu or cuda[:N])", kExitUsage);
@@ -119,7 +126,17 @@ int RunRemoteTune(const TuneCliOptions& o) {
   if (!client.ok()) return FailStatus(cmd, client.status());
 
   lathe::v1::JobSpec spec;
-  spec.add_workloads(w->canonical);
+  if (multi) {
+    // A tasks job: --trials is the budget of all of them (an older daemon ignores `tasks` and
+    // refuses the job for its empty workloads).
+    for (const tuner::TuneTask& t : *tasks) {
+      lathe::v1::TaskSpec* ts = spec.add_tasks();
+      ts->set_workload(t.workload);
+      ts->set_weight(t.weight);
+    }
+  } else {
+    spec.add_workloads(w->canonical);
+  }
   spec.set_target(o.target);
   spec.set_trials(o.trials);
   spec.set_batch(o.batch);
@@ -128,8 +145,13 @@ int RunRemoteTune(const TuneCliOptions& o) {
   if (o.remeasure_top_given) spec.set_remeasure_top(o.remeasure_top);
   absl::StatusOr<std::string> job_id = (*client)->SubmitJob(spec);
   if (!job_id.ok()) return FailStatus(cmd, job_id.status());
-  fmt::print(stderr, "lathe tune: {} on lathed at {} (job {}), {} trials\n", w->canonical, o.tuner,
-             *job_id, o.trials);
+  if (multi) {
+    fmt::print(stderr, "lathe tune: {} tasks on lathed at {} (job {}), {} trials in all\n",
+               tasks->size(), o.tuner, *job_id, o.trials);
+  } else {
+    fmt::print(stderr, "lathe tune: {} on lathed at {} (job {}), {} trials\n", w->canonical,
+               o.tuner, *job_id, o.trials);
+  }
 
   const auto start = std::chrono::steady_clock::now();
   const bool tty = isatty(STDERR_FILENO) == 1;
@@ -140,8 +162,43 @@ int RunRemoteTune(const TuneCliOptions& o) {
   tuner::TuneResult r;
   r.workload = w->canonical;
   r.workload_key = w->key;
+  TaskProgressPrinter tasks_printer(tty);
+  // A tasks job: every task's progress, the run's trials and errors, the objective.
+  auto absorb_tasks = [&](const lathe::v1::JobStatus& s) {
+    r.tasks.clear();
+    r.errors.clear();
+    r.remeasured = r.remeasure_failed = 0;
+    for (const lathe::v1::WorkloadProgress& wp : s.workloads()) {
+      tuner::TuneTaskResult t;
+      t.workload = wp.workload();
+      t.weight = wp.weight() > 0 ? wp.weight() : 1;
+      t.trials = wp.trials_done();
+      t.has_best = wp.best_latency_us() > 0;
+      t.best_latency_us = wp.best_latency_us();
+      t.best_gflops = wp.best_gflops();
+      for (const auto& [cls, n] : wp.errors()) {
+        t.errors[cls] = n;
+        r.errors[cls] += n;
+      }
+      t.remeasured = wp.remeasured();
+      t.remeasure_failed = wp.remeasure_failed();
+      r.remeasured += wp.remeasured();
+      r.remeasure_failed += wp.remeasure_failed();
+      if (absl::StatusOr<ir::Workload> tw = ir::MakeWorkload(wp.workload()); tw.ok()) {
+        t.workload_key = tw->key;
+      }
+      r.tasks.push_back(std::move(t));
+    }
+    r.trials = s.trials_done();
+    r.total_measured = s.trials_done();
+    r.objective_us = s.objective_us();
+  };
   auto absorb = [&](const lathe::v1::JobStatus& s) {
     if (!s.device_class().empty()) r.device_class = s.device_class();
+    if (multi) {
+      absorb_tasks(s);
+      return;
+    }
     if (s.workloads_size() == 0) return;
     const lathe::v1::WorkloadProgress& wp = s.workloads(0);
     if (wp.trials_done() != r.trials && wp.best_gflops() > 0) {
@@ -166,6 +223,31 @@ int RunRemoteTune(const TuneCliOptions& o) {
     }
     last_state = s.state();
     if (s.workloads_size() == 0) return;
+    if (multi) {
+      tuner::TuneProgress p;
+      p.trials_done = s.trials_done();
+      p.trials_target = s.trials_budget() > 0 ? s.trials_budget() : o.trials;
+      p.objective_us = s.objective_us();
+      for (const lathe::v1::WorkloadProgress& wp : s.workloads()) {
+        p.errors += ErrorCount(wp);
+        p.tasks.push_back(tuner::TuneTaskProgress{wp.workload(), wp.weight(), wp.trials_done(),
+                                                  wp.best_gflops(), wp.best_latency_us()});
+        p.remeasure_done += wp.remeasured() + wp.remeasure_failed();
+        p.remeasure_total += wp.remeasure_pending();
+      }
+      p.remeasure_total = p.remeasure_total > 0 ? p.remeasure_total + p.remeasure_done : 0;
+      p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (p.trials_done > 0) {
+        p.eta_s = p.elapsed_s / p.trials_done * std::max(0, p.trials_target - p.trials_done);
+      }
+      // Without a terminal, a block per batch of trials (and at the end).
+      p.end_of_round = p.trials_done != last_printed &&
+                       (last_printed < 0 || p.trials_done / o.batch != last_printed / o.batch ||
+                        tuner::IsFinal(s.state()));
+      if (p.end_of_round) last_printed = p.trials_done;
+      tasks_printer.Update(p);
+      return;
+    }
     const lathe::v1::WorkloadProgress& wp = s.workloads(0);
     tuner::TuneProgress p;
     p.trials_done = wp.trials_done();
@@ -252,6 +334,8 @@ int RunRemoteTune(const TuneCliOptions& o) {
     }
   }
 
+  tasks_printer.Finish();
+  if (multi) return FinishTasks(o, r, where);
   // The best record (with its trace), earlier jobs included, from the daemon's database.
   if (!r.device_class.empty()) {
     absl::StatusOr<lathe::v1::QueryBestResponse> best =

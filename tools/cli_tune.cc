@@ -17,6 +17,7 @@
 #include "fmt/format.h"
 #include "ir/workload.h"
 #include "tools/cli_db.h"
+#include "tools/cli_tasks.h"
 #include "tuner/space_factory.h"
 #include "tuner/tune.h"
 #ifdef LATHE_HAVE_GEMM_BASELINES
@@ -232,8 +233,9 @@ int RunTune(const TuneCliOptions& o) {
   if (!o.tuner.empty()) {
     return Fail(kExitFailure, "internal: a --tuner run goes to RunRemoteTune, not RunTune");
   }
-  absl::StatusOr<ir::Workload> w = ir::MakeWorkload(o.workload);
-  if (!w.ok()) return Fail(kExitUsage, std::string(w.status().message()));
+  absl::StatusOr<std::vector<tuner::TuneTask>> tasks = CollectTasks(o.workloads, o.tasks_file);
+  if (!tasks.ok()) return Fail(kExitUsage, std::string(tasks.status().message()));
+  if (tasks->empty()) return Fail(kExitUsage, "give --workload SPEC (repeatable) or --tasks FILE");
   if (o.target != "cpu" && !tuner::IsCudaTarget(o.target)) {
     return Fail(kExitUsage,
                 "unknown --target '" + o.target + "' (expected cpu, cuda, cuda:N or cuda:sm_XX)");
@@ -246,9 +248,17 @@ int RunTune(const TuneCliOptions& o) {
   if (o.remeasure_top < 0) {
     return Fail(kExitUsage, fmt::format("--remeasure-top {} (need >= 0)", o.remeasure_top));
   }
+  if (o.scheduler != "gradient" && o.scheduler != "round-robin") {
+    return Fail(kExitUsage, "--scheduler '" + o.scheduler + "' (expected gradient or round-robin)");
+  }
+  const bool multi = tasks->size() > 1;
+  absl::StatusOr<ir::Workload> w = ir::MakeWorkload(tasks->front().workload);
+  if (!w.ok()) return Fail(kExitUsage, std::string(w.status().message()));
 
   tuner::TuneOptions t;
   t.workload = w->canonical;
+  if (multi) t.tasks = *tasks;
+  t.scheduler = o.scheduler;
   t.trials = o.trials;
   t.batch = o.batch;
   t.db_path = o.db_path.empty() ? DefaultDbPath() : o.db_path;
@@ -259,8 +269,11 @@ int RunTune(const TuneCliOptions& o) {
   t.stop = &g_stop;
   const bool tty = isatty(STDERR_FILENO) == 1;
   bool bar_shown = false;
+  TaskProgressPrinter tasks_printer(tty);
   t.on_progress = [&](const tuner::TuneProgress& p) {
-    if (tty) {
+    if (multi) {
+      tasks_printer.Update(p);
+    } else if (tty) {
       fmt::print(stderr, "\r{}\x1b[K", ProgressLine(p));
       std::fflush(stderr);
       bar_shown = true;
@@ -269,7 +282,12 @@ int RunTune(const TuneCliOptions& o) {
     }
   };
 
-  fmt::print(stderr, "lathe tune: {} on {}, {} trials\n", w->canonical, o.target, t.trials);
+  if (multi) {
+    fmt::print(stderr, "lathe tune: {} tasks on {}, {} trials in all ({} scheduler)\n",
+               tasks->size(), o.target, t.trials, o.scheduler);
+  } else {
+    fmt::print(stderr, "lathe tune: {} on {}, {} trials\n", w->canonical, o.target, t.trials);
+  }
   absl::StatusOr<tuner::TuneResult> r;
   {
     g_stop.store(false);
@@ -277,6 +295,7 @@ int RunTune(const TuneCliOptions& o) {
     r = tuner::Tune(t);
   }
   if (bar_shown) fmt::print(stderr, "\n");
+  tasks_printer.Finish();
   if (!r.ok()) return Fail(kExitFailure, std::string(r.status().message()));
   if (r->stopped_early) {
     fmt::print(stderr, "lathe tune: stopped after {} trials; every result is kept\n", r->trials);
@@ -284,7 +303,7 @@ int RunTune(const TuneCliOptions& o) {
   if (r->space_exhausted) {
     fmt::print(stderr, "lathe tune: no unmeasured candidate left after {} trials\n", r->trials);
   }
-
+  if (multi) return FinishTasks(o, *r, TuneWhere{});
   return FinishTune(o, *w, *r, TuneWhere{});
 }
 

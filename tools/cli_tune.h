@@ -1,10 +1,11 @@
 // \file
-// `lathe tune` (CONTRACT.md "The CLI"), the embedded default: tunes one workload in-process,
-// measuring in a sandboxed child, with a progress bar on stderr; Ctrl-C stops after the
-// current candidate and keeps every result. It ends by printing the best record, the library
-// figure beside it when there is one (OpenBLAS sgemm for matmul and batch_matmul), where the
-// record is stored and how to build it; `--json` prints one object on stdout instead, and
-// `--plot FILE` writes the tuning curve as SVG.
+// `lathe tune` (CONTRACT.md "The CLI"), the embedded default: tunes one workload (or several
+// tasks sharing one trial budget: tools/cli_tasks.h) in-process, measuring in a sandboxed
+// child, with a progress bar on stderr; Ctrl-C stops after the current candidate and keeps
+// every result. It ends by printing the best record, the library figure beside it when there
+// is one (OpenBLAS sgemm for matmul and batch_matmul), where the record is stored and how to
+// build it; `--json` prints one object on stdout instead, and `--plot FILE` writes the tuning
+// curve as SVG.
 #ifndef LATHE_TOOLS_CLI_TUNE_H_
 #define LATHE_TOOLS_CLI_TUNE_H_
 
@@ -19,23 +20,25 @@
 namespace lathe::tools {
 
 struct TuneCliOptions {
-  std::string workload;              // --workload SPEC (required)
-  std::string target = "cpu";        // --target
-  int trials = 300;                  // --trials N
-  int batch = 64;                    // --batch N
-  std::string db_path;               // --db; empty: DefaultDbPath()
-  std::string tuner;                 // --tuner HOST:PORT: submit to lathed (tools/cli_remote.h)
-  std::string token_file;            // --token-file F (with --tuner)
-  std::string tls_ca;                // --tls-ca F (with --tuner)
-  bool cancel_on_interrupt = false;  // --cancel-on-interrupt: Ctrl-C cancels the remote job
-  bool json = false;                 // --json
-  std::string plot;                  // --plot FILE
-  uint64_t seed = 0;                 // --seed S (0: from the clock)
-  double min_repeat_ms = 100;        // --min-repeat-ms X
-  bool no_baseline = false;          // --no-baseline: skip the library measurement
-  int remeasure_top = 5;             // --remeasure-top N (0: off)
-  bool remeasure_top_given = false;  // --remeasure-top was on the command line (--tuner: else
-                                     // the daemon's default)
+  std::vector<std::string> workloads;  // --workload SPEC, repeatable
+  std::string tasks_file;              // --tasks FILE: JSON lines {"workload", "weight"}
+  std::string scheduler = "gradient";  // --scheduler (several tasks)
+  std::string target = "cpu";          // --target
+  int trials = 300;                    // --trials N
+  int batch = 64;                      // --batch N
+  std::string db_path;                 // --db; empty: DefaultDbPath()
+  std::string tuner;                   // --tuner HOST:PORT: submit to lathed (tools/cli_remote.h)
+  std::string token_file;              // --token-file F (with --tuner)
+  std::string tls_ca;                  // --tls-ca F (with --tuner)
+  bool cancel_on_interrupt = false;    // --cancel-on-interrupt: Ctrl-C cancels the remote job
+  bool json = false;                   // --json
+  std::string plot;                    // --plot FILE
+  uint64_t seed = 0;                   // --seed S (0: from the clock)
+  double min_repeat_ms = 100;          // --min-repeat-ms X
+  bool no_baseline = false;            // --no-baseline: skip the library measurement
+  int remeasure_top = 5;               // --remeasure-top N (0: off)
+  bool remeasure_top_given = false;    // --remeasure-top was on the command line (--tuner: else
+                                       // the daemon's default)
 };
 
 // Runs the embedded `lathe tune` (options.tuner must be empty) and returns the exit status: 0

@@ -68,10 +68,18 @@ int main(int argc, char** argv) {
   lathe::tools::TuneCliOptions tune;
   CLI::App* t = app.add_subcommand(
       "tune", "tune a workload: on this machine (embedded), or as a lathed job (--tuner)");
-  t->add_option("--workload", tune.workload, "workload spec, e.g. matmul:m=512,n=512,k=512")
-      ->required();
+  t->add_option("--workload", tune.workloads,
+                "workload spec, e.g. matmul:m=512,n=512,k=512; repeat it to tune several "
+                "workloads under one budget");
+  t->add_option("--tasks", tune.tasks_file,
+                "JSON lines {\"workload\": SPEC, \"weight\": W}: the tasks of one run; weight "
+                "(default 1) is how often the workload runs, e.g. in a model");
+  t->add_option("--scheduler", tune.scheduler,
+                "how several tasks share the trials: gradient (default: where the weighted "
+                "latency falls fastest) or round-robin");
   t->add_option("--target", tune.target, "cpu (default)");
-  t->add_option("--trials", tune.trials, "candidates to measure in this run (default 300)");
+  t->add_option("--trials", tune.trials,
+                "candidates to measure in this run, over all tasks (default 300)");
   t->add_option("--db", tune.db_path,
                 "tuning database (default: $LATHE_DB or "
                 "~/.local/share/lathe/tuning.db)");

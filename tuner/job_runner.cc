@@ -18,7 +18,9 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "spdlog/spdlog.h"
+#include "tuner/driver.h"
 #include "tuner/niced_runner.h"
+#include "tuner/runner.h"
 #include "tuner/space.h"
 #include "tuner/tune.h"
 #include "tuner/tune_common.h"
@@ -63,6 +65,11 @@ v1::JobState ToProto(db::JobState s) {
 }
 
 }  // namespace
+
+int JobBudget(const JobEntry& job) {
+  if (job.spec.tasks_size() > 0) return job.spec.trials();
+  return job.spec.trials() * static_cast<int>(job.workloads.size());
+}
 
 std::string JobSpecJson(const JobEntry& job) {
   std::string text;
@@ -120,11 +127,16 @@ class JobRunner::Impl {
     st.set_message(job.message);
     st.set_created_at_ms(job.created_ms);
     st.set_updated_at_ms(job.updated_ms);
+    std::vector<double> weights, latencies;
     for (const WorkloadRun& w : job.workloads) {
       v1::WorkloadProgress* p = st.add_workloads();
       p->set_workload(w.canonical);
       p->set_trials_done(w.done);
-      p->set_trials_target(w.target);
+      // A tasks job's scheduler decides each task's share: no target of its own.
+      p->set_trials_target(job.spec.tasks_size() > 0 ? 0 : w.target);
+      p->set_weight(w.weight);
+      weights.push_back(w.weight);
+      latencies.push_back(w.best_latency_us);
       p->set_best_latency_us(w.best_latency_us);
       p->set_best_gflops(w.best_gflops);
       for (const auto& [name, n] : w.errors) (*p->mutable_errors())[name] = n;
@@ -132,6 +144,9 @@ class JobRunner::Impl {
       p->set_remeasure_failed(w.remeasure_failed);
       p->set_remeasure_pending(w.remeasure_pending);
     }
+    st.set_objective_us(Objective(weights, latencies));
+    st.set_trials_done(TotalDone(job));
+    st.set_trials_budget(JobBudget(job));
     return st;
   }
 
@@ -182,16 +197,19 @@ class JobRunner::Impl {
   int RemeasureTop(const JobEntry& job) const {
     return job.spec.has_remeasure_top() ? job.spec.remeasure_top() : options.remeasure_top;
   }
-  // The re-timing phase (see the header). False when the job thread must return at once
-  // (stopping, cancelled); true when the job is ready to be DONE. `mu` must NOT be held.
-  bool RetimeBest(JobEntry* job, db::Database& jdb, const std::vector<ir::Workload>& wls);
   // Sets workload `i`'s best from the database. `mu` must NOT be held.
-  void RefreshBest(JobEntry* job, db::Database& jdb, size_t i, const ir::Workload& w);
+  void RefreshBest(JobEntry* job, db::Database& jdb, size_t i);
+
+  class LeaseRunner;
 };
 
-void JobRunner::Impl::RefreshBest(JobEntry* job, db::Database& jdb, size_t i,
-                                  const ir::Workload& w) {
-  absl::StatusOr<std::optional<db::Record>> b = jdb.Best(w.key, job->device_class);
+void JobRunner::Impl::RefreshBest(JobEntry* job, db::Database& jdb, size_t i) {
+  std::string key;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    key = job->workloads[i].key;
+  }
+  absl::StatusOr<std::optional<db::Record>> b = jdb.Best(key, job->device_class);
   if (!b.ok() || !b->has_value()) return;
   std::lock_guard<std::mutex> lock(mu);
   WorkloadRun& run = job->workloads[i];
@@ -201,101 +219,198 @@ void JobRunner::Impl::RefreshBest(JobEntry* job, db::Database& jdb, size_t i,
   Touch(*job);
 }
 
-bool JobRunner::Impl::RetimeBest(JobEntry* job, db::Database& jdb,
-                                 const std::vector<ir::Workload>& wls) {
-  const int top = RemeasureTop(*job);
-  const size_t n = wls.size();
-  const std::string& dc = job->device_class;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (stopping || job->cancel) return false;
-    // The trials are done: what still waits in the queue is past every target.
-    registry->DropQueued(job->id);
+// ---------------------------------------------------------------------------------------
+// The runner of a job's driver: its trials go to the lease registry's queue for the workers,
+// its outcomes come from Report through Account (the job's inbox).
+
+class JobRunner::Impl::LeaseRunner : public Runner {
+ public:
+  LeaseRunner(Impl& impl, JobEntry* job, db::Database& jdb, int batch)
+      : s_(impl), job_(job), jdb_(jdb), batch_(batch) {}
+
+  Counts Progress(int task) override {
+    std::lock_guard<std::mutex> lock(s_.mu);
+    const WorkloadRun& w = job_->workloads[task];
+    return Counts{w.done, w.outstanding};
   }
-  if (top <= 0) return true;
-  std::vector<std::set<std::string>> tried(n);
-  std::vector<bool> settled(n, false);  // nothing (more) to re-time
-  std::vector<int> seen(n, -1);         // re-timings reported when the best was last read
-  for (;;) {
-    for (size_t i = 0; i < n; ++i) {
-      if (settled[i]) continue;
-      int pending, reported;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        const WorkloadRun& run = job->workloads[i];
-        pending = run.remeasure_pending;
-        reported = run.remeasured + run.remeasure_failed;
-      }
-      if (reported != seen[i]) {
-        RefreshBest(job, jdb, i, wls[i]);
-        seen[i] = reported;
-      }
-      if (pending > 0) continue;
-      absl::StatusOr<std::vector<db::Record>> best = jdb.TopK(wls[i].key, dc, top);
-      if (!best.ok()) {
-        spdlog::warn("event=remeasure_skipped job={} workload=\"{}\" error=\"{}\"", job->id,
-                     wls[i].canonical, best.status().ToString());
-        settled[i] = true;
+
+  // Room for a round when fewer than half a batch of the job's tasks are outstanding, or
+  // fewer than half a batch wait in the queue while fewer than kMaxInflightBatches batches
+  // per open workload are in flight (job_runner.h).
+  int Room() override {
+    std::lock_guard<std::mutex> lock(s_.mu);
+    return RoomLocked();
+  }
+
+  absl::StatusOr<std::vector<std::string>> Dispatch(std::vector<Trial> trials) override {
+    std::vector<std::string> skipped;
+    std::map<int, std::vector<v1::Task>> by_workload;
+    for (Trial& t : trials) {
+      // Stored since the driver read its measured set (another job of the workload measured
+      // it): its result would be a duplicate, not a trial of this job.
+      if (auto stored = jdb_.GetByCandidateId(t.candidate_id); stored.ok() && stored->has_value()) {
+        skipped.push_back(t.candidate_id);
         continue;
       }
-      std::vector<v1::Task> tasks;
-      for (const db::Record& r : *best) {
-        if (r.remeasured_at_ms != 0 || tried[i].count(r.candidate_id) > 0) continue;
-        if (static_cast<int>(tried[i].size()) >= 2 * top) break;
-        tried[i].insert(r.candidate_id);
-        v1::Task t;
-        t.set_candidate_id(r.candidate_id);
-        t.set_job_id(job->id);
-        t.set_device_class(dc);
-        t.set_remeasure(true);
-        v1::MeasureRequest* req = t.mutable_request();
-        req->set_candidate_id(r.candidate_id);
-        req->set_workload(wls[i].canonical);
-        req->set_trace_json(r.trace_json);
-        req->set_min_repeat_ms(job->spec.min_repeat_ms() * options.remeasure_factor);
-        req->set_flush_cache(IsGpuDeviceClass(dc));
-        tasks.push_back(std::move(t));
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      if (stopping || job->cancel) return false;
-      if (tasks.empty()) {
-        settled[i] = true;
-        continue;
-      }
-      const size_t want = tasks.size();
-      // A candidate another job is re-timing right now is skipped here (Enqueue): its record
-      // is re-timed all the same.
-      const int queued = registry->Enqueue(static_cast<int>(i), std::move(tasks));
-      job->workloads[i].remeasure_pending += queued;
-      spdlog::info("event=remeasure_queued job={} workload=\"{}\" tasks={} skipped={}", job->id,
-                   wls[i].canonical, queued, static_cast<int>(want) - queued);
-      Touch(*job);
+      v1::Task task;
+      task.set_candidate_id(t.candidate_id);
+      task.set_job_id(job_->id);
+      task.set_device_class(job_->device_class);
+      *task.mutable_request() = std::move(t.request);
+      by_workload[t.task].push_back(std::move(task));
     }
-    std::unique_lock<std::mutex> lock(mu);
-    bool all = true;
-    for (size_t i = 0; i < n; ++i) all = all && settled[i];
-    if (all) return true;
-    auto ready = [&] {
-      if (stopping || job->cancel) return true;
-      for (size_t i = 0; i < n; ++i) {
-        const WorkloadRun& run = job->workloads[i];
-        if (!settled[i] &&
-            (run.remeasure_pending == 0 || run.remeasured + run.remeasure_failed != seen[i])) {
-          return true;
-        }
-      }
-      return false;
-    };
-    change_cv.wait_for(lock, kRetimePoll, ready);
-    if (stopping || job->cancel) return false;
-    // Late results of the trials (tasks leased before the targets were reached) are stored
-    // and counted by Account; the search that would learn from them has ended.
-    job->inbox.clear();
+    std::lock_guard<std::mutex> lock(s_.mu);
+    if (s_.stopping || job_->cancel || Terminal(job_->state)) return skipped;
+    for (auto& [i, tasks] : by_workload) {
+      // Under `mu` (then the registry's): a concurrent Cancel drops them or never sees them.
+      // A candidate the registry already holds (another job's) is not queued again.
+      job_->workloads[i].outstanding += s_.registry->Enqueue(i, std::move(tasks), &skipped);
+    }
+    s_.Touch(*job_);
+    return skipped;
   }
-}
+
+  absl::StatusOr<std::vector<TrialOutcome>> Wait(bool until_room) override {
+    std::vector<Reported> inbox;
+    {
+      std::unique_lock<std::mutex> lock(s_.mu);
+      auto ready = [&] {
+        return s_.stopping || job_->cancel || !job_->inbox.empty() ||
+               (until_room && RoomLocked() > 0);
+      };
+      // The queue draining wakes nobody (leases touch only the registry): look every
+      // kQueuePoll.
+      if (!ready()) s_.change_cv.wait_for(lock, kQueuePoll, ready);
+      if (s_.stopping || job_->cancel) return std::vector<TrialOutcome>{};
+      inbox.swap(job_->inbox);
+    }
+    std::vector<TrialOutcome> out;
+    for (Reported& r : inbox) {
+      if (r.remeasure) continue;  // a re-timing reported after the job's re-timing ended
+      TrialOutcome o;
+      o.kind = r.withdrawn              ? TrialOutcome::Kind::kWithdrawn
+               : !r.program_key.empty() ? TrialOutcome::Kind::kForeign
+                                        : TrialOutcome::Kind::kMeasured;
+      o.task = r.workload;
+      o.candidate_id = std::move(r.candidate_id);
+      o.program_key = std::move(r.program_key);
+      o.error_class = r.error_class;
+      o.median_us = r.median_us;
+      o.counted = r.counted;
+      out.push_back(std::move(o));
+    }
+    // Written at most once per kPersistEvery: each write takes SQLite's write lock, which
+    // Report's inserts on the service's connection would otherwise keep waiting for. A
+    // resumed job recounts its stored traces, unless another job of its workloads ran
+    // meanwhile: then it starts from these counts (a little behind after a crash, exact
+    // after a graceful stop, which writes them last).
+    if (!out.empty() && Clock::now() - persisted_at_ >= kPersistEvery) {
+      s_.Persist(jdb_, *job_, db::JobState::kRunning, "");
+      persisted_at_ = Clock::now();
+    }
+    return out;
+  }
+
+  bool Stopping() override {
+    std::lock_guard<std::mutex> lock(s_.mu);
+    return s_.stopping || job_->cancel || Terminal(job_->state);
+  }
+
+  void TrialsFinished() override {
+    if (s_.RemeasureTop(*job_) > 0) s_.Persist(jdb_, *job_, db::JobState::kRunning, "");
+    std::lock_guard<std::mutex> lock(s_.mu);
+    // The trials are done: what still waits in the queue is past every target.
+    s_.registry->DropQueued(job_->id);
+  }
+
+  // Queues the re-timings as Task.remeasure tasks and waits until each is reported (Account
+  // counts them in the workload's re-timing progress; a failed one leaves its record as it
+  // was). A candidate another job is re-timing right now is skipped (Enqueue): its record is
+  // re-timed all the same, and counts as not added here.
+  absl::StatusOr<std::vector<bool>> Retime(const std::vector<RetimeRequest>& requests, double ms,
+                                           const std::function<void(int, int)>&) override {
+    std::vector<bool> added(requests.size(), false);
+    std::map<std::string, size_t> waiting;  // candidate id -> request index
+    std::map<int, std::vector<v1::Task>> by_workload;
+    for (size_t k = 0; k < requests.size(); ++k) {
+      const RetimeRequest& r = requests[k];
+      v1::Task t;
+      t.set_candidate_id(r.candidate_id);
+      t.set_job_id(job_->id);
+      t.set_device_class(job_->device_class);
+      t.set_remeasure(true);
+      v1::MeasureRequest* req = t.mutable_request();
+      req->set_candidate_id(r.candidate_id);
+      req->set_workload(r.workload);
+      req->set_trace_json(r.trace_json);
+      req->set_min_repeat_ms(ms);
+      req->set_flush_cache(IsGpuDeviceClass(job_->device_class));
+      by_workload[r.task].push_back(std::move(t));
+      waiting.emplace(r.candidate_id, k);
+    }
+    {
+      std::lock_guard<std::mutex> lock(s_.mu);
+      if (s_.stopping || job_->cancel) return added;
+      for (auto& [i, tasks] : by_workload) {
+        const size_t want = tasks.size();
+        std::vector<std::string> skipped;
+        const int queued = s_.registry->Enqueue(i, std::move(tasks), &skipped);
+        for (const std::string& id : skipped) waiting.erase(id);
+        job_->workloads[i].remeasure_pending += queued;
+        spdlog::info("event=remeasure_queued job={} workload=\"{}\" tasks={} skipped={}", job_->id,
+                     job_->workloads[i].canonical, queued, static_cast<int>(want) - queued);
+      }
+      s_.Touch(*job_);
+    }
+    while (!waiting.empty()) {
+      std::vector<Reported> inbox;
+      {
+        std::unique_lock<std::mutex> lock(s_.mu);
+        s_.change_cv.wait_for(lock, kRetimePoll,
+                              [&] { return s_.stopping || job_->cancel || !job_->inbox.empty(); });
+        if (s_.stopping || job_->cancel) return added;
+        inbox.swap(job_->inbox);
+      }
+      std::set<int> moved;
+      // Late results of the trials (tasks leased before the budget was reached) are stored
+      // and counted by Account; the search that would learn from them has ended.
+      for (const Reported& r : inbox) {
+        if (!r.remeasure) continue;
+        auto it = waiting.find(r.candidate_id);
+        if (it == waiting.end()) continue;
+        added[it->second] = r.error_class == db::ErrorClass::kOk;
+        moved.insert(r.workload);
+        waiting.erase(it);
+      }
+      for (int i : moved) s_.RefreshBest(job_, jdb_, static_cast<size_t>(i));
+    }
+    return added;
+  }
+
+ private:
+  int RoomLocked() {
+    int outstanding = 0, open = 0;
+    for (const WorkloadRun& w : job_->workloads) {
+      outstanding += w.outstanding;
+      open += w.done < w.target ? 1 : 0;
+    }
+    if (outstanding <= batch_ / 2) return batch_;
+    if (outstanding < kMaxInflightBatches * batch_ * std::max(1, open) &&
+        s_.registry->QueuedOf(job_->id) < batch_ / 2) {
+      return batch_;
+    }
+    return 0;
+  }
+
+  Impl& s_;
+  JobEntry* job_;
+  db::Database& jdb_;
+  const int batch_;
+  Clock::time_point persisted_at_ = Clock::now();
+};
 
 // ---------------------------------------------------------------------------------------
-// The search thread of one job.
+// The thread of one job: the tuning driver with the lease runner.
 
 void JobRunner::Impl::RunJob(JobEntry* job) {
   db::OpenOptions oo;
@@ -306,14 +421,15 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
   }
   db::Database& jdb = **opened;
   const std::string dc = job->device_class;
-  const int batch = job->spec.batch();
 
-  const size_t n = job->workloads.size();
-  std::vector<ir::Workload> wls;
-  std::vector<std::unique_ptr<SearchSpace>> spaces;
-  std::vector<std::set<std::string>> measured(n);
-  for (size_t i = 0; i < n; ++i) {
-    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(job->workloads[i].canonical);
+  std::vector<DriverTask> tasks;
+  std::vector<std::string> canonicals;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const WorkloadRun& w : job->workloads) canonicals.push_back(w.canonical);
+  }
+  for (size_t i = 0; i < canonicals.size(); ++i) {
+    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(canonicals[i]);
     if (!w.ok()) {
       FailJob(job, jdb, std::string(w.status().message()));
       return;
@@ -323,239 +439,69 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       FailJob(job, jdb, absl::StrCat("workload '", w->canonical, "': ", sp.status().message()));
       return;
     }
-    absl::StatusOr<std::set<std::string>> keys = MeasuredKeys(jdb, w->key, dc);
-    if (!keys.ok()) {
-      FailJob(job, jdb, absl::StrCat("database: ", keys.status().ToString()));
-      return;
-    }
-    measured[i] = std::move(*keys);
-    double best_lat = 0, best_g = 0;
-    if (auto b = jdb.Best(w->key, dc); b.ok() && b->has_value()) {
-      best_lat = (*b)->median_us;
-      best_g = (*b)->Gflops();
-    }
+    DriverTask t;
+    t.workload = std::move(*w);
+    t.space = std::move(*sp);
     {
-      // run.done is not recounted here: the service counted the stored traces before any
-      // report could arrive, and Account has added every result stored since. A recount
-      // would count a result twice when it is committed before the count and accounted
-      // after it (a worker re-sending its spool to a restarted daemon).
       std::lock_guard<std::mutex> lock(mu);
-      WorkloadRun& run = job->workloads[i];
-      run.finished = run.done >= run.target;
-      run.best_latency_us = best_lat;
-      run.best_gflops = best_g;
+      const WorkloadRun& run = job->workloads[i];
+      t.weight = run.weight;
+      // A workloads job gives each its trials; a tasks job only has its budget.
+      t.cap = job->spec.tasks_size() > 0 ? 0 : run.target;
     }
-    wls.push_back(std::move(*w));
-    spaces.push_back(std::move(*sp));
+    tasks.push_back(std::move(t));
   }
+  for (size_t i = 0; i < tasks.size(); ++i) RefreshBest(job, jdb, i);
 
   int done_total;
+  DriverOptions d;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (job->cancel || stopping) return;
     job->state = db::JobState::kRunning;
     done_total = TotalDone(*job);
+    d.budget = JobBudget(*job);
     Touch(*job);
   }
   Persist(jdb, *job, db::JobState::kRunning, "");
   spdlog::info("event=job_started job={} device_class=\"{}\" workloads={} trials_done={}", job->id,
-               dc, n, done_total);
+               dc, tasks.size(), done_total);
 
-  cost_model::CostModel model = options.use_cost_model && !wls.empty()
-                                    ? InitialModel(jdb, wls[0], dc)
-                                    : cost_model::CostModel();
-  int64_t saved_trained_on = model.trained() ? model.trained_on() : 0;
-  const uint64_t seed =
-      job->spec.seed() != 0
-          ? job->spec.seed()
-          : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^ std::random_device{}();
-  std::mt19937_64 rng(seed);
-  // Dispatched candidates not yet reported: candidate id -> (workload, candidate).
-  std::map<std::string, std::pair<int, Candidate>> inflight;
-  Clock::time_point persisted_at = Clock::now();
+  d.device_class = dc;
+  d.batch = job->spec.batch();
+  d.search = options.search;
+  d.seed_records = options.seed_records;
+  d.use_cost_model = options.use_cost_model;
+  d.seed = job->spec.seed() != 0 ? job->spec.seed()
+                                 : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+                                       std::random_device{}();
+  d.min_repeat_ms = job->spec.min_repeat_ms();
+  d.flush_cache = IsGpuDeviceClass(dc);
+  d.remeasure_top = RemeasureTop(*job);
+  d.remeasure_ms = job->spec.min_repeat_ms() * options.remeasure_factor;
+  // The search, featurization and retraining run niced (job_runner.h); the locks are taken on
+  // this thread only.
   NicedRunner niced(options.search_nice);
+  d.run_heavy = [&niced](const std::function<void()>& fn) { niced.Run(fn); };
 
-  for (;;) {
-    std::vector<Reported> inbox;
-    std::vector<int> need_round;
-    bool all_finished = false;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      // A round when fewer than half a batch of the workload's tasks wait in the queue (so
-      // that workers never run dry while a round is searched, however many there are), as
-      // long as its in-flight tasks stay under kMaxInflightBatches batches.
-      auto needs = [&](size_t i) {
-        const WorkloadRun& w = job->workloads[i];
-        if (w.finished || w.stalled || w.target - w.done - w.outstanding <= 0) return false;
-        if (w.outstanding <= batch / 2) return true;
-        return w.outstanding < kMaxInflightBatches * batch &&
-               registry->QueuedOf(job->id, static_cast<int>(i)) < batch / 2;
-      };
-      auto ready = [&] {
-        if (stopping || job->cancel || !job->inbox.empty()) return true;
-        bool all = true;
-        for (size_t i = 0; i < n; ++i) {
-          if (needs(i)) return true;
-          all = all && job->workloads[i].finished;
-        }
-        return all;
-      };
-      while (!ready()) change_cv.wait_for(lock, kQueuePoll);
-      if (stopping || job->cancel) return;  // cancel was persisted by Cancel
-      inbox.swap(job->inbox);
-      all_finished = true;
-      for (size_t i = 0; i < n; ++i) {
-        WorkloadRun& w = job->workloads[i];
-        if (!w.finished && w.done >= w.target) w.finished = true;
-        all_finished = all_finished && w.finished;
-        if (needs(i)) need_round.push_back(static_cast<int>(i));
-      }
-    }
-    if (all_finished) {
-      if (RemeasureTop(*job) > 0) Persist(jdb, *job, db::JobState::kRunning, "");
-      if (!RetimeBest(job, jdb, wls)) return;
-      if (RemeasureTop(*job) > 0) {
-        for (size_t i = 0; i < n; ++i) RefreshBest(job, jdb, i, wls[i]);
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (stopping || job->cancel) return;
-        job->state = db::JobState::kDone;
-        registry->DropQueued(job->id);
-        done_total = TotalDone(*job);
-        Touch(*job);
-      }
-      Persist(jdb, *job, db::JobState::kDone, "");
-      spdlog::info("event=job_finished job={} state=done trials_done={}", job->id, done_total);
-      return;
-    }
-
-    if (!inbox.empty()) {
-      niced.Run([&] {
-        std::vector<cost_model::FeatureMatrix> programs;
-        std::vector<double> throughputs;
-        std::vector<std::string> keys;
-        for (const Reported& r : inbox) {
-          auto it = inflight.find(r.candidate_id);
-          if (r.withdrawn) {
-            // Never measured: the search may propose it again.
-            if (it != inflight.end()) {
-              measured[it->second.first].erase(CandidateKey(it->second.second));
-              inflight.erase(it);
-            }
-            continue;
-          }
-          if (it == inflight.end()) {
-            // Not dispatched by this run: never propose it again.
-            if (!r.program_key.empty() && r.workload >= 0 && static_cast<size_t>(r.workload) < n) {
-              measured[r.workload].insert(r.program_key);
-            }
-            continue;
-          }
-          if (options.use_cost_model) {
-            absl::StatusOr<cost_model::FeatureMatrix> f =
-                CandidateFeatures(*spaces[it->second.first], it->second.second);
-            if (f.ok()) {
-              programs.push_back(std::move(*f));
-              throughputs.push_back(r.throughput);
-              keys.push_back(wls[it->second.first].key);
-            }
-          }
-          inflight.erase(it);
-        }
-        if (!programs.empty()) {
-          // A failed retraining keeps the previous model; tuning goes on with it.
-          (void)model.Update(programs, throughputs, keys);
-          if (model.trained() && model.trained_on() != saved_trained_on) {
-            if (absl::Status st = cost_model::SaveToDatabase(jdb, dc, model); st.ok()) {
-              saved_trained_on = model.trained_on();
-            } else {
-              spdlog::warn("event=cost_model_save_failed job={} error=\"{}\"", job->id,
-                           st.ToString());
-            }
-          }
-        }
-      });
-      // Written at most once per kPersistEvery: each write takes SQLite's write lock, which
-      // Report's inserts on the service's connection would otherwise keep waiting for. A
-      // resumed job recounts its stored traces, unless another job of its workloads ran
-      // meanwhile: then it starts from these counts (a little behind after a crash, exact
-      // after a graceful stop, which writes them last).
-      if (Clock::now() - persisted_at >= kPersistEvery) {
-        Persist(jdb, *job, db::JobState::kRunning, "");
-        persisted_at = Clock::now();
-      }
-    }
-
-    for (int i : need_round) {
-      int want;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        const WorkloadRun& w = job->workloads[i];
-        want = std::min(batch, w.target - w.done - w.outstanding);
-      }
-      if (want <= 0) continue;
-      absl::StatusOr<std::vector<Candidate>> next = absl::UnknownError("no search ran");
-      niced.Run([&] {
-        std::vector<Candidate> seeds =
-            SeedsFromDatabase(jdb, *spaces[i], wls[i], dc, options.seed_records);
-        // Before the model has learned anything, the space's rule-picked candidates lead.
-        next = NextRound(*spaces[i], model, seeds, measured[i], want, options.search, rng);
-      });
-      if (!next.ok()) {
-        FailJob(job, jdb,
-                absl::StrCat("search for '", wls[i].canonical, "': ", next.status().message()));
-        return;
-      }
-      std::vector<v1::Task> fresh;
-      int stored_elsewhere = 0;
-      for (Candidate& c : *next) {
-        std::string key = CandidateKey(c);
-        if (!measured[i].insert(key).second) continue;
-        std::string id = CandidateId(wls[i].key, key, dc);
-        // Stored since this job read its measured set (another job of the workload measured
-        // it): its result would be a duplicate, not a trial of this job.
-        if (auto stored = jdb.GetByCandidateId(id); stored.ok() && stored->has_value()) {
-          ++stored_elsewhere;
-          continue;
-        }
-        v1::Task t;
-        t.set_candidate_id(std::move(id));
-        t.set_job_id(job->id);
-        t.set_device_class(dc);
-        v1::MeasureRequest* req = t.mutable_request();
-        req->set_candidate_id(t.candidate_id());
-        req->set_workload(wls[i].canonical);
-        req->set_trace_json(ir::TraceToJson(c.trace));
-        req->set_min_repeat_ms(job->spec.min_repeat_ms());
-        req->set_flush_cache(IsGpuDeviceClass(dc));
-        inflight.emplace(t.candidate_id(), std::make_pair(i, std::move(c)));
-        fresh.push_back(std::move(t));
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      if (stopping || job->cancel || Terminal(job->state)) return;
-      WorkloadRun& w = job->workloads[i];
-      // Only candidates another job measured meanwhile: they are in `measured` now, so the
-      // next round proposes others.
-      if (fresh.empty() && stored_elsewhere > 0) continue;
-      if (fresh.empty()) {
-        if (w.outstanding == 0) {
-          // Nothing new to measure: the space (as the search sees it) is exhausted.
-          w.finished = true;
-          spdlog::info("event=workload_exhausted job={} workload=\"{}\" trials_done={}", job->id,
-                       w.canonical, w.done);
-        } else {
-          w.stalled = true;
-        }
-        Touch(*job);
-        continue;
-      }
-      // Under `mu` (then the registry's): a concurrent Cancel drops them or never sees them.
-      w.outstanding += registry->Enqueue(i, std::move(fresh));
-    }
+  LeaseRunner runner(*this, job, jdb, d.batch);
+  absl::StatusOr<DriverResult> result = RunDriver(tasks, d, jdb, runner, nullptr);
+  if (!result.ok()) {
+    FailJob(job, jdb, std::string(result.status().message()));
+    return;
   }
+  if (result->stopped) return;  // cancelled (persisted by Cancel) or shutting down
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping || job->cancel) return;
+    job->state = db::JobState::kDone;
+    registry->DropQueued(job->id);
+    done_total = TotalDone(*job);
+    Touch(*job);
+  }
+  Persist(jdb, *job, db::JobState::kDone, "");
+  spdlog::info("event=job_finished job={} state=done trials_done={}", job->id, done_total);
 }
-
 // ---------------------------------------------------------------------------------------
 
 JobRunner::JobRunner(const JobRunnerOptions& options, LeaseRegistry* registry, db::Database* db)
@@ -717,15 +663,22 @@ void JobRunner::Account(const std::vector<StoredResult>& results) {
     JobEntry& job = *j->second;
     if (r.workload < 0 || static_cast<size_t>(r.workload) >= job.workloads.size()) continue;
     WorkloadRun& run = job.workloads[r.workload];
+    Reported rep;
+    rep.workload = r.workload;
+    rep.candidate_id = r.candidate_id;
+    rep.program_key = r.program_key;
+    rep.error_class = r.error_class;
+    rep.median_us = r.median_us;
     if (r.remeasure) {
       run.remeasure_pending = std::max(0, run.remeasure_pending - 1);
       ++(r.error_class == db::ErrorClass::kOk ? run.remeasured : run.remeasure_failed);
+      rep.remeasure = true;
+      job.inbox.push_back(std::move(rep));
       s.Touch(job);
       continue;
     }
     const bool dispatched_here = r.program_key.empty();
     if (dispatched_here) run.outstanding = std::max(0, run.outstanding - 1);
-    run.stalled = false;
     if (Terminal(job.state)) continue;
     // The best is the database's best for the workload (as a job starts with), so a result
     // past the target still improves it.
@@ -734,21 +687,27 @@ void JobRunner::Account(const std::vector<StoredResult>& results) {
       run.best_latency_us = r.median_us;
       run.best_gflops = r.gflops;
     }
-    job.inbox.push_back(Reported{r.workload, r.candidate_id, r.program_key,
-                                 r.error_class == db::ErrorClass::kOk ? 1.0 / r.median_us : 0.0});
+    // Past the target or the budget (results of a worker's spool arrived after the resumed
+    // job had dispatched its trials anew): stored, but not a trial of the job.
+    const int budget = JobBudget(job);
+    int total = s.TotalDone(job);
+    rep.counted = run.done < run.target && total < budget;
+    job.inbox.push_back(std::move(rep));
     s.Touch(job);
-    // Past the target (results of a worker's spool arrived after the resumed job had
-    // dispatched its trials anew): stored, but not a trial of the job.
-    if (run.done >= run.target) continue;
+    if (!job.inbox.back().counted) continue;
     ++run.done;
+    ++total;
     if (r.error_class != db::ErrorClass::kOk) {
       ++run.errors[std::string(db::ErrorClassName(r.error_class))];
     }
     if (!dispatched_here) {
       // A result this daemon did not dispatch adds a trial that no task stands for: the
-      // job's queued tasks beyond its target are withdrawn (leased ones are measured anyway
-      // and stored, past the target).
-      const int excess = run.done + run.outstanding - run.target;
+      // job's queued tasks beyond its target (or budget) are withdrawn (leased ones are
+      // measured anyway and stored, past the target).
+      int outstanding = 0;
+      for (const WorkloadRun& w : job.workloads) outstanding += w.outstanding;
+      const int excess =
+          std::max(run.done + run.outstanding - run.target, total + outstanding - budget);
       if (excess > 0) {
         std::vector<std::string> withdrawn = s.registry->Withdraw(job.id, r.workload, excess);
         run.outstanding -= static_cast<int>(withdrawn.size());

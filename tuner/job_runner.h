@@ -2,17 +2,20 @@
 // The jobs of lathed: their in-memory progress and one search thread per running job
 // (DESIGN.md "Search"). Free of gRPC.
 //
-// Per workload the search thread keeps a SearchSpace and the measured set (database traces of
-// the workload on the job's device class, plus the candidates it has dispatched) and runs
-// rounds of NextBatch whose candidates it queues in the LeaseRegistry. A round starts when
-// fewer than half a batch of the workload's tasks are outstanding (dispatched, not reported),
-// or when fewer than half a batch wait in the queue while fewer than 4 batches are in flight:
-// a fleet larger than half a batch drains the queue before results come back, and workers
-// that find it empty would idle (and poll) while the next round is searched.
+// The job thread runs the tuning driver (tuner/driver.h: the same loop as the embedded `lathe
+// tune`) with a runner that queues its trials in the LeaseRegistry and hears of their results
+// from Report (Account). A job is either a `workloads` job (each workload gets JobSpec.trials)
+// or a `tasks` job (workloads with weights sharing JobSpec.trials as their budget, spread by
+// the gradient task scheduler). The driver searches a round when fewer than half a batch of
+// the job's tasks are outstanding (dispatched, not reported), or when fewer than half a batch
+// wait in the queue while fewer than 4 batches per open workload are in flight: a fleet larger
+// than half a batch drains the queue before results come back, and workers that find it empty
+// would idle (and poll) while the next round is searched.
 //
 // trials_done of a workload = traces stored for it when the service loaded the job minus its
 // baseline (at most its target), plus the results accounted since, never more than its
-// target: a restarted daemon resumes every QUEUED or RUNNING job exactly where its commits
+// target (and a tasks job's total never more than its budget): a restarted daemon resumes
+// every QUEUED or RUNNING job exactly where its commits
 // stopped and never dispatches a stored trace again. When another job of the same workload and
 // device class ran since the job was created, the stored traces are not all the job's: the
 // service then starts from the progress the job last persisted (JobSpecJson "doneMeasured":
@@ -70,12 +73,11 @@ struct WorkloadRun {
   std::string canonical;
   std::string key;
   double flops = 0;
-  int target = 0;
+  double weight = 1;     // a tasks job's weight; 1 in a workloads job
+  int target = 0;        // the job's trials: per workload, or a tasks job's budget
   int64_t baseline = 0;  // traces stored for the workload when the job was created
   int done = 0;
   int outstanding = 0;  // dispatched, not reported
-  bool finished = false;
-  bool stalled = false;  // the search found nothing new; wait for a result before retrying
   double best_latency_us = 0;
   double best_gflops = 0;
   std::map<std::string, int> errors;
@@ -91,10 +93,13 @@ struct Reported {
   // Set for a candidate this daemon did not dispatch (a result kept by a worker across a
   // restart): the search key of its trace, so that the search never proposes it again.
   std::string program_key;
-  double throughput = 0;  // 1 / median for ok results, else 0
+  db::ErrorClass error_class = db::ErrorClass::kOk;
+  double median_us = 0;
+  bool counted = false;  // counted as a trial of the job (not past its target or budget)
   // The candidate's queued task was withdrawn (see Account): it was never measured, so the
   // search may propose it again.
   bool withdrawn = false;
+  bool remeasure = false;  // a re-timing's result (error_class: whether its repeats were added)
 };
 
 struct JobEntry {
@@ -125,6 +130,10 @@ struct StoredResult {
   // else when it failed. Never a trial.
   bool remeasure = false;
 };
+
+// The trials a job may take in all: a tasks job's JobSpec.trials, a workloads job's trials
+// per workload times its workloads.
+int JobBudget(const JobEntry& job);
 
 // The spec_json lathed stores for a job: its JobSpec as JSON (every field), plus per workload
 // "baselineMeasured" (traces stored for it when the job was created) and "doneMeasured" (its

@@ -498,7 +498,8 @@ absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequ
   return resp;
 }
 
-int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks) {
+int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks,
+                           std::vector<std::string>* skipped) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
   int queued = 0;
@@ -511,9 +512,15 @@ int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks) {
     e.d.workload = workload;
     // Its result was just stored (another job dispatched it): not a task any more, except
     // for a re-timing of the stored record.
-    if (!e.d.task.remeasure() && s.completed.count(id) > 0) continue;
+    if (!e.d.task.remeasure() && s.completed.count(id) > 0) {
+      if (skipped) skipped->push_back(id);
+      continue;
+    }
     auto [it, fresh] = s.tasks.emplace(id, std::move(e));
-    if (!fresh) continue;  // another job dispatched it
+    if (!fresh) {  // another job dispatched it
+      if (skipped) skipped->push_back(id);
+      continue;
+    }
     s.CountQueued(it->second.d, +1);
     q.push_back(id);
     ++queued;
@@ -619,6 +626,11 @@ int LeaseRegistry::QueuedOf(const std::string& job_id, int workload) {
   std::lock_guard<std::mutex> lock(s.mu);
   auto job = s.queued_of_job.find(job_id);
   if (job == s.queued_of_job.end()) return 0;
+  if (workload < 0) {
+    int all = 0;
+    for (const auto& [w, count] : job->second) all += count;
+    return all;
+  }
   auto n = job->second.find(workload);
   return n == job->second.end() ? 0 : n->second;
 }

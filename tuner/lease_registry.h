@@ -84,8 +84,10 @@ class LeaseRegistry {
   // class's queue. A candidate id the registry already holds is skipped (another job
   // dispatched it), and so is one completed recently (the last 65536; its result is stored:
   // two jobs of one workload may pick a candidate in the same instant) unless the task is a
-  // re-timing (Task.remeasure). Returns how many were queued.
-  int Enqueue(int workload, std::vector<lathe::v1::Task> tasks);
+  // re-timing (Task.remeasure). Returns how many were queued; the ids of those skipped are
+  // appended to `skipped` when given.
+  int Enqueue(int workload, std::vector<lathe::v1::Task> tasks,
+              std::vector<std::string>* skipped = nullptr);
   // Forgets the queued tasks of a job; its leased tasks stay (their results are still stored).
   void DropQueued(const std::string& job_id);
   // Forgets up to `n` queued (not leased) tasks of workload index `workload` of job `job_id`,
@@ -111,8 +113,9 @@ class LeaseRegistry {
 
   // --- queries ---
   int64_t Queued();
-  // Tasks of workload index `workload` of job `job_id` waiting in a queue (not leased).
-  int QueuedOf(const std::string& job_id, int workload);
+  // Tasks of workload index `workload` of job `job_id` waiting in a queue (not leased); of
+  // every workload of the job when `workload` < 0.
+  int QueuedOf(const std::string& job_id, int workload = -1);
   lathe::v1::ListWorkersResponse ListWorkers();
   // The device classes of registered, not lost workers: CPU ones (`cpu`) or the others.
   std::set<std::string> DeviceClasses(bool cpu);

@@ -220,6 +220,9 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       run.key = w->key;
       run.flops = w->flops;
       run.target = job->spec.trials();
+      if (i < job->spec.tasks_size() && job->spec.tasks(i).weight() > 0) {
+        run.weight = job->spec.tasks(i).weight();
+      }
       run.baseline = i < static_cast<int>(baseline.size()) ? baseline[i] : 0;
       if (i < static_cast<int>(remeasured.size())) {
         run.remeasured =
@@ -314,6 +317,23 @@ int64_t TunerService::QueueDepth() { return s_->registry.Queued(); }
 
 absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJobRequest& req) {
   v1::JobSpec spec = req.spec();
+  const bool tasks_job = spec.tasks_size() > 0;
+  if (tasks_job && spec.workloads_size() > 0) {
+    return absl::InvalidArgumentError("spec sets both workloads and tasks (set one)");
+  }
+  if (tasks_job) {
+    // A tasks job is stored with its workloads filled in (the rest of the daemon reads them)
+    // and each task's weight.
+    for (int i = 0; i < spec.tasks_size(); ++i) {
+      v1::TaskSpec* t = spec.mutable_tasks(i);
+      if (t->weight() == 0) t->set_weight(1);
+      if (!Finite(t->weight()) || t->weight() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.tasks[", i, "].weight ", t->weight(), " (need a positive number)"));
+      }
+      spec.add_workloads(t->workload());
+    }
+  }
   if (spec.workloads().empty()) return absl::InvalidArgumentError("spec.workloads is empty");
   if (spec.workloads_size() > kMaxWorkloadsPerJob) {
     return absl::InvalidArgumentError(absl::StrCat("spec.workloads has ", spec.workloads_size(),
@@ -355,6 +375,13 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
                                                      "': ", w.status().message()));
     }
     spec.set_workloads(i, w->canonical);
+    if (tasks_job) spec.mutable_tasks(i)->set_workload(w->canonical);
+    for (const ir::Workload& other : wls) {
+      if (other.key == w->key) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.workloads[", i, "] '", w->canonical, "' is given twice"));
+      }
+    }
     wls.push_back(std::move(*w));
   }
   if (spec.device_class().empty()) {
@@ -393,6 +420,7 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
     run.key = wls[i].key;
     run.flops = wls[i].flops;
     run.target = spec.trials();
+    run.weight = tasks_job ? spec.tasks(static_cast<int>(i)).weight() : 1;
     run.baseline = baseline[i];
     job->workloads.push_back(std::move(run));
   }
@@ -401,13 +429,15 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   row.spec_json = JobSpecJson(*job);
   row.device_class = dc;
   row.state = db::JobState::kQueued;
-  row.trials_requested = int64_t{spec.trials()} * spec.workloads_size();
+  row.trials_requested = JobBudget(*job);
   if (absl::Status st = s_->db->CreateJob(row); !st.ok()) return st;
 
   v1::SubmitJobResponse resp;
   resp.set_job_id(job->id);
-  spdlog::info("event=job_submitted job={} device_class=\"{}\" workloads=\"{}\" trials={} batch={}",
-               job->id, dc, absl::StrJoin(spec.workloads(), ";"), spec.trials(), spec.batch());
+  spdlog::info(
+      "event=job_submitted job={} device_class=\"{}\" workloads=\"{}\" trials={} batch={} "
+      "tasks_job={}",
+      job->id, dc, absl::StrJoin(spec.workloads(), ";"), spec.trials(), spec.batch(), tasks_job);
   // Shutting down: persisted as QUEUED, the next start runs it.
   (void)s_->runner.Add(std::move(job), /*start=*/true);
   return resp;
@@ -597,25 +627,8 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
       flops = w->flops;
       rest = Restored{t.job_id(), *index, std::move(program_key)};
     }
-    db::Record r;
-    r.candidate_id = m.candidate_id();
-    r.workload = task->request().workload();
-    r.device_class = task->device_class();
-    r.trace_json = task->request().trace_json();
-    r.workload_key = workload_key;
-    r.flops = flops;
-    r.repeats_us.assign(m.repeats_us().begin(), m.repeats_us().end());
-    r.median_us = m.median_us();
-    r.cv = m.cv();
-    r.error_class = ErrorClassFromProto(m.error_class());
-    r.error_msg = m.error_msg();
-    r.worker = worker;
-    r.lathe_version = kLatheVersion;
-    r.measured_at_ms = NowUnixMs();
-    if (r.error_class == db::ErrorClass::kOk && !(r.median_us > 0)) {
-      r.error_class = db::ErrorClass::kRuntimeError;
-      r.error_msg = "ok result without a positive median latency";
-    }
+    db::Record r = MakeRecord(task->request().workload(), workload_key, flops, task->device_class(),
+                              task->request().trace_json(), m, worker);
     records.push_back(std::move(r));
     restored.push_back(std::move(rest));
   }

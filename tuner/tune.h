@@ -1,9 +1,11 @@
 // \file
-// The embedded tuning loop (CONTRACT.md "lathe tune" without --tuner): one workload tuned on
-// this machine against a local SQLite database. Each round asks the evolutionary search for a
-// batch of candidates never measured before, measures them one by one in a sandboxed child
-// process, commits the round's records in one transaction, feeds them to the cost model and
-// saves the model. A run resumes where earlier runs stopped: traces already in the database
+// The embedded tuning run (CONTRACT.md "lathe tune" without --tuner): one workload, or several
+// tasks (workloads with weights) sharing one trial budget, tuned on this machine against a
+// local SQLite database by the tuning driver (tuner/driver.h) with the embedded runner
+// (tuner/local_runner.h). Each round the task scheduler picks a task, the evolutionary search
+// proposes candidates never measured before, they are measured one by one in a sandboxed child
+// process, the round's records are committed in one transaction and taught to the cost model,
+// which is saved. A run resumes where earlier runs stopped: traces already in the database
 // are never measured again, the best records seed the search, and the saved cost model
 // warm-starts the ranking.
 //
@@ -22,14 +24,27 @@
 
 #include "absl/status/statusor.h"
 #include "tuner/search.h"
+#include "tuner/tune_common.h"
 
 namespace lathe::tuner {
 
-// The version string recorded with every measurement.
-inline constexpr char kLatheVersion[] = "0.1.0";
+// A task of a multi-task run: a workload and how much it counts.
+struct TuneTask {
+  std::string workload;  // spec
+  double weight = 1;     // > 0: how often it runs (its count in a model)
+};
 
-// Where a run stands; passed to TuneOptions::on_progress after every measured candidate and
-// once more at the end of every round (end_of_round = true).
+// Where one task of a run stands (TuneProgress::tasks).
+struct TuneTaskProgress {
+  std::string workload;  // canonical spec
+  double weight = 1;
+  int trials = 0;  // measured in this run
+  double best_gflops = 0;
+  double best_latency_us = 0;
+};
+
+// Where a run stands; passed to TuneOptions::on_progress after every measured candidate, at
+// the end of every round (end_of_round = true) and during the re-timing at the end.
 struct TuneProgress {
   int trials_done = 0;         // measured in this run
   int trials_target = 0;       // requested for this run
@@ -46,13 +61,21 @@ struct TuneProgress {
   // re-timed in two passes, so total = 2 x the records).
   int remeasure_done = 0;
   int remeasure_total = 0;
+  // Every task (one for a single workload) and sum(weight x best latency) (0 until each task
+  // has an ok record).
+  std::vector<TuneTaskProgress> tasks;
+  double objective_us = 0;
 };
 
 struct TuneOptions {
   std::string workload;  // spec, e.g. "matmul:m=256,n=256,k=256"
-  int trials = 300;      // candidates to measure in this run
-  int batch = 64;        // candidates per round
-  std::string db_path;   // created (with its directory) when missing; required
+  // Several tasks instead of `workload` (which is then ignored): `trials` is their total
+  // budget, spread by the task scheduler. One task behaves as `workload` does.
+  std::vector<TuneTask> tasks;
+  std::string scheduler = "gradient";  // or "round-robin" (tasks only)
+  int trials = 300;                    // candidates to measure in this run
+  int batch = 64;                      // candidates per round
+  std::string db_path;                 // created (with its directory) when missing; required
   // "cpu" (this machine's CPU), or a GPU of this machine: "cuda", "cuda:N", "cuda:sm_XX"
   // (measured on the GPU that tuner::GpuOrdinalForTarget picks).
   std::string target = "cpu";
@@ -89,7 +112,25 @@ struct TuneOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
+// The outcome of one task of a run.
+struct TuneTaskResult {
+  std::string workload;  // canonical spec
+  std::string workload_key;
+  double weight = 1;
+  double flops = 0;
+  int trials = 0;  // measured in this run
+  bool has_best = false;
+  double best_latency_us = 0;  // best ok record, earlier runs included
+  double best_gflops = 0;
+  std::map<std::string, int> errors;
+  std::vector<std::pair<int, double>> curve;  // (run trial index, best GFLOP/s of the task)
+  int remeasured = 0;
+  int remeasure_failed = 0;
+};
+
 struct TuneResult {
+  // For a multi-task run the single-workload fields below describe the first task, except
+  // trials, errors and seconds, which are the run's.
   std::string workload;      // canonical spec
   std::string workload_key;  // its database key
   std::string device_class;
@@ -117,21 +158,19 @@ struct TuneResult {
   bool stopped_early = false;    // the stop flag ended the run
   bool space_exhausted = false;  // the search found no unmeasured candidate
   double seconds = 0;            // wall time of the run
+  // Every task in the order given (one for a single workload), and sum(weight x best
+  // latency) over them (0 when one has no ok record).
+  std::vector<TuneTaskResult> tasks;
+  double objective_us = 0;
 };
 
-// Tunes `options.workload`. InvalidArgument for a malformed spec or bad options (trials or
-// batch < 1, empty db path); the database's status when it cannot be opened or written;
+// Tunes `options.workload` (or `options.tasks`). InvalidArgument for a malformed spec or bad
+// options (trials or batch < 1, empty db path, a weight that is not positive, a workload given
+// twice, an unknown scheduler); the database's status when it cannot be opened or written;
 // Unavailable when the measurement child cannot be started. Records committed before a
 // failure stay in the database. A run in which every candidate failed still succeeds
 // (has_best tells whether any ok record exists).
 absl::StatusOr<TuneResult> Tune(const TuneOptions& options);
-
-// The id under which a measurement is stored: "<workload key>:<hash of the program key>:<hash
-// of the device class>", where the program key is the search's CandidateKey (the trace JSON
-// without the sketch and decisions that produced it). Re-measuring the same program on the
-// same device class is therefore idempotent, and other device classes keep their own records.
-std::string CandidateId(const std::string& workload_key, const std::string& program_key,
-                        const std::string& device_class);
 
 }  // namespace lathe::tuner
 

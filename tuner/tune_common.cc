@@ -16,6 +16,12 @@
 
 namespace lathe::tuner {
 
+std::string CandidateId(const std::string& workload_key, const std::string& program_key,
+                        const std::string& device_class) {
+  return absl::StrCat(workload_key, ":", ir::Fnv1a64Hex(program_key), ":",
+                      ir::Fnv1a64Hex(device_class));
+}
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -74,17 +80,19 @@ absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& s
   return cost_model::ExtractFeatures(*f);
 }
 
-cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w,
+cost_model::CostModel InitialModel(db::Database& database,
+                                   const std::vector<ir::Workload>& workloads,
                                    const std::string& device_class) {
   absl::StatusOr<cost_model::CostModel> loaded =
       cost_model::LoadFromDatabase(database, device_class);
   if (loaded.ok()) {
     cost_model::CostModel model = std::move(*loaded);
-    absl::StatusOr<std::vector<db::Record>> history = database.TopK(w.key, device_class, 1 << 20);
-    if (history.ok() && !history->empty()) {
-      std::vector<cost_model::FeatureMatrix> programs;
-      std::vector<double> throughputs;
-      std::vector<std::string> keys;
+    std::vector<cost_model::FeatureMatrix> programs;
+    std::vector<double> throughputs;
+    std::vector<std::string> keys;
+    for (const ir::Workload& w : workloads) {
+      absl::StatusOr<std::vector<db::Record>> history = database.TopK(w.key, device_class, 1 << 20);
+      if (!history.ok()) continue;
       for (const db::Record& r : *history) {
         absl::StatusOr<ir::LoweredFunc> f = cost_model::LowerTraceJson(r.trace_json);
         if (!f.ok() || r.median_us <= 0) continue;
@@ -94,9 +102,9 @@ cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w
         throughputs.push_back(1.0 / r.median_us);
         keys.push_back(w.key);
       }
-      // A failed retraining keeps the loaded model, which is what we want here.
-      (void)model.Update(programs, throughputs, keys);
     }
+    // A failed retraining keeps the loaded model, which is what we want here.
+    if (!programs.empty()) (void)model.Update(programs, throughputs, keys);
     return model;
   }
   cost_model::CostModel model;
@@ -163,10 +171,10 @@ absl::StatusOr<std::vector<Candidate>> NextRound(const SearchSpace& space,
                                                  const cost_model::CostModel& model,
                                                  const std::vector<Candidate>& seeds,
                                                  const std::set<std::string>& measured, int batch,
-                                                 const SearchOptions& options,
-                                                 std::mt19937_64& rng) {
+                                                 const SearchOptions& options, std::mt19937_64& rng,
+                                                 bool rule_picked_first) {
   std::vector<Candidate> first;
-  if (!model.trained() && batch > 0) {
+  if ((rule_picked_first || !model.trained()) && batch > 0) {
     for (Candidate& c : space.Heuristic(std::max(1, batch / 4))) {
       if (!measured.count(CandidateKey(c))) first.push_back(std::move(c));
     }
@@ -175,6 +183,32 @@ absl::StatusOr<std::vector<Candidate>> NextRound(const SearchSpace& space,
       space, model, seeds, measured, batch - static_cast<int>(first.size()), options, rng);
   if (next.ok()) next->insert(next->begin(), first.begin(), first.end());
   return next;
+}
+
+db::Record MakeRecord(const std::string& workload, const std::string& workload_key, double flops,
+                      const std::string& device_class, const std::string& trace_json,
+                      const lathe::v1::MeasureResult& result, const std::string& worker) {
+  db::Record r;
+  r.candidate_id = result.candidate_id();
+  r.workload = workload;
+  r.workload_key = workload_key;
+  r.device_class = device_class;
+  r.trace_json = trace_json;
+  r.repeats_us.assign(result.repeats_us().begin(), result.repeats_us().end());
+  r.median_us = result.median_us();
+  r.cv = result.cv();
+  r.flops = flops;
+  r.error_class = ErrorClassFromProto(result.error_class());
+  r.error_msg = result.error_msg();
+  r.worker = worker;
+  r.lathe_version = kLatheVersion;
+  r.measured_at_ms = NowUnixMs();
+  if (r.error_class == db::ErrorClass::kOk && !(r.median_us > 0)) {
+    r.error_class = db::ErrorClass::kRuntimeError;
+    r.error_msg = "ok result without a positive median latency";
+  }
+  if (r.error_class != db::ErrorClass::kOk && !(r.median_us >= 0)) r.median_us = 0;
+  return r;
 }
 
 absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_class) {

@@ -25,6 +25,16 @@
 
 namespace lathe::tuner {
 
+// The version string recorded with every measurement.
+inline constexpr char kLatheVersion[] = "0.1.0";
+
+// The id under which a measurement is stored: "<workload key>:<hash of the program key>:<hash
+// of the device class>", where the program key is the search's CandidateKey (the trace JSON
+// without the sketch and decisions that produced it). Re-measuring the same program on the
+// same device class is therefore idempotent, and other device classes keep their own records.
+std::string CandidateId(const std::string& workload_key, const std::string& program_key,
+                        const std::string& device_class);
+
 // Unix time in milliseconds.
 int64_t NowUnixMs();
 
@@ -41,10 +51,11 @@ std::string KeyOfStoredTrace(const std::string& trace_json);
 absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& space,
                                                             const Candidate& c);
 
-// The starting model: the device class's saved model (plus this workload's ok records as its
-// training data), else one trained on every ok record of the device class, else an untrained
-// model (the first rounds sample at random).
-cost_model::CostModel InitialModel(db::Database& database, const ir::Workload& w,
+// The starting model: the device class's saved model (plus the ok records of `workloads` as
+// its training data), else one trained on every ok record of the device class, else an
+// untrained model (the first rounds sample at random).
+cost_model::CostModel InitialModel(db::Database& database,
+                                   const std::vector<ir::Workload>& workloads,
                                    const std::string& device_class);
 
 // Creates the directory a database file at `path` goes into (and its parents), so that a
@@ -64,15 +75,24 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
                                          const ir::Workload& w, const std::string& device_class,
                                          int k);
 
-// The next batch of a tuning loop (NextBatch); before the model has learned anything, the
-// space's rule-picked candidates (SearchSpace::Heuristic) not measured yet lead it, at most a
-// quarter of `batch` (at least one).
+// The next batch of a tuning loop (NextBatch). With `rule_picked_first` (a task's first round
+// of a run), or before the model has learned anything, the space's rule-picked candidates
+// (SearchSpace::Heuristic) not measured yet lead it, at most a quarter of `batch` (at least
+// one).
 absl::StatusOr<std::vector<Candidate>> NextRound(const SearchSpace& space,
                                                  const cost_model::CostModel& model,
                                                  const std::vector<Candidate>& seeds,
                                                  const std::set<std::string>& measured, int batch,
-                                                 const SearchOptions& options,
-                                                 std::mt19937_64& rng);
+                                                 const SearchOptions& options, std::mt19937_64& rng,
+                                                 bool rule_picked_first = false);
+
+// The database record of a measurement: `result` of the program `trace_json` of `workload`
+// (canonical spec, key, flops) on `device_class`, measured by `worker`. An ok result without a
+// positive median becomes a runtime error; a failed one keeps no negative median. The one
+// conversion the embedded runner and lathed's Report share.
+db::Record MakeRecord(const std::string& workload, const std::string& workload_key, double flops,
+                      const std::string& device_class, const std::string& trace_json,
+                      const lathe::v1::MeasureResult& result, const std::string& worker);
 
 // The search-space target of a CPU device class "cpu:<model>:<isa>:<N>c" (vector lanes from
 // the ISA, cores from N). InvalidArgument for anything else.

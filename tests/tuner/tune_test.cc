@@ -255,7 +255,9 @@ TEST_F(TuneTest, EndOfRunReTimesTheBestAndALuckyShortFigureDoesNotStayBest) {
     EXPECT_EQ(rec.error_class, db::ErrorClass::kOk);
     EXPECT_GT(rec.repeats_us.size(), 3u) << rec.candidate_id;
     if (rec.candidate_id == "lucky") {
-      EXPECT_GT(rec.median_us, 0.5 * slowest->median_us)
+      // A real figure of a kernel of microseconds, not 0.01 us (comparing with the program's
+      // first figure would compare two timings of a loaded machine).
+      EXPECT_GT(rec.median_us, 100 * lucky.median_us)
           << "the careful repeats outnumber the lucky three";
     }
   }

@@ -1,0 +1,155 @@
+// lathed's multi-task jobs (JobSpec.tasks): one budget spread over weighted workloads by the
+// same driver as the embedded tuner, their progress and objective in JobStatus, validation,
+// and a restart that resumes every task with its own trial count. Real gRPC server, real
+// SQLite file, a fake worker that reports synthetic results.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "ir/workload.h"
+#include "service_fixture.h"
+
+namespace lathe::tuner::service_testing {
+namespace {
+
+constexpr char kSpecB[] = "matmul:m=8,n=32,k=16";
+constexpr char kSpecC[] = "conv2d:n=1,c=4,h=6,w=6,k=4,r=3,s=3,pad=1";
+
+class ServiceTasksTest : public ServiceTest {
+ protected:
+  std::string SubmitTasks(int budget, int batch, grpc::Status* status = nullptr,
+                          std::vector<std::pair<std::string, double>> tasks = {}) {
+    if (tasks.empty()) tasks = {{kSpec, 3}, {kSpecB, 1}, {kSpecC, 2}};
+    v1::SubmitJobRequest req;
+    for (const auto& [spec, weight] : tasks) {
+      v1::TaskSpec* t = req.mutable_spec()->add_tasks();
+      t->set_workload(spec);
+      t->set_weight(weight);
+    }
+    req.mutable_spec()->set_device_class(kDeviceClass);
+    req.mutable_spec()->set_trials(budget);
+    req.mutable_spec()->set_batch(batch);
+    req.mutable_spec()->set_seed(7);
+    req.mutable_spec()->set_min_repeat_ms(1);
+    v1::SubmitJobResponse resp;
+    grpc::Status st = tuner_->SubmitJob(Ctx().get(), req, &resp);
+    if (status != nullptr) {
+      *status = st;
+    } else {
+      EXPECT_TRUE(st.ok()) << st.error_message();
+    }
+    return resp.job_id();
+  }
+
+  std::map<std::string, int> RecordsByWorkload() {
+    std::map<std::string, int> n;
+    auto database = db::Database::Open(db_path_);
+    EXPECT_TRUE(database.ok()) << database.status();
+    if (!database.ok()) return n;
+    (void)(*database)->ForEachRecord([&](const db::Record& r) {
+      ++n[r.workload];
+      return absl::OkStatus();
+    });
+    return n;
+  }
+};
+
+TEST_F(ServiceTasksTest, ABudgetOverWeightedTasksCompletesWithTheObjective) {
+  StartServer(Options());
+  const std::string job = SubmitTasks(48, 8);
+  v1::JobStatus st = Job(job);
+  ASSERT_EQ(st.workloads_size(), 3);
+  EXPECT_EQ(st.trials_budget(), 48);
+  EXPECT_EQ(st.workloads(0).weight(), 3);
+  EXPECT_EQ(st.workloads(2).weight(), 2);
+  EXPECT_EQ(st.workloads(0).trials_target(), 0) << "the scheduler decides each task's share";
+  std::vector<std::string> seen;
+  RunWorker(RegisterWorker("host-a"), job, &seen);
+  st = Job(job);
+  EXPECT_EQ(st.state(), v1::DONE);
+  EXPECT_EQ(st.trials_done(), 48);
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size());
+  int sum = 0;
+  double objective = 0;
+  std::map<std::string, int> stored = RecordsByWorkload();
+  for (const v1::WorkloadProgress& w : st.workloads()) {
+    EXPECT_GE(w.trials_done(), 1) << w.workload() << ": the warm-up gives every task a round";
+    EXPECT_EQ(stored[w.workload()], w.trials_done()) << w.workload();
+    sum += w.trials_done();
+    ASSERT_GT(w.best_latency_us(), 0) << w.workload();
+    objective += w.weight() * w.best_latency_us();
+  }
+  EXPECT_EQ(sum, 48);
+  EXPECT_NEAR(st.objective_us(), objective, 1e-9 * objective);
+}
+
+TEST_F(ServiceTasksTest, MalformedTasksAreInvalidArgument) {
+  StartServer(Options());
+  grpc::Status st;
+  SubmitTasks(8, 8, &st, {{kSpec, -1}});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("weight"), std::string::npos) << st.error_message();
+  SubmitTasks(8, 8, &st, {{kSpec, 1}, {kSpec, 2}});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("given twice"), std::string::npos) << st.error_message();
+  SubmitTasks(8, 8, &st, {{kSpec, 1}, {"conv3d:n=1", 1}});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("conv3d"), std::string::npos) << st.error_message();
+  // Both forms at once.
+  v1::SubmitJobRequest req;
+  req.mutable_spec()->add_workloads(kSpec);
+  req.mutable_spec()->add_tasks()->set_workload(kSpecB);
+  req.mutable_spec()->set_device_class(kDeviceClass);
+  v1::SubmitJobResponse resp;
+  st = tuner_->SubmitJob(Ctx().get(), req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(StoredRecords(), 0);
+  auto database = db::Database::Open(db_path_);
+  ASSERT_TRUE(database.ok());
+  EXPECT_TRUE((*database)->ListJobs()->empty()) << "a refused job is not stored";
+}
+
+TEST_F(ServiceTasksTest, RestartResumesEveryTaskWithItsOwnTrials) {
+  StartServer(Options());
+  const std::string job = SubmitTasks(48, 8);
+  std::string w = RegisterWorker("host-a");
+  std::vector<std::string> seen;
+  RunWorker(w, job, &seen, 4, /*max_reports=*/5);  // 20 trials, then the daemon goes away
+  ASSERT_EQ(seen.size(), 20u);
+  v1::JobStatus before = Job(job);
+  StopServer();
+  std::map<std::string, int> stored = RecordsByWorkload();
+
+  StartServer(Options());
+  v1::JobStatus resumed = Job(job);
+  ASSERT_EQ(resumed.workloads_size(), 3);
+  EXPECT_EQ(resumed.trials_done(), 20);
+  EXPECT_EQ(resumed.trials_budget(), 48);
+  for (int i = 0; i < 3; ++i) {
+    const v1::WorkloadProgress& p = resumed.workloads(i);
+    EXPECT_EQ(p.trials_done(), before.workloads(i).trials_done()) << p.workload();
+    EXPECT_EQ(p.trials_done(), stored[p.workload()]) << p.workload();
+    EXPECT_EQ(p.weight(), before.workloads(i).weight());
+  }
+  w = RegisterWorker("host-a");
+  RunWorker(w, job, &seen);
+  v1::JobStatus st = Job(job);
+  EXPECT_EQ(st.state(), v1::DONE);
+  EXPECT_EQ(st.trials_done(), 48);
+  std::map<std::string, int> after = RecordsByWorkload();
+  int total = 0;
+  for (const v1::WorkloadProgress& p : st.workloads()) {
+    EXPECT_EQ(after[p.workload()], p.trials_done()) << p.workload();
+    total += after[p.workload()];
+  }
+  EXPECT_EQ(total, 48);
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size())
+      << "no candidate measured twice across the restart";
+}
+
+}  // namespace
+}  // namespace lathe::tuner::service_testing

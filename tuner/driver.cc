@@ -1,0 +1,442 @@
+#include "tuner/driver.h"
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "cost_model/database_io.h"
+#include "cost_model/xgb_model.h"
+#include "ir/trace.h"
+#include "tuner/task_scheduler.h"
+#include "tuner/tune_common.h"
+
+namespace lathe::tuner {
+
+namespace {
+
+// A task's in-flight work can run at most this many rounds ahead of its results (lathed: a
+// greedy fleet cannot make the search run far ahead of the results that teach the model).
+constexpr int kMaxInflightRounds = 4;
+
+// The driver's own view of a task, beside its public TaskStatus.
+struct TaskState {
+  std::set<std::string> measured;  // programs (CandidateKey) stored or dispatched
+  int inflight = 0;                // of `measured`: dispatched, not reported
+  bool stalled = false;            // searched nothing new while trials were outstanding
+  std::vector<std::pair<int, double>> history;  // (trials, best latency) for the scheduler
+  int history_at = 0;                           // trials at the last history point
+};
+
+class Driver {
+ public:
+  Driver(std::vector<DriverTask>& tasks, const DriverOptions& o, db::Database& database,
+         Runner& runner, const std::function<void(const DriverProgress&)>& progress)
+      : tasks_(tasks), o_(o), db_(database), runner_(runner), progress_(progress) {}
+
+  absl::StatusOr<DriverResult> Run();
+
+ private:
+  absl::Status Init();
+  // Dispatches rounds while the runner has room and a task is eligible. Returns whether the
+  // runner's room (rather than the tasks) is what stopped it.
+  absl::StatusOr<bool> DispatchRounds();
+  void Absorb(const TrialOutcome& o);
+  // Trains the model with the outcomes absorbed since the last call, saving it after a
+  // retraining.
+  void FlushModel();
+  void Retime();
+  void Report(bool end_of_round);
+  void Heavy(const std::function<void()>& fn) {
+    if (o_.run_heavy) {
+      o_.run_heavy(fn);
+    } else {
+      fn();
+    }
+  }
+  double CurrentObjective() const;
+  int TotalDone() {
+    int n = 0;
+    for (size_t i = 0; i < tasks_.size(); ++i) n += runner_.Progress(static_cast<int>(i)).done;
+    return n;
+  }
+  bool Closed(size_t i) {
+    if (status_[i].exhausted) return true;
+    return tasks_[i].cap > 0 && runner_.Progress(static_cast<int>(i)).done >= tasks_[i].cap;
+  }
+
+  std::vector<DriverTask>& tasks_;
+  const DriverOptions& o_;
+  db::Database& db_;
+  Runner& runner_;
+  const std::function<void(const DriverProgress&)>& progress_;
+
+  std::vector<TaskStatus> status_;
+  std::vector<TaskState> state_;
+  cost_model::CostModel model_;
+  int64_t saved_trained_on_ = 0;
+  std::unique_ptr<TaskScheduler> scheduler_;
+  std::mt19937_64 rng_;
+  int round_size_ = 0;
+  int rounds_ = 0;
+  int run_trials_ = 0;  // outcomes counted in this run (the curve's x axis)
+  int errors_ = 0;
+  // Dispatched, not reported: candidate id -> (task, candidate).
+  std::map<std::string, std::pair<int, Candidate>> inflight_;
+  // Measured candidates not yet given to the model.
+  struct Learn {
+    int task = 0;
+    Candidate candidate;
+    double throughput = 0;  // 1 / median for ok results, else 0
+  };
+  std::vector<Learn> learn_;
+};
+
+absl::Status Driver::Init() {
+  const size_t n = tasks_.size();
+  status_.assign(n, TaskStatus{});
+  state_.assign(n, TaskState{});
+  std::vector<ir::Workload> wls;
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Workload& w = tasks_[i].workload;
+    absl::StatusOr<std::set<std::string>> keys = MeasuredKeys(db_, w.key, o_.device_class);
+    if (!keys.ok()) return keys.status();
+    state_[i].measured = std::move(*keys);
+    status_[i].total_measured = static_cast<int64_t>(state_[i].measured.size());
+    if (auto b = db_.Best(w.key, o_.device_class); b.ok() && b->has_value()) {
+      status_[i].best_latency_us = (*b)->median_us;
+      status_[i].best_gflops = (*b)->Gflops();
+    }
+    status_[i].trials = runner_.Progress(static_cast<int>(i)).done;
+    wls.push_back(w);
+  }
+  if (o_.use_cost_model) model_ = InitialModel(db_, wls, o_.device_class);
+  saved_trained_on_ = model_.trained() ? model_.trained_on() : 0;
+  absl::StatusOr<std::unique_ptr<TaskScheduler>> s = MakeTaskScheduler(o_.scheduler);
+  if (!s.ok()) return s.status();
+  scheduler_ = std::move(*s);
+  rng_.seed(o_.seed);
+  round_size_ = RoundSize(o_.batch, o_.budget, static_cast<int>(n));
+  // A resumed run (lathed after a restart) has had rounds already: no second warm-up.
+  for (size_t i = 0; i < n; ++i) {
+    const int done = status_[i].trials;
+    if (done <= 0) continue;
+    status_[i].rounds = (done + round_size_ - 1) / round_size_;
+    state_[i].history.emplace_back(done, status_[i].best_latency_us);
+    state_[i].history_at = done;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Driver::DispatchRounds() {
+  const size_t n = tasks_.size();
+  for (;;) {
+    if (runner_.Room() <= 0) return true;
+    int done = 0, outstanding = 0;
+    std::vector<Runner::Counts> counts(n);
+    for (size_t i = 0; i < n; ++i) {
+      counts[i] = runner_.Progress(static_cast<int>(i));
+      done += counts[i].done;
+      outstanding += counts[i].outstanding;
+    }
+    const int budget_left = o_.budget - done - outstanding;
+    std::vector<TaskView> views(n);
+    for (size_t i = 0; i < n; ++i) {
+      TaskView& v = views[i];
+      const DriverTask& t = tasks_[i];
+      v.weight = t.weight;
+      v.flops = t.workload.flops;
+      v.op = t.workload.spec.op;
+      v.trials = counts[i].done;
+      v.rounds = status_[i].rounds;
+      v.best_us = status_[i].best_latency_us;
+      v.history = state_[i].history;
+      const int cap_left = t.cap > 0 ? t.cap - counts[i].done - counts[i].outstanding : budget_left;
+      v.eligible = budget_left > 0 && cap_left > 0 && !status_[i].exhausted && !state_[i].stalled &&
+                   counts[i].outstanding < kMaxInflightRounds * round_size_;
+    }
+    const int pick = scheduler_->Next(views, rng_);
+    if (pick < 0) return false;
+    const size_t i = static_cast<size_t>(pick);
+    const DriverTask& t = tasks_[i];
+    int want = std::min(round_size_, budget_left);
+    if (t.cap > 0) want = std::min(want, t.cap - counts[i].done - counts[i].outstanding);
+
+    absl::StatusOr<std::vector<Candidate>> next = absl::UnknownError("no search ran");
+    Heavy([&] {
+      FlushModel();
+      std::vector<Candidate> seeds =
+          SeedsFromDatabase(db_, *t.space, t.workload, o_.device_class, o_.seed_records);
+      // A task's first round starts with the space's rule-picked candidates.
+      next = NextRound(*t.space, model_, seeds, state_[i].measured, want, o_.search, rng_,
+                       /*rule_picked_first=*/status_[i].rounds == 0);
+    });
+    if (!next.ok()) {
+      return absl::Status(next.status().code(), absl::StrCat("search for '", t.workload.canonical,
+                                                             "': ", next.status().message()));
+    }
+    std::vector<Trial> trials;
+    for (Candidate& c : *next) {
+      std::string key = CandidateKey(c);
+      if (!state_[i].measured.insert(key).second) continue;
+      Trial tr;
+      tr.task = static_cast<int>(i);
+      tr.candidate_id = CandidateId(t.workload.key, key, o_.device_class);
+      lathe::v1::MeasureRequest& req = tr.request;
+      req.set_candidate_id(tr.candidate_id);
+      req.set_workload(t.workload.canonical);
+      req.set_trace_json(ir::TraceToJson(c.trace));
+      req.set_min_repeat_ms(o_.min_repeat_ms);
+      req.set_flush_cache(o_.flush_cache);
+      if (o_.cutoff_factor > 0 && status_[i].best_latency_us > 0) {
+        req.set_cutoff_us(o_.cutoff_factor * status_[i].best_latency_us);
+      }
+      inflight_.emplace(tr.candidate_id, std::make_pair(static_cast<int>(i), std::move(c)));
+      trials.push_back(std::move(tr));
+    }
+    const size_t trials_size = trials.size();
+    absl::StatusOr<std::vector<std::string>> skipped = runner_.Dispatch(std::move(trials));
+    if (!skipped.ok()) return skipped.status();
+    for (const std::string& id : *skipped) inflight_.erase(id);
+    state_[i].inflight += static_cast<int>(trials_size - skipped->size());
+    const size_t taken = trials_size - skipped->size();
+    if (taken == 0) {
+      if (!skipped->empty()) continue;  // others measured them: the next search proposes more
+      if (runner_.Progress(pick).outstanding == 0) {
+        status_[i].exhausted = true;  // nothing new to measure for this task
+      } else {
+        state_[i].stalled = true;  // wait for an outcome before searching it again
+      }
+      continue;
+    }
+    ++status_[i].rounds;
+    ++rounds_;
+  }
+}
+
+void Driver::Absorb(const TrialOutcome& out) {
+  if (out.task < 0 || static_cast<size_t>(out.task) >= tasks_.size()) return;
+  const size_t i = static_cast<size_t>(out.task);
+  TaskStatus& st = status_[i];
+  TaskState& state = state_[i];
+  auto it = inflight_.find(out.candidate_id);
+  if (out.kind == TrialOutcome::Kind::kWithdrawn) {
+    // Never measured: the search may propose it again.
+    if (it != inflight_.end()) {
+      state.measured.erase(CandidateKey(it->second.second));
+      inflight_.erase(it);
+      --state.inflight;
+    }
+    return;
+  }
+  if (out.kind == TrialOutcome::Kind::kForeign && !out.program_key.empty()) {
+    state.measured.insert(out.program_key);
+  }
+  state.stalled = false;
+  const bool ok = out.error_class == db::ErrorClass::kOk && out.median_us > 0;
+  if (ok && (st.best_latency_us <= 0 || out.median_us < st.best_latency_us)) {
+    st.best_latency_us = out.median_us;
+    st.best_gflops = tasks_[i].workload.flops / (out.median_us * 1e3);
+  }
+  if (out.counted) {
+    ++run_trials_;
+    if (!ok) {
+      ++errors_;
+      ++st.errors[std::string(db::ErrorClassName(out.error_class))];
+    }
+    st.curve.emplace_back(run_trials_, st.best_gflops);
+  }
+  if (it != inflight_.end()) {
+    if (o_.use_cost_model) {
+      learn_.push_back(
+          Learn{static_cast<int>(i), std::move(it->second.second), ok ? 1.0 / out.median_us : 0.0});
+    }
+    inflight_.erase(it);
+    --state.inflight;
+  }
+  const Runner::Counts c = runner_.Progress(out.task);
+  st.trials = c.done;
+  st.total_measured = static_cast<int64_t>(state.measured.size()) - state.inflight;
+  // The scheduler's history: a point per round's worth of trials, and when a round is in.
+  if (c.done > state.history_at &&
+      (c.done - state.history_at >= round_size_ || c.outstanding == 0)) {
+    state.history.emplace_back(c.done, st.best_latency_us);
+    state.history_at = c.done;
+  }
+}
+
+void Driver::FlushModel() {
+  if (!o_.use_cost_model || learn_.empty()) return;
+  std::vector<cost_model::FeatureMatrix> programs;
+  std::vector<double> throughputs;
+  std::vector<std::string> keys;
+  for (Learn& l : learn_) {
+    absl::StatusOr<cost_model::FeatureMatrix> f =
+        CandidateFeatures(*tasks_[l.task].space, l.candidate);
+    if (!f.ok()) continue;
+    programs.push_back(std::move(*f));
+    throughputs.push_back(l.throughput);
+    keys.push_back(tasks_[l.task].workload.key);
+  }
+  learn_.clear();
+  // A failed retraining keeps the previous model; tuning goes on with it.
+  if (!programs.empty()) (void)model_.Update(programs, throughputs, keys);
+  if (model_.trained() && model_.trained_on() != saved_trained_on_) {
+    if (cost_model::SaveToDatabase(db_, o_.device_class, model_).ok()) {
+      saved_trained_on_ = model_.trained_on();
+    }
+  }
+}
+
+double Driver::CurrentObjective() const {
+  std::vector<double> weights, latencies;
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    weights.push_back(tasks_[i].weight);
+    latencies.push_back(status_[i].best_latency_us);
+  }
+  return Objective(weights, latencies);
+}
+
+void Driver::Report(bool end_of_round) {
+  if (!progress_) return;
+  DriverProgress p;
+  p.trials_done = TotalDone();
+  p.budget = o_.budget;
+  p.round = rounds_;
+  p.end_of_round = end_of_round;
+  p.errors = errors_;
+  p.tasks = &status_;
+  p.objective_us = CurrentObjective();
+  progress_(p);
+}
+
+void Driver::Retime() {
+  const int top = o_.remeasure_top;
+  const size_t n = tasks_.size();
+  std::vector<std::set<std::string>> tried(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (auto b = db_.Best(tasks_[i].workload.key, o_.device_class); b.ok() && b->has_value()) {
+      status_[i].best_before_remeasure_us = (*b)->median_us;
+    }
+  }
+  while (!runner_.Stopping()) {
+    std::vector<RetimeRequest> todo;
+    for (size_t i = 0; i < n; ++i) {
+      absl::StatusOr<std::vector<db::Record>> best =
+          db_.TopK(tasks_[i].workload.key, o_.device_class, top);
+      if (!best.ok()) continue;
+      for (db::Record& r : *best) {
+        if (r.remeasured_at_ms != 0 || tried[i].count(r.candidate_id) > 0) continue;
+        if (static_cast<int>(tried[i].size()) >= 2 * top) break;
+        tried[i].insert(r.candidate_id);
+        todo.push_back(RetimeRequest{static_cast<int>(i), r.candidate_id, r.workload,
+                                     std::move(r.trace_json)});
+      }
+    }
+    if (todo.empty()) break;
+    absl::StatusOr<std::vector<bool>> added =
+        runner_.Retime(todo, o_.remeasure_ms, [&](int done, int total) {
+          if (!progress_) return;
+          DriverProgress p;
+          p.trials_done = TotalDone();
+          p.budget = o_.budget;
+          p.round = rounds_;
+          p.errors = errors_;
+          p.tasks = &status_;
+          p.objective_us = CurrentObjective();
+          p.remeasure_done = done;
+          p.remeasure_total = total;
+          progress_(p);
+        });
+    if (!added.ok()) break;  // keep what is stored
+    for (size_t k = 0; k < todo.size() && k < added->size(); ++k) {
+      ++((*added)[k] ? status_[todo[k].task].remeasured : status_[todo[k].task].remeasure_failed);
+    }
+  }
+  // A re-timing can move the best either way: the database's figure is the task's now.
+  for (size_t i = 0; i < n; ++i) {
+    if (auto b = db_.Best(tasks_[i].workload.key, o_.device_class); b.ok() && b->has_value()) {
+      status_[i].best_latency_us = (*b)->median_us;
+      status_[i].best_gflops = (*b)->Gflops();
+    }
+  }
+}
+
+absl::StatusOr<DriverResult> Driver::Run() {
+  if (absl::Status st = Init(); !st.ok()) return st;
+  DriverResult result;
+  for (;;) {
+    if (runner_.Stopping()) {
+      result.stopped = true;
+      break;
+    }
+    bool all_closed = true;
+    for (size_t i = 0; i < tasks_.size(); ++i) all_closed = all_closed && Closed(i);
+    if (TotalDone() >= o_.budget || all_closed) {
+      result.space_exhausted = all_closed && TotalDone() < o_.budget;
+      break;
+    }
+    absl::StatusOr<bool> room_bound = DispatchRounds();
+    if (!room_bound.ok()) {
+      (void)runner_.Finish();
+      return room_bound.status();
+    }
+    absl::StatusOr<std::vector<TrialOutcome>> outcomes = runner_.Wait(*room_bound);
+    if (!outcomes.ok()) {
+      (void)runner_.Finish();
+      return outcomes.status();
+    }
+    for (const TrialOutcome& out : *outcomes) Absorb(out);
+    if (!outcomes->empty()) {
+      bool idle = true;
+      for (size_t i = 0; i < tasks_.size(); ++i) {
+        idle = idle && runner_.Progress(static_cast<int>(i)).outstanding == 0;
+      }
+      Report(/*end_of_round=*/idle);
+    }
+  }
+  if (absl::Status st = runner_.Finish(); !st.ok()) return st;
+  if (!result.stopped) {
+    Heavy([&] { FlushModel(); });
+    runner_.TrialsFinished();
+    if (o_.remeasure_top > 0) Retime();
+    result.stopped = runner_.Stopping();
+  }
+  result.tasks = status_;
+  result.trials = run_trials_;
+  result.objective_us = CurrentObjective();
+  return result;
+}
+
+}  // namespace
+
+double Objective(const std::vector<double>& weights, const std::vector<double>& latencies_us) {
+  double sum = 0;
+  for (size_t i = 0; i < weights.size() && i < latencies_us.size(); ++i) {
+    if (!(latencies_us[i] > 0)) return 0;
+    sum += weights[i] * latencies_us[i];
+  }
+  return sum;
+}
+
+int RoundSize(int batch, int budget, int num_tasks) {
+  if (num_tasks <= 1) return std::max(1, batch);
+  return std::max(1, std::min(batch, std::max(8, budget / (4 * num_tasks))));
+}
+
+absl::StatusOr<DriverResult> RunDriver(std::vector<DriverTask>& tasks, const DriverOptions& options,
+                                       db::Database& database, Runner& runner,
+                                       const std::function<void(const DriverProgress&)>& progress) {
+  if (tasks.empty()) return absl::InvalidArgumentError("a tuning run needs at least one task");
+  for (const DriverTask& t : tasks) {
+    if (!t.space) return absl::InvalidArgumentError("a task without a search space");
+  }
+  if (options.budget < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("trials ", options.budget, " (need >= 1)"));
+  }
+  Driver d(tasks, options, database, runner, progress);
+  return d.Run();
+}
+
+}  // namespace lathe::tuner
