@@ -12,7 +12,10 @@
 //   --quick      64 trials per workload (a smoke run)
 //   --only       workloads by name (see the table), e.g. --only gemm512,conv128
 //   --trials N   trials per workload (overrides the defaults and --quick)
-//   --sections   comma list of tune,efficiency,model,overhead (default: all)
+//   --sections   comma list of tune,efficiency,model,overhead (default) and tasks (the
+//                multi-task section, bench/tasks_section.h: ResNet-18's convs under the
+//                gradient and the round-robin scheduler, 600 trials x 3 seeds each; --trials
+//                sets its budget)
 //   --keep-db    keep the run's databases (their directory is printed)
 //   --from-db    only the model and overhead sections, on the databases a --keep-db run kept
 //   --shared-db  the model-guided runs share one database, tuned in --only's order, as a
@@ -40,6 +43,7 @@
 #include "bench/conv_baselines.h"
 #include "bench/gemm_baselines.h"
 #include "bench/model_quality.h"
+#include "bench/tasks_section.h"
 #include "codegen/cpu_kernel.h"
 #include "cost_model/database_io.h"
 #include "cost_model/features.h"
@@ -388,7 +392,7 @@ Flags ParseFlags(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_tune [--quick] [--only NAME,...] [--trials N] "
-                   "[--sections tune,efficiency,model,overhead] [--seed N] [--keep-db] "
+                   "[--sections tune,efficiency,model,overhead,tasks] [--seed N] [--keep-db] "
                    "[--from-db DIR] [--shared-db]\n");
       std::exit(2);
     }
@@ -451,7 +455,10 @@ int Main(int argc, char** argv) {
   // JIT kernels ran in-process, oneDNN's OpenMP convolutions measured up to 80x slower (a
   // 98 us depthwise conv took 8 ms), whatever the cause; the libraries get a clean process.
   std::map<std::string, std::optional<Library>> libraries;
+  const bool per_workload = flags.sections.count("tune") || flags.sections.count("efficiency") ||
+                            flags.sections.count("model") || flags.sections.count("overhead");
   for (const Workload& wl : Workloads()) {
+    if (!per_workload) break;
     if (!flags.only.empty() && !flags.only.count(wl.name)) continue;
     auto w = ir::MakeWorkload(wl.spec);
     if (!w.ok()) return 1;
@@ -475,10 +482,7 @@ int Main(int argc, char** argv) {
     const Workload& wl = *wlp;
     // The seed of a workload does not depend on the order.
     const uint64_t seed = flags.seed + 1 + static_cast<uint64_t>(wlp - Workloads().data());
-    if (!flags.sections.count("tune") && !flags.sections.count("efficiency") &&
-        !flags.sections.count("model") && !flags.sections.count("overhead")) {
-      break;
-    }
+    if (!per_workload) break;
     auto w = ir::MakeWorkload(wl.spec);
     if (!w.ok()) return 1;
     const int trials = flags.trials > 0 ? flags.trials : flags.quick ? 64 : wl.trials;
@@ -507,44 +511,48 @@ int Main(int argc, char** argv) {
         "shared database: the runs below were tuned in this order in one database, each "
         "starting from the model and best schedules of the ones before it\n\n");
   }
-  std::printf(
-      "| workload | library | lib us | lib GFLOP/s | tuned us (db) | tuned us (re-timed) "
-      "| tuned GFLOP/s | ratio | ratio (db) | target | trials | tune wall s | trials to 95 %% |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const Row& row : rows) {
-    const tuner::TuneResult& r = row.run->result;
-    auto w = ir::MakeWorkload(row.w->spec);
-    // The tuned figure is the in-process re-timing when it succeeded, else the database's.
-    const double tuned_s = row.run->retimed_s > 0 ? row.run->retimed_s : r.best_latency_us * 1e-6;
-    const double tuned_gflops = tuned_s > 0 ? w->flops / tuned_s * 1e-9 : 0;
-    const double ratio = row.lib && tuned_s > 0 ? row.lib->median_s / tuned_s : 0;
-    const double db_ratio =
-        row.lib && r.best_latency_us > 0 ? row.lib->median_s / (r.best_latency_us * 1e-6) : 0;
-    const double final_best = r.curve.empty() ? 0 : r.curve.back().second;
-    char target[32] = "-";
-    if (row.w->target > 0) {
-      std::snprintf(target, sizeof target, ">= %.2f %s", row.w->target,
-                    ratio >= row.w->target ? "met" : "MISSED");
+  if (flags.sections.count("tune")) {
+    std::printf(
+        "| workload | library | lib us | lib GFLOP/s | tuned us (db) | tuned us (re-timed) "
+        "| tuned GFLOP/s | ratio | ratio (db) | target | trials | tune wall s | trials to 95 %% |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Row& row : rows) {
+      const tuner::TuneResult& r = row.run->result;
+      auto w = ir::MakeWorkload(row.w->spec);
+      // The tuned figure is the in-process re-timing when it succeeded, else the database's.
+      const double tuned_s = row.run->retimed_s > 0 ? row.run->retimed_s : r.best_latency_us * 1e-6;
+      const double tuned_gflops = tuned_s > 0 ? w->flops / tuned_s * 1e-9 : 0;
+      const double ratio = row.lib && tuned_s > 0 ? row.lib->median_s / tuned_s : 0;
+      const double db_ratio =
+          row.lib && r.best_latency_us > 0 ? row.lib->median_s / (r.best_latency_us * 1e-6) : 0;
+      const double final_best = r.curve.empty() ? 0 : r.curve.back().second;
+      char target[32] = "-";
+      if (row.w->target > 0) {
+        std::snprintf(target, sizeof target, ">= %.2f %s", row.w->target,
+                      ratio >= row.w->target ? "met" : "MISSED");
+      }
+      std::printf(
+          "| %s | %s%s%s | %.0f | %.1f | %.0f | %.0f | %.1f | %.2f | %.2f | %s | %d | %.0f | %d "
+          "|\n",
+          row.w->name, row.lib ? row.lib->name.c_str() : "none",
+          row.lib && !row.lib->note.empty() ? " (" : "",
+          row.lib && !row.lib->note.empty() ? (row.lib->note + ")").c_str() : "",
+          row.lib ? row.lib->median_s * 1e6 : 0.0, row.lib ? row.lib->gflops : 0.0,
+          r.best_latency_us, tuned_s * 1e6, tuned_gflops, ratio, db_ratio, target, r.trials,
+          r.seconds, TrialsTo(r.curve, final_best, 0.95));
     }
     std::printf(
-        "| %s | %s%s%s | %.0f | %.1f | %.0f | %.0f | %.1f | %.2f | %.2f | %s | %d | %.0f | %d |\n",
-        row.w->name, row.lib ? row.lib->name.c_str() : "none",
-        row.lib && !row.lib->note.empty() ? " (" : "",
-        row.lib && !row.lib->note.empty() ? (row.lib->note + ")").c_str() : "",
-        row.lib ? row.lib->median_s * 1e6 : 0.0, row.lib ? row.lib->gflops : 0.0, r.best_latency_us,
-        tuned_s * 1e6, tuned_gflops, ratio, db_ratio, target, r.trials, r.seconds,
-        TrialsTo(r.curve, final_best, 0.95));
-  }
-  std::printf(
-      "\nratio = library latency / tuned latency (re-timed in a fresh measurement child, median "
-      "over >= 0.5 s); ratio (db) uses the measurement child's figure; > 1 means lathe is faster. "
-      "trials to 95 %% = first trial whose "
-      "best-so-far reached 95 %% of the run's final best.\n");
-  for (const Row& row : rows) {
-    const tuner::TuneResult& r = row.run->result;
-    std::string errors;
-    for (const auto& [cls, n] : r.errors) errors += " " + cls + "=" + std::to_string(n);
-    if (!errors.empty()) std::printf("%s failed candidates:%s\n", row.w->name, errors.c_str());
+        "\nratio = library latency / tuned latency (re-timed in a fresh measurement child, median "
+        "over >= 0.5 s); ratio (db) uses the measurement child's figure; > 1 means lathe is "
+        "faster. "
+        "trials to 95 %% = first trial whose "
+        "best-so-far reached 95 %% of the run's final best.\n");
+    for (const Row& row : rows) {
+      const tuner::TuneResult& r = row.run->result;
+      std::string errors;
+      for (const auto& [cls, n] : r.errors) errors += " " + cls + "=" + std::to_string(n);
+      if (!errors.empty()) std::printf("%s failed candidates:%s\n", row.w->name, errors.c_str());
+    }
   }
 
   // 2. Search efficiency.
@@ -595,6 +603,14 @@ int Main(int argc, char** argv) {
 
   if (flags.sections.count("model") && !runs.empty()) PrintModelQuality(runs, flags.seed);
   if (flags.sections.count("overhead") && !runs.empty()) PrintOverhead(runs);
+  if (flags.sections.count("tasks")) {
+    TasksSectionOptions t;
+    t.dir = dir;
+    if (flags.trials > 0) t.budget = flags.trials;
+    if (flags.quick) t.budget = 150;
+    t.checkpoints = {t.budget / 4, t.budget / 2, t.budget};
+    if (RunTasksSection(t) != 0) return 1;
+  }
 
   std::printf("\ntotal wall time %.0f s\n", Seconds(start));
   if (!flags.keep_db) {
