@@ -6,7 +6,9 @@
 #define LATHE_COST_MODEL_DATABASE_IO_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,15 +35,30 @@ absl::StatusOr<CostModel> LoadFromDatabase(db::Database& db, const std::string& 
 // Replays a trace (JSON text) on its workload and lowers it: the program a record measured.
 absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json);
 
+// Stores the features of measured programs under their records' candidate ids (this build's
+// layout version), so that later runs train on them without lowering the traces again.
+absl::Status SaveFeatures(db::Database& db, const std::vector<std::string>& candidate_ids,
+                          const std::vector<const FeatureMatrix*>& features);
+
+// The features of each record's program: the stored ones where the database has them in this
+// build's layout, else the record's trace replayed, lowered and featurized (and then stored,
+// so that the next start finds them); nullopt where the trace no longer replays or lowers.
+// `lowered` (optional) counts the records that had to be lowered.
+std::vector<std::optional<FeatureMatrix>> FeaturesOfRecords(db::Database& db,
+                                                            const std::vector<db::Record>& records,
+                                                            int64_t* lowered = nullptr);
+
 struct TrainFromDatabaseStats {
   int64_t records = 0;  // ok records of the device class
-  int64_t used = 0;     // of which replayed, lowered and featurized
+  int64_t used = 0;     // of which with features (stored, or replayed, lowered, featurized)
+  int64_t lowered = 0;  // of those, the ones whose features were not stored
   int64_t skipped = 0;  // traces that no longer replay or lower (logged nowhere; counted)
 };
 
 // Adds every ok record of `device_class` to `model` (throughput 1 / median latency, grouped
-// by workload key) and trains it. Records whose trace fails to replay are skipped and
-// counted. FailedPrecondition when too few records remain to train.
+// by workload key; features as FeaturesOfRecords gives them) and trains it. Records whose
+// trace fails to replay are skipped and counted. FailedPrecondition when too few records remain to
+// train.
 absl::StatusOr<TrainFromDatabaseStats> TrainFromDatabase(db::Database& db,
                                                          const std::string& device_class,
                                                          CostModel& model);

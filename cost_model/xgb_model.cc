@@ -477,19 +477,27 @@ absl::Status CostModel::Train() { return impl_->Train(); }
 
 absl::StatusOr<std::vector<float>> CostModel::Predict(
     const std::vector<FeatureMatrix>& programs) const {
+  std::vector<const FeatureMatrix*> ptrs;
+  ptrs.reserve(programs.size());
+  for (const FeatureMatrix& m : programs) ptrs.push_back(&m);
+  return Predict(ptrs);
+}
+
+absl::StatusOr<std::vector<float>> CostModel::Predict(
+    const std::vector<const FeatureMatrix*>& programs) const {
   if (impl_->booster == nullptr) {
     return absl::FailedPreconditionError("cost model is not trained");
   }
   std::vector<float> rows;
   size_t num_rows = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
-    if (absl::Status st = CheckWidth(programs[i], i); !st.ok()) return st;
-    num_rows += static_cast<size_t>(programs[i].num_rows);
+    if (absl::Status st = CheckWidth(*programs[i], i); !st.ok()) return st;
+    num_rows += static_cast<size_t>(programs[i]->num_rows);
   }
   std::vector<float> scores(programs.size(), 0.f);
   if (num_rows == 0) return scores;
   rows.reserve(num_rows * kNumFeatures);
-  for (const FeatureMatrix& m : programs) rows.insert(rows.end(), m.data.begin(), m.data.end());
+  for (const FeatureMatrix* m : programs) rows.insert(rows.end(), m->data.begin(), m->data.end());
 
   const std::string array = absl::StrCat(R"({"data": [)", reinterpret_cast<uintptr_t>(rows.data()),
                                          R"(, true], "shape": [)", num_rows, ", ", kNumFeatures,
@@ -505,7 +513,7 @@ absl::StatusOr<std::vector<float>> CostModel::Predict(
             "predict");
   size_t r = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
-    const int n = programs[i].num_rows;
+    const int n = programs[i]->num_rows;
     if (n == 0) continue;
     double sum = 0;
     for (int k = 0; k < n; ++k) sum += out[r + k];

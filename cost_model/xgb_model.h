@@ -97,6 +97,9 @@ class CostModel {
   // FailedPrecondition when the model is not trained; InvalidArgument for a matrix of the
   // wrong width.
   absl::StatusOr<std::vector<float>> Predict(const std::vector<FeatureMatrix>& programs) const;
+  // The same, for matrices held elsewhere (none may be null).
+  absl::StatusOr<std::vector<float>> Predict(
+      const std::vector<const FeatureMatrix*>& programs) const;
 
   // The trained model as bytes (XGBoost UBJSON after a one-line lathe header recording the
   // feature layout version, the body's size and an FNV-1a checksum). FailedPrecondition when

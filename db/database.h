@@ -28,7 +28,7 @@ namespace lathe::db {
 
 // The schema version this code writes (PRAGMA user_version). Older files are migrated on
 // open; newer ones are refused.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 struct OpenOptions {
   // Create the file when it does not exist (its directory must exist). When false, a missing
@@ -49,6 +49,17 @@ struct CostModelBlob {
   std::string model;          // opaque bytes
   int64_t trained_on = 0;     // records the model was trained on
   int64_t updated_at_ms = 0;  // set by the database
+};
+
+// The cost model's input for a record's program (opaque here: cost_model/database_io.h reads
+// and writes it), stored where the program was lowered for the search so that nothing is
+// lowered again to train a model on stored records.
+struct StoredFeatures {
+  std::string candidate_id;
+  int64_t version = 0;  // of the feature layout; readers skip other versions
+  int64_t num_rows = 0;
+  int64_t num_cols = 0;
+  std::string data;  // num_rows x num_cols float32, native byte order
 };
 
 // A tuning job (used by the daemon).
@@ -143,6 +154,15 @@ class Database {
   absl::Status ForEachRecord(const std::function<absl::Status(const Record&)>& fn);
   // Database-wide counts.
   absl::StatusOr<Stats> GetStats();
+
+  // --- program features (store.cc) ---
+
+  // Stores (replaces) features by candidate id, all in one transaction. InvalidArgument for an
+  // empty candidate id or data whose size is not num_rows x num_cols floats.
+  absl::Status PutFeatures(std::span<const StoredFeatures> features);
+  // The stored features of each candidate id, in order; nullopt where none is stored.
+  absl::StatusOr<std::vector<std::optional<StoredFeatures>>> GetFeatures(
+      std::span<const std::string> candidate_ids);
 
   // --- cost models and jobs (store.cc) ---
 

@@ -4,6 +4,8 @@
 //   v2: records gain cv, flops, lathe_version, inserted_at; the best-record index covers the
 //       error class; cost_models and jobs tables.
 //   v3: records gain remeasured_at (when a careful re-measurement last added repeats).
+//   v4: features: the cost model's input for a record's program, stored by candidate id where
+//       the program was lowered for the search, so that no start re-lowers every record.
 //
 // A migration never drops a record. New files run every migration from version 0.
 
@@ -78,6 +80,16 @@ constexpr char kSchemaV3[] = R"sql(
 ALTER TABLE records ADD COLUMN remeasured_at INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+constexpr char kSchemaV4[] = R"sql(
+CREATE TABLE features(
+  candidate_id TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  num_rows INTEGER NOT NULL,
+  num_cols INTEGER NOT NULL,
+  data BLOB NOT NULL
+) WITHOUT ROWID;
+)sql";
+
 absl::Status MigrateTo1(Connection& conn) { return conn.Exec(kSchemaV1, "migrate to schema v1"); }
 
 absl::Status MigrateTo2(Connection& conn) {
@@ -105,9 +117,11 @@ absl::Status MigrateTo2(Connection& conn) {
 
 absl::Status MigrateTo3(Connection& conn) { return conn.Exec(kSchemaV3, "migrate to schema v3"); }
 
+absl::Status MigrateTo4(Connection& conn) { return conn.Exec(kSchemaV4, "migrate to schema v4"); }
+
 using MigrationFn = absl::Status (*)(Connection&);
 // kMigrations[i] takes the schema from version i to version i + 1.
-constexpr MigrationFn kMigrations[] = {MigrateTo1, MigrateTo2, MigrateTo3};
+constexpr MigrationFn kMigrations[] = {MigrateTo1, MigrateTo2, MigrateTo3, MigrateTo4};
 static_assert(std::size(kMigrations) == kSchemaVersion);
 
 }  // namespace

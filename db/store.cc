@@ -60,6 +60,67 @@ absl::StatusOr<JobState> ParseJobState(std::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown job state '", std::string(name), "'"));
 }
 
+absl::Status Database::PutFeatures(std::span<const StoredFeatures> features) {
+  for (const StoredFeatures& f : features) {
+    if (f.candidate_id.empty()) return absl::InvalidArgumentError("features: empty candidate id");
+    if (f.num_rows < 0 || f.num_cols <= 0 ||
+        static_cast<int64_t>(f.data.size()) != f.num_rows * f.num_cols * 4) {
+      return absl::InvalidArgumentError(absl::StrCat("features of ", f.candidate_id, ": ",
+                                                     f.data.size(), " bytes for ", f.num_rows,
+                                                     " x ", f.num_cols, " floats"));
+    }
+  }
+  if (features.empty()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Connection& conn = *impl_->conn;
+  absl::StatusOr<internal::Transaction> txn = internal::Transaction::BeginImmediate(conn);
+  if (!txn.ok()) return txn.status();
+  for (const StoredFeatures& f : features) {
+    absl::StatusOr<Statement> stmt = conn.Prepare(
+        "INSERT OR REPLACE INTO features(candidate_id, version, num_rows, num_cols, data) "
+        "VALUES(?, ?, ?, ?, ?)");
+    if (!stmt.ok()) return stmt.status();
+    stmt->BindText(1, f.candidate_id)
+        .BindInt64(2, f.version)
+        .BindInt64(3, f.num_rows)
+        .BindInt64(4, f.num_cols)
+        .BindBlob(5, f.data);
+    if (absl::Status st = stmt->Run(); !st.ok()) return st;
+  }
+  return txn->Commit();
+}
+
+absl::StatusOr<std::vector<std::optional<StoredFeatures>>> Database::GetFeatures(
+    std::span<const std::string> candidate_ids) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<std::optional<StoredFeatures>> out;
+  out.reserve(candidate_ids.size());
+  for (const std::string& id : candidate_ids) {
+    absl::StatusOr<Statement> stmt = impl_->conn->Prepare(
+        "SELECT version, num_rows, num_cols, data FROM features WHERE candidate_id = ?");
+    if (!stmt.ok()) return stmt.status();
+    stmt->BindText(1, id);
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) {
+      out.emplace_back();
+      continue;
+    }
+    StoredFeatures f;
+    f.candidate_id = id;
+    f.version = stmt->ColumnInt64(0);
+    f.num_rows = stmt->ColumnInt64(1);
+    f.num_cols = stmt->ColumnInt64(2);
+    f.data = stmt->ColumnBlob(3);
+    if (static_cast<int64_t>(f.data.size()) != f.num_rows * f.num_cols * 4) {
+      out.emplace_back();  // damaged: as if missing (the caller lowers the trace again)
+      continue;
+    }
+    out.emplace_back(std::move(f));
+  }
+  return out;
+}
+
 absl::Status Database::PutCostModel(const CostModelBlob& blob) {
   if (blob.device_class.empty()) {
     return absl::InvalidArgumentError("cost model: empty device class");

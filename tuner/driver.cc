@@ -87,6 +87,7 @@ class Driver {
   // Measured candidates not yet given to the model.
   struct Learn {
     int task = 0;
+    std::string candidate_id;
     Candidate candidate;
     double throughput = 0;  // 1 / median for ok results, else 0
   };
@@ -249,8 +250,8 @@ void Driver::Absorb(const TrialOutcome& out) {
   }
   if (it != inflight_.end()) {
     if (o_.use_cost_model) {
-      learn_.push_back(
-          Learn{static_cast<int>(i), std::move(it->second.second), ok ? 1.0 / out.median_us : 0.0});
+      learn_.push_back(Learn{static_cast<int>(i), out.candidate_id, std::move(it->second.second),
+                             ok ? 1.0 / out.median_us : 0.0});
     }
     inflight_.erase(it);
     --state.inflight;
@@ -271,15 +272,32 @@ void Driver::FlushModel() {
   std::vector<cost_model::FeatureMatrix> programs;
   std::vector<double> throughputs;
   std::vector<std::string> keys;
+  std::vector<std::string> ok_ids;  // ok records, whose features the database keeps
   for (Learn& l : learn_) {
-    absl::StatusOr<cost_model::FeatureMatrix> f =
-        CandidateFeatures(*tasks_[l.task].space, l.candidate);
-    if (!f.ok()) continue;
-    programs.push_back(std::move(*f));
+    // The search's features where it ranked the candidate; lowered here only for the
+    // candidates it did not (random samples, rule-picked ones).
+    if (l.candidate.features != nullptr) {
+      programs.push_back(*l.candidate.features);
+    } else {
+      absl::StatusOr<cost_model::FeatureMatrix> f =
+          CandidateFeatures(*tasks_[l.task].space, l.candidate);
+      if (!f.ok()) continue;
+      programs.push_back(std::move(*f));
+    }
     throughputs.push_back(l.throughput);
     keys.push_back(tasks_[l.task].workload.key);
+    ok_ids.push_back(l.throughput > 0 ? l.candidate_id : std::string());
   }
   learn_.clear();
+  std::vector<std::string> store_ids;
+  std::vector<const cost_model::FeatureMatrix*> store;
+  for (size_t k = 0; k < programs.size(); ++k) {
+    if (ok_ids[k].empty()) continue;
+    store_ids.push_back(ok_ids[k]);
+    store.push_back(&programs[k]);
+  }
+  // A failure to store costs a lowering at a later start, nothing else.
+  if (!store.empty()) (void)cost_model::SaveFeatures(db_, store_ids, store);
   // A failed retraining keeps the previous model; tuning goes on with it.
   if (!programs.empty()) (void)model_.Update(programs, throughputs, keys);
   if (model_.trained() && model_.trained_on() != saved_trained_on_) {

@@ -162,7 +162,7 @@ class ProgramScores {
         todo.push_back(i);
       }
     }
-    std::vector<cost_model::FeatureMatrix> feats(todo.size());
+    std::vector<std::shared_ptr<cost_model::FeatureMatrix>> feats(todo.size());
     std::vector<char> lowered(todo.size(), 0);
     pool_.For(todo.size(), [&](size_t t) {
       const Candidate& c = cands[todo[t]];
@@ -177,19 +177,19 @@ class ProgramScores {
       if (!f.ok()) return;
       auto m = cost_model::ExtractFeatures(*f);
       if (!m.ok()) return;
-      feats[t] = std::move(*m);
+      feats[t] = std::make_shared<cost_model::FeatureMatrix>(std::move(*m));
       lowered[t] = 1;
     });
     if (drop_schedules) {
       pool_.For(cands.size(), [&](size_t i) { cands[i].schedule.reset(); });
     }
     // Predict() is thread-safe: score halves of the new programs on separate cores.
-    std::vector<cost_model::FeatureMatrix> head, tail;
+    std::vector<const cost_model::FeatureMatrix*> head, tail;
     std::vector<size_t> head_of, tail_of;  // positions in `todo`
     const size_t half = todo.size() / 2;
     for (size_t t = 0; t < todo.size(); ++t) {
       if (!lowered[t]) continue;
-      (t < half ? head : tail).push_back(std::move(feats[t]));
+      (t < half ? head : tail).push_back(feats[t].get());
       (t < half ? head_of : tail_of).push_back(t);
     }
     absl::StatusOr<std::vector<float>> head_scores, tail_scores;
@@ -203,10 +203,12 @@ class ProgramScores {
     if (!head_scores.ok()) return head_scores.status();
     if (!tail_scores.ok()) return tail_scores.status();
     for (size_t k = 0; k < head_of.size(); ++k) {
-      programs_[program[todo[head_of[k]]]] = {(*head_scores)[k], true};
+      programs_[program[todo[head_of[k]]]] = {(*head_scores)[k], true,
+                                              std::move(feats[head_of[k]])};
     }
     for (size_t k = 0; k < tail_of.size(); ++k) {
-      programs_[program[todo[tail_of[k]]]] = {(*tail_scores)[k], true};
+      programs_[program[todo[tail_of[k]]]] = {(*tail_scores)[k], true,
+                                              std::move(feats[tail_of[k]])};
     }
     for (size_t i = 0; i < cands.size(); ++i) {
       const Program& p = programs_[program[i]];
@@ -216,11 +218,16 @@ class ProgramScores {
     return absl::OkStatus();
   }
   size_t size() const { return programs_.size(); }
+  // The features of program `i` (null when it did not lower).
+  const std::shared_ptr<const cost_model::FeatureMatrix>& features(size_t i) const {
+    return programs_[i].features;
+  }
 
  private:
   struct Program {
     float score = 0;
     bool ok = false;  // lowered and featurized
+    std::shared_ptr<const cost_model::FeatureMatrix> features;
   };
   const SearchSpace& space_;
   const cost_model::CostModel& model_;
@@ -254,6 +261,9 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   // often share a program, and by the end of a round most of them are measured ones, so the
   // key (the trace's JSON) is built once per program instead of once per decisions.
   std::vector<char> offered;
+  // The features of the program each `take` with a program index names (set once the round
+  // scores programs).
+  const ProgramScores* scored = nullptr;
   auto take = [&](const Candidate& c, std::optional<size_t> program = std::nullopt) {
     if (program) {
       if (*program >= offered.size()) offered.resize(*program + 1, 0);
@@ -263,6 +273,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     std::string k = CandidateKey(c);
     if (measured.count(k) || !taken.insert(k).second) return false;
     out.push_back(c);
+    if (program && scored != nullptr) out.back().features = scored->features(*program);
     return true;
   };
   auto random_fill = [&](int want) {
@@ -322,6 +333,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   seen.best = &best;
   seen.generations = &generations;
   ProgramScores cache(space, model, pool);
+  scored = &cache;
   std::uniform_real_distribution<double> unit(0, 1);
   for (int gen = 0; gen <= options.generations && !pop.empty(); ++gen) {
     std::vector<float> scores;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cost_model/features.h"
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
@@ -39,6 +40,10 @@ struct Candidate {
   // The applied schedule, kept by Sample / Mutate / FromTrace so that the search lowers it
   // without replaying the trace again; may be null (then Apply it).
   std::shared_ptr<const ir::Schedule> schedule;
+  // The features of its lowered program, set by the search when it ranked the candidate with
+  // the cost model (null otherwise): the driver teaches them to the model and stores them with
+  // the record instead of lowering the program again.
+  std::shared_ptr<const cost_model::FeatureMatrix> features;
 };
 
 // Candidates a caller already holds, by decisions: a mutation that lands on one of them

@@ -93,13 +93,12 @@ cost_model::CostModel InitialModel(db::Database& database,
     for (const ir::Workload& w : workloads) {
       absl::StatusOr<std::vector<db::Record>> history = database.TopK(w.key, device_class, 1 << 20);
       if (!history.ok()) continue;
-      for (const db::Record& r : *history) {
-        absl::StatusOr<ir::LoweredFunc> f = cost_model::LowerTraceJson(r.trace_json);
-        if (!f.ok() || r.median_us <= 0) continue;
-        absl::StatusOr<cost_model::FeatureMatrix> m = cost_model::ExtractFeatures(*f);
-        if (!m.ok()) continue;
-        programs.push_back(std::move(*m));
-        throughputs.push_back(1.0 / r.median_us);
+      std::vector<std::optional<cost_model::FeatureMatrix>> found =
+          cost_model::FeaturesOfRecords(database, *history);
+      for (size_t i = 0; i < history->size(); ++i) {
+        if (!found[i].has_value() || (*history)[i].median_us <= 0) continue;
+        programs.push_back(std::move(*found[i]));
+        throughputs.push_back(1.0 / (*history)[i].median_us);
         keys.push_back(w.key);
       }
     }

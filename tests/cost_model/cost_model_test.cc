@@ -363,6 +363,28 @@ TEST(CostModelDatabaseTest, TrainsFromRecordsOfADeviceClass) {
   EXPECT_EQ(stats->skipped, 1);
   EXPECT_TRUE(model.trained());
 
+  EXPECT_EQ(stats->lowered, inserted) << "no features were stored: every trace was lowered";
+
+  // The features lowered by the first training were stored: the next one lowers nothing, and
+  // they are the ones lowering gives.
+  CostModel again(FastOptions());
+  stats = TrainFromDatabase(t.db(), "cpu:test", again);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->used, inserted);
+  EXPECT_EQ(stats->lowered, 0);
+  absl::StatusOr<std::optional<db::Record>> r0 = t.db().GetByCandidateId("c0");
+  ASSERT_TRUE(r0.ok() && r0->has_value());
+  int64_t lowered = -1;
+  std::vector<std::optional<FeatureMatrix>> stored = FeaturesOfRecords(t.db(), {**r0}, &lowered);
+  EXPECT_EQ(lowered, 0);
+  ASSERT_TRUE(stored[0].has_value());
+  absl::StatusOr<ir::LoweredFunc> f = LowerTraceJson((*r0)->trace_json);
+  ASSERT_TRUE(f.ok());
+  absl::StatusOr<FeatureMatrix> fresh = ExtractFeatures(*f);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(stored[0]->num_rows, fresh->num_rows);
+  EXPECT_EQ(stored[0]->data, fresh->data);
+
   CostModel empty(FastOptions());
   EXPECT_EQ(TrainFromDatabase(t.db(), "cpu:none", empty).status().code(),
             absl::StatusCode::kFailedPrecondition);

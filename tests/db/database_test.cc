@@ -305,6 +305,36 @@ TEST(DatabaseTest, CostModels) {
   EXPECT_FALSE(db->GetCostModel(kCpu4)->has_value());
 }
 
+TEST(DatabaseTest, FeaturesRoundTripAndBadSizesAreRefused) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  std::string data(2 * 3 * 4, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  std::vector<StoredFeatures> rows = {{"a", 1, 2, 3, data}, {"b", 1, 0, 3, ""}};
+  ASSERT_TRUE(db->PutFeatures(rows).ok());
+  rows[0].version = 2;  // replaced, not duplicated
+  ASSERT_TRUE(db->PutFeatures(std::vector<StoredFeatures>{rows[0]}).ok());
+  std::vector<std::string> ids = {"b", "missing", "a"};
+  absl::StatusOr<std::vector<std::optional<StoredFeatures>>> got = db->GetFeatures(ids);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 3u);
+  ASSERT_TRUE((*got)[0].has_value());
+  EXPECT_EQ((*got)[0]->num_rows, 0);
+  EXPECT_FALSE((*got)[1].has_value());
+  ASSERT_TRUE((*got)[2].has_value());
+  EXPECT_EQ((*got)[2]->version, 2);
+  EXPECT_EQ((*got)[2]->num_cols, 3);
+  EXPECT_EQ((*got)[2]->data, data);
+  // A size that does not match, or no id: refused, nothing written.
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      db->PutFeatures(std::vector<StoredFeatures>{{"c", 1, 2, 3, "short"}})));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(db->PutFeatures(std::vector<StoredFeatures>{{"", 1, 0, 3, ""}})));
+  std::vector<std::string> c = {"c"};
+  EXPECT_FALSE((*db->GetFeatures(c))[0].has_value());
+}
+
 // A queued job of device class kCpu2.
 Job TestJob(const std::string& uid, const std::string& spec_json) {
   Job job;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "codegen/host.h"
+#include "cost_model/database_io.h"
 #include "db/database.h"
 #include "ir/workload.h"
 #include "tuner/tune.h"
@@ -104,6 +105,25 @@ TEST_F(TuneTasksTest, SharesOneBudgetOverEveryTaskAndReportsTheObjective) {
   EXPECT_NEAR(r->objective_us, objective, 1e-9 * objective);
   EXPECT_EQ(r->tasks[0].weight, 3);
   EXPECT_EQ(r->tasks[2].workload, ir::MakeWorkload(kC)->canonical);
+
+  // The features the search computed for the ok records are in the database (no start lowers
+  // them again), and they are the features of the record's program.
+  {
+    auto database = db::Database::Open(db_path_);
+    ASSERT_TRUE(database.ok());
+    auto top = (*database)->TopK(r->tasks[0].workload_key, r->device_class, 1000);
+    ASSERT_TRUE(top.ok());
+    int64_t lowered = -1;
+    std::vector<std::optional<cost_model::FeatureMatrix>> f =
+        cost_model::FeaturesOfRecords(**database, *top, &lowered);
+    EXPECT_EQ(lowered, 0) << "an ok record of this run without stored features";
+    ASSERT_FALSE(top->empty());
+    absl::StatusOr<ir::LoweredFunc> fn = cost_model::LowerTraceJson(top->front().trace_json);
+    ASSERT_TRUE(fn.ok());
+    absl::StatusOr<cost_model::FeatureMatrix> fresh = cost_model::ExtractFeatures(*fn);
+    ASSERT_TRUE(fresh.ok() && f[0].has_value());
+    EXPECT_EQ(f[0]->data, fresh->data);
+  }
 
   // A second run resumes: nothing measured twice, each task's records grow.
   o.trials = 16;
