@@ -322,14 +322,14 @@ void PrintOverhead(const std::vector<Run>& runs) {
     auto w = ir::MakeWorkload(run.spec);
     auto space = tuner::SearchSpace::Create(*w, tuner::HostCpuTarget());
     if (!w.ok() || !space.ok()) continue;
-    std::set<std::string> measured;
+    tuner::ProgramSet measured;
     std::vector<std::pair<double, tuner::Candidate>> scored_seeds;
     for (const Program& p : by_name[run.name]) {
       auto trace = ir::TraceFromJson(p.trace_json);
       if (!trace.ok()) continue;
       auto c = (*space)->FromTrace(*trace);
       if (!c.ok()) continue;
-      measured.insert(tuner::CandidateKey(*c));
+      measured.insert(tuner::ProgramOf(*c));
       scored_seeds.emplace_back(p.gflops, std::move(*c));
     }
     std::sort(scored_seeds.begin(), scored_seeds.end(),

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -55,6 +56,28 @@ struct Trace {
 
   bool operator==(const Trace&) const = default;
 };
+
+// The identity of the program a trace describes: a 128-bit FNV-1a hash of its workload, target
+// and instructions, not of the sketch and decisions that produced them (distinct decisions
+// often give one program). Stable across builds and machines: candidate ids in the database
+// are made of it.
+struct ProgramId {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+
+  bool operator==(const ProgramId&) const = default;
+  auto operator<=>(const ProgramId&) const = default;
+  // 32 lower-case hex digits.
+  std::string Hex() const;
+  template <typename H>
+  friend H AbslHashValue(H h, const ProgramId& p) {
+    return H::combine(std::move(h), p.hi, p.lo);
+  }
+};
+ProgramId ProgramIdOf(const Trace& trace);
+// The program of a stored trace (JSON); for text that is not a readable trace, the hash of
+// the text itself (no readable trace has it), so that it still identifies what was stored.
+ProgramId ProgramIdOfTraceJson(const std::string& trace_json);
 
 // Conversions to and from the protobuf message.
 void TraceToProto(const Trace& trace, lathe::v1::Trace* out);

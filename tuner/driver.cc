@@ -22,9 +22,9 @@ constexpr int kMaxInflightRounds = 4;
 
 // The driver's own view of a task, beside its public TaskStatus.
 struct TaskState {
-  std::set<std::string> measured;  // programs (CandidateKey) stored or dispatched
-  int inflight = 0;                // of `measured`: dispatched, not reported
-  bool stalled = false;            // searched nothing new while trials were outstanding
+  ProgramSet measured;   // programs stored or dispatched
+  int inflight = 0;      // of `measured`: dispatched, not reported
+  bool stalled = false;  // searched nothing new while trials were outstanding
   std::vector<std::pair<int, double>> history;  // (trials, best latency) for the scheduler
   int history_at = 0;                           // trials at the last history point
 };
@@ -101,7 +101,7 @@ absl::Status Driver::Init() {
   std::vector<ir::Workload> wls;
   for (size_t i = 0; i < n; ++i) {
     const ir::Workload& w = tasks_[i].workload;
-    absl::StatusOr<std::set<std::string>> keys = MeasuredKeys(db_, w.key, o_.device_class);
+    absl::StatusOr<ProgramSet> keys = MeasuredPrograms(db_, w.key, o_.device_class);
     if (!keys.ok()) return keys.status();
     state_[i].measured = std::move(*keys);
     status_[i].total_measured = static_cast<int64_t>(state_[i].measured.size());
@@ -179,7 +179,7 @@ absl::StatusOr<bool> Driver::DispatchRounds() {
     }
     std::vector<Trial> trials;
     for (Candidate& c : *next) {
-      std::string key = CandidateKey(c);
+      const ir::ProgramId key = ProgramOf(c);
       if (!state_[i].measured.insert(key).second) continue;
       Trial tr;
       tr.task = static_cast<int>(i);
@@ -225,14 +225,14 @@ void Driver::Absorb(const TrialOutcome& out) {
   if (out.kind == TrialOutcome::Kind::kWithdrawn) {
     // Never measured: the search may propose it again.
     if (it != inflight_.end()) {
-      state.measured.erase(CandidateKey(it->second.second));
+      state.measured.erase(ProgramOf(it->second.second));
       inflight_.erase(it);
       --state.inflight;
     }
     return;
   }
-  if (out.kind == TrialOutcome::Kind::kForeign && !out.program_key.empty()) {
-    state.measured.insert(out.program_key);
+  if (out.kind == TrialOutcome::Kind::kForeign) {
+    state.measured.insert(out.program);
   }
   state.stalled = false;
   const bool ok = out.error_class == db::ErrorClass::kOk && out.median_us > 0;

@@ -288,12 +288,12 @@ class JobRunner::Impl::LeaseRunner : public Runner {
     for (Reported& r : inbox) {
       if (r.remeasure) continue;  // a re-timing reported after the job's re-timing ended
       TrialOutcome o;
-      o.kind = r.withdrawn              ? TrialOutcome::Kind::kWithdrawn
-               : !r.program_key.empty() ? TrialOutcome::Kind::kForeign
-                                        : TrialOutcome::Kind::kMeasured;
+      o.kind = r.withdrawn             ? TrialOutcome::Kind::kWithdrawn
+               : r.program.has_value() ? TrialOutcome::Kind::kForeign
+                                       : TrialOutcome::Kind::kMeasured;
       o.task = r.workload;
       o.candidate_id = std::move(r.candidate_id);
-      o.program_key = std::move(r.program_key);
+      if (r.program.has_value()) o.program = *r.program;
       o.error_class = r.error_class;
       o.median_us = r.median_us;
       o.counted = r.counted;
@@ -666,7 +666,7 @@ void JobRunner::Account(const std::vector<StoredResult>& results) {
     Reported rep;
     rep.workload = r.workload;
     rep.candidate_id = r.candidate_id;
-    rep.program_key = r.program_key;
+    rep.program = r.program;
     rep.error_class = r.error_class;
     rep.median_us = r.median_us;
     if (r.remeasure) {
@@ -677,7 +677,7 @@ void JobRunner::Account(const std::vector<StoredResult>& results) {
       s.Touch(job);
       continue;
     }
-    const bool dispatched_here = r.program_key.empty();
+    const bool dispatched_here = !r.program.has_value();
     if (dispatched_here) run.outstanding = std::max(0, run.outstanding - 1);
     if (Terminal(job.state)) continue;
     // The best is the database's best for the workload (as a job starts with), so a result

@@ -62,6 +62,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "db/database.h"
+#include "ir/trace.h"
 #include "lathe/v1/service.pb.h"
 #include "tuner/lease_registry.h"
 #include "tuner/search.h"
@@ -91,8 +92,8 @@ struct Reported {
   int workload = 0;
   std::string candidate_id;
   // Set for a candidate this daemon did not dispatch (a result kept by a worker across a
-  // restart): the search key of its trace, so that the search never proposes it again.
-  std::string program_key;
+  // restart): the program of its trace, so that the search never proposes it again.
+  std::optional<ir::ProgramId> program;
   db::ErrorClass error_class = db::ErrorClass::kOk;
   double median_us = 0;
   bool counted = false;  // counted as a trial of the job (not past its target or budget)
@@ -122,7 +123,7 @@ struct StoredResult {
   std::string job_id;
   int workload = 0;
   std::string candidate_id;
-  std::string program_key;  // see Reported
+  std::optional<ir::ProgramId> program;  // see Reported
   db::ErrorClass error_class = db::ErrorClass::kOk;
   double median_us = 0;
   double gflops = 0;
@@ -194,7 +195,7 @@ class JobRunner {
   // Accounts stored results to their jobs' progress and wakes their threads. A workload never
   // counts more than its target: a result past it adds to nothing but the best (trials_done
   // and errors stay), one for an ended job to nothing. A result this daemon
-  // did not dispatch (program_key set) that counts withdraws the job's queued tasks that
+  // did not dispatch (program set) that counts withdraws the job's queued tasks that
   // would take the workload past its target; their candidates go back to the search, which
   // may propose them again. A re-timing (StoredResult::remeasure) counts only in the
   // workload's re-timing progress.

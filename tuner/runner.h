@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "db/record.h"
+#include "ir/trace.h"
 #include "lathe/v1/measure.pb.h"
 
 namespace lathe::tuner {
@@ -36,12 +37,12 @@ struct TrialOutcome {
     kMeasured,   // a dispatched trial's result, stored
     kWithdrawn,  // a dispatched trial taken back unmeasured: the search may propose it again
     kForeign,    // a stored result of the task this driver did not dispatch (lathed: a worker's
-                 // spool across a restart); `program_key` names its program
+                 // spool across a restart); `program` names its program
   };
   Kind kind = Kind::kMeasured;
   int task = 0;
   std::string candidate_id;
-  std::string program_key;  // kForeign only
+  ir::ProgramId program;  // kForeign only
   db::ErrorClass error_class = db::ErrorClass::kOk;
   double median_us = 0;
   bool counted = true;  // counted as a trial of the run (false past a budget or target)

@@ -11,9 +11,9 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "codegen/lower.h"
 #include "cost_model/features.h"
 #include "ir/trace.h"
@@ -101,37 +101,8 @@ class WorkerPool {
   bool stop_ = false;
 };
 
-// What decides a candidate's lowered program: its trace's instructions (replaying them is
-// deterministic). Distinct decisions often give one trace (a choice that the sketch ignores
-// for these tile sizes), so this key lowers fewer programs than the decisions would.
-std::string ProgramKey(const Candidate& c) {
-  std::string k;
-  for (const ir::Instruction& in : c.trace.instructions) {
-    k += in.kind;
-    k += '\x1f';
-    k += in.stage;
-    for (const std::string& l : in.loops) {
-      k += '\x1f';
-      k += l;
-    }
-    k += '\x1e';
-    for (int64_t f : in.factors) {
-      k += std::to_string(f);
-      k += ',';
-    }
-    k += '\x1f';
-    k += in.target;
-    k += '\x1f';
-    k += in.target_loop;
-    k += '\x1f';
-    k += in.tag;
-    k += '\x1d';
-  }
-  return k;
-}
-
 // The model's score of each candidate's lowered program, memoised by the program
-// (ProgramKey): evolved populations repeat themselves, and the model does not change during
+// (ProgramOf): evolved populations repeat themselves, and the model does not change during
 // a round, so each distinct program is lowered, featurized and scored once. Scores are per
 // program (the model scores each row on its own), so scoring only the new programs gives the
 // same values as scoring whole populations.
@@ -149,13 +120,15 @@ class ProgramScores {
                      std::vector<char>* ok, std::vector<size_t>* programs) {
     scores->assign(cands.size(), 0.f);
     ok->assign(cands.size(), 0);
-    std::vector<std::string> keys(cands.size());
-    pool_.For(cands.size(), [&](size_t i) { keys[i] = ProgramKey(cands[i]); });
+    // What decides a candidate's lowered program is its trace's instructions (replaying them
+    // is deterministic); distinct decisions often give one program.
+    std::vector<ir::ProgramId> keys(cands.size());
+    pool_.For(cands.size(), [&](size_t i) { keys[i] = ProgramOf(cands[i]); });
     std::vector<size_t>& program = *programs;
     program.assign(cands.size(), 0);
     std::vector<size_t> todo;  // candidates whose program is new: lowered here
     for (size_t i = 0; i < cands.size(); ++i) {
-      auto [it, fresh] = index_.try_emplace(std::move(keys[i]), programs_.size());
+      auto [it, fresh] = index_.try_emplace(keys[i], programs_.size());
       program[i] = it->second;
       if (fresh) {
         programs_.push_back({});
@@ -232,23 +205,16 @@ class ProgramScores {
   const SearchSpace& space_;
   const cost_model::CostModel& model_;
   WorkerPool& pool_;
-  std::unordered_map<std::string, size_t> index_;  // ProgramKey -> programs_ index
+  absl::flat_hash_map<ir::ProgramId, size_t> index_;  // program -> programs_ index
   std::vector<Program> programs_;
 };
 
 }  // namespace
 
-std::string CandidateKey(const Candidate& c) {
-  ir::Trace t = c.trace;
-  t.sketch = -1;  // the instructions decide what is measured
-  t.decisions.clear();
-  return ir::TraceToJson(t);
-}
-
 absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
                                                  const cost_model::CostModel& model,
                                                  const std::vector<Candidate>& seeds,
-                                                 const std::set<std::string>& measured, int batch,
+                                                 const ProgramSet& measured, int batch,
                                                  const SearchOptions& options, std::mt19937_64& rng,
                                                  SearchStats* stats) {
   auto t0 = std::chrono::steady_clock::now();
@@ -256,10 +222,9 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
   SearchStats& st = stats ? *stats : local;
   st = {};
   std::vector<Candidate> out;
-  std::set<std::string> taken;
+  ProgramSet taken;
   // Programs (ProgramScores indices) already offered to `take`: the best-ranked decisions
-  // often share a program, and by the end of a round most of them are measured ones, so the
-  // key (the trace's JSON) is built once per program instead of once per decisions.
+  // often share a program, and by the end of a round most of them are measured ones.
   std::vector<char> offered;
   // The features of the program each `take` with a program index names (set once the round
   // scores programs).
@@ -270,8 +235,8 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
       if (offered[*program]) return false;
       offered[*program] = 1;
     }
-    std::string k = CandidateKey(c);
-    if (measured.count(k) || !taken.insert(k).second) return false;
+    const ir::ProgramId k = ProgramOf(c);
+    if (measured.contains(k) || !taken.insert(k).second) return false;
     out.push_back(c);
     if (program && scored != nullptr) out.back().features = scored->features(*program);
     return true;
@@ -316,8 +281,7 @@ absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
     }
   }
   // Every candidate seen, by decisions (where it was first seen). Whether it was measured
-  // already is asked only of the best-scored ones at the end (`take`): the key is the
-  // trace's JSON, too dear to build for the whole population.
+  // already is asked only of the best-scored ones at the end (`take`).
   std::map<std::vector<int64_t>, Scored> best;
   std::vector<std::vector<Candidate>> generations;
   // Mutations that land on decisions seen in an earlier generation copy that candidate

@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "cost_model/xgb_model.h"
+#include "ir/trace.h"
 #include "tuner/space.h"
 
 namespace lathe::tuner {
@@ -40,18 +42,21 @@ struct SearchStats {
   int local = 0;       // batch members taken from the neighbours of the best seeds
 };
 
-// Returns up to `batch` distinct candidates whose trace JSON is not in `measured`. `seeds`
+// Programs a search must not propose (measured, or dispatched for measurement).
+using ProgramSet = absl::flat_hash_set<ir::ProgramId>;
+
+// Returns up to `batch` distinct candidates whose program is not in `measured`. `seeds`
 // are good measured candidates to start from (may be empty); `model` may be untrained, in
 // which case the round is random sampling.
 absl::StatusOr<std::vector<Candidate>> NextBatch(const SearchSpace& space,
                                                  const cost_model::CostModel& model,
                                                  const std::vector<Candidate>& seeds,
-                                                 const std::set<std::string>& measured, int batch,
+                                                 const ProgramSet& measured, int batch,
                                                  const SearchOptions& options, std::mt19937_64& rng,
                                                  SearchStats* stats = nullptr);
 
-// The canonical key of a candidate for deduplication: its trace's compact JSON.
-std::string CandidateKey(const Candidate& c);
+// The program of a candidate (its identity for deduplication and in candidate ids).
+inline ir::ProgramId ProgramOf(const Candidate& c) { return ir::ProgramIdOf(c.trace); }
 
 }  // namespace lathe::tuner
 

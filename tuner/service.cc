@@ -235,7 +235,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       // Progress as committed: the traces stored since the job was created (see below when
       // another job of the workload ran meanwhile).
       {
-        if (auto keys = MeasuredKeys(*s.db, w->key, j.device_class); keys.ok()) {
+        if (auto keys = MeasuredPrograms(*s.db, w->key, j.device_class); keys.ok()) {
           run.done = static_cast<int>(std::clamp<int64_t>(
               static_cast<int64_t>(keys->size()) - run.baseline, 0, run.target));
         }
@@ -403,7 +403,7 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
       return absl::InvalidArgumentError(absl::StrCat("spec.workloads[", i, "] '", wls[i].canonical,
                                                      "': ", sp.status().message()));
     }
-    absl::StatusOr<std::set<std::string>> keys = MeasuredKeys(*s_->db, wls[i].key, dc);
+    absl::StatusOr<ProgramSet> keys = MeasuredPrograms(*s_->db, wls[i].key, dc);
     if (!keys.ok()) return keys.status();
     baseline.push_back(static_cast<int64_t>(keys->size()));
   }
@@ -563,7 +563,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   struct Restored {
     std::string job_id;
     int workload = 0;
-    std::string program_key;
+    ir::ProgramId program;
   };
   std::map<std::string, const v1::Task*> sent_tasks;
   for (const v1::Task& t : req.tasks()) sent_tasks.emplace(t.candidate_id(), &t);
@@ -610,10 +610,10 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
       absl::StatusOr<int> index =
           !w.ok() ? absl::StatusOr<int>(w.status())
                   : s_->runner.KnownWorkload(t.job_id(), w->canonical, t.device_class());
-      std::string program_key;
+      ir::ProgramId program;
       if (index.ok()) {
-        program_key = KeyOfStoredTrace(t.request().trace_json());
-        if (CandidateId(w->key, program_key, t.device_class()) != m.candidate_id()) {
+        program = ir::ProgramIdOfTraceJson(t.request().trace_json());
+        if (CandidateId(w->key, program, t.device_class()) != m.candidate_id()) {
           index = absl::InvalidArgumentError("the candidate id does not match its task's trace");
         }
       }
@@ -625,7 +625,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
       task = &t;
       workload_key = w->key;
       flops = w->flops;
-      rest = Restored{t.job_id(), *index, std::move(program_key)};
+      rest = Restored{t.job_id(), *index, program};
     }
     db::Record r = MakeRecord(task->request().workload(), workload_key, flops, task->device_class(),
                               task->request().trace_json(), m, worker);
@@ -686,12 +686,12 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   }
   std::vector<std::optional<DispatchedTask>> completed = s_->registry.Complete(held_ids);
   auto account = [&](const db::Record& r, const std::string& job_id, int workload,
-                     const std::string& program_key) {
+                     std::optional<ir::ProgramId> program) {
     StoredResult p;
     p.job_id = job_id;
     p.workload = workload;
     p.candidate_id = r.candidate_id;
-    p.program_key = program_key;
+    p.program = program;
     p.error_class = r.error_class;
     p.median_us = r.median_us;
     p.gflops = r.Gflops();
@@ -699,7 +699,8 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   };
   for (size_t h = 0; h < held_ids.size(); ++h) {
     if (!completed[h].has_value()) continue;
-    account(records[held_record[h]], completed[h]->task.job_id(), completed[h]->workload, "");
+    account(records[held_record[h]], completed[h]->task.job_id(), completed[h]->workload,
+            std::nullopt);
   }
   int64_t stored_now = 0;
   int restored_now = 0;
@@ -711,7 +712,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
       if (Metrics* m = s_->metrics()) m->AddResult(db::ErrorClassName(r.error_class));
       if (restored[k].has_value()) {
         ++restored_now;
-        account(r, restored[k]->job_id, restored[k]->workload, restored[k]->program_key);
+        account(r, restored[k]->job_id, restored[k]->workload, restored[k]->program);
       }
     } else {
       resp.set_duplicates(resp.duplicates() + 1);

@@ -16,10 +16,9 @@
 
 namespace lathe::tuner {
 
-std::string CandidateId(const std::string& workload_key, const std::string& program_key,
+std::string CandidateId(const std::string& workload_key, const ir::ProgramId& program,
                         const std::string& device_class) {
-  return absl::StrCat(workload_key, ":", ir::Fnv1a64Hex(program_key), ":",
-                      ir::Fnv1a64Hex(device_class));
+  return absl::StrCat(workload_key, ":", program.Hex(), ":", ir::Fnv1a64Hex(device_class));
 }
 
 int64_t NowUnixMs() {
@@ -61,14 +60,6 @@ lathe::v1::ErrorClass ErrorClassToProto(db::ErrorClass e) {
       break;
   }
   return lathe::v1::RUNTIME_ERROR;
-}
-
-std::string KeyOfStoredTrace(const std::string& trace_json) {
-  absl::StatusOr<ir::Trace> t = ir::TraceFromJson(trace_json);
-  if (!t.ok()) return trace_json;
-  Candidate c;
-  c.trace = std::move(*t);
-  return CandidateKey(c);
 }
 
 absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& space,
@@ -124,16 +115,15 @@ absl::Status CreateParentDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
-// Distinct programs (search keys) among the stored traces of a workload on a device class.
-absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
-                                                   const std::string& workload_key,
-                                                   const std::string& device_class) {
+absl::StatusOr<ProgramSet> MeasuredPrograms(db::Database& database, const std::string& workload_key,
+                                            const std::string& device_class) {
   absl::StatusOr<std::vector<std::string>> traces =
       database.MeasuredTraces(workload_key, device_class);
   if (!traces.ok()) return traces.status();
-  std::set<std::string> keys;
-  for (const std::string& t : *traces) keys.insert(KeyOfStoredTrace(t));
-  return keys;
+  ProgramSet programs;
+  programs.reserve(traces->size());
+  for (const std::string& t : *traces) programs.insert(ir::ProgramIdOfTraceJson(t));
+  return programs;
 }
 
 std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
@@ -169,17 +159,25 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
 absl::StatusOr<std::vector<Candidate>> NextRound(const SearchSpace& space,
                                                  const cost_model::CostModel& model,
                                                  const std::vector<Candidate>& seeds,
-                                                 const std::set<std::string>& measured, int batch,
+                                                 const ProgramSet& measured, int batch,
                                                  const SearchOptions& options, std::mt19937_64& rng,
                                                  bool rule_picked_first) {
   std::vector<Candidate> first;
   if ((rule_picked_first || !model.trained()) && batch > 0) {
     for (Candidate& c : space.Heuristic(std::max(1, batch / 4))) {
-      if (!measured.count(CandidateKey(c))) first.push_back(std::move(c));
+      if (!measured.contains(ProgramOf(c))) first.push_back(std::move(c));
     }
   }
-  absl::StatusOr<std::vector<Candidate>> next = NextBatch(
-      space, model, seeds, measured, batch - static_cast<int>(first.size()), options, rng);
+  // The search must not propose the rule-picked programs again (a small space's random
+  // samples often find them): with some, it sees them as measured.
+  ProgramSet with_first;
+  if (!first.empty()) {
+    with_first = measured;
+    for (const Candidate& c : first) with_first.insert(ProgramOf(c));
+  }
+  absl::StatusOr<std::vector<Candidate>> next =
+      NextBatch(space, model, seeds, first.empty() ? measured : with_first,
+                batch - static_cast<int>(first.size()), options, rng);
   if (next.ok()) next->insert(next->begin(), first.begin(), first.end());
   return next;
 }

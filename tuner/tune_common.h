@@ -28,11 +28,10 @@ namespace lathe::tuner {
 // The version string recorded with every measurement.
 inline constexpr char kLatheVersion[] = "0.1.0";
 
-// The id under which a measurement is stored: "<workload key>:<hash of the program key>:<hash
-// of the device class>", where the program key is the search's CandidateKey (the trace JSON
-// without the sketch and decisions that produced it). Re-measuring the same program on the
-// same device class is therefore idempotent, and other device classes keep their own records.
-std::string CandidateId(const std::string& workload_key, const std::string& program_key,
+// The id under which a measurement is stored: "<workload key>:<program id>:<hash of the
+// device class>". Re-measuring the same program on the same device class is therefore
+// idempotent, and other device classes keep their own records.
+std::string CandidateId(const std::string& workload_key, const ir::ProgramId& program,
                         const std::string& device_class);
 
 // Unix time in milliseconds.
@@ -42,10 +41,6 @@ int64_t NowUnixMs();
 db::ErrorClass ErrorClassFromProto(lathe::v1::ErrorClass e);
 // The proto form of a database error class.
 lathe::v1::ErrorClass ErrorClassToProto(db::ErrorClass e);
-
-// The search's deduplication key (CandidateKey) of a stored trace: the same program whatever
-// sketch and decisions produced it. Unreadable traces keep their text as the key.
-std::string KeyOfStoredTrace(const std::string& trace_json);
 
 // The cost-model features of a candidate's lowered program.
 absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& space,
@@ -62,11 +57,10 @@ cost_model::CostModel InitialModel(db::Database& database,
 // first run with a fresh path works. PermissionDenied naming the directory when it cannot.
 absl::Status CreateParentDirectory(const std::string& path);
 
-// Distinct programs (CandidateKey form) among the stored traces of a workload on a device
-// class: what a search must not propose again.
-absl::StatusOr<std::set<std::string>> MeasuredKeys(db::Database& database,
-                                                   const std::string& workload_key,
-                                                   const std::string& device_class);
+// The programs among the stored traces of a workload on a device class: what a search must
+// not propose again.
+absl::StatusOr<ProgramSet> MeasuredPrograms(db::Database& database, const std::string& workload_key,
+                                            const std::string& device_class);
 
 // Candidates to start the search from: up to `k` of the best stored records that this space
 // reproduces; while the workload has fewer than `k`, the decisions of the best records of
@@ -82,7 +76,7 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
 absl::StatusOr<std::vector<Candidate>> NextRound(const SearchSpace& space,
                                                  const cost_model::CostModel& model,
                                                  const std::vector<Candidate>& seeds,
-                                                 const std::set<std::string>& measured, int batch,
+                                                 const ProgramSet& measured, int batch,
                                                  const SearchOptions& options, std::mt19937_64& rng,
                                                  bool rule_picked_first = false);
 

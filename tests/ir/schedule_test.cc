@@ -66,6 +66,46 @@ TEST(ScheduleTest, TraceRoundTripReplaysToTheSameLoops) {
   }
 }
 
+TEST(ProgramIdTest, TheProgramNotTheDecisionsThatMadeIt) {
+  Schedule a(Matmul(64, 64, 64));
+  ASSERT_TRUE(a.Split("C", "i", {8}).ok());
+  ASSERT_TRUE(a.Vectorize("C", "i.1").ok());
+  Trace t = a.trace();
+  const ProgramId id = ProgramIdOf(t);
+  EXPECT_EQ(id.Hex().size(), 32u);
+  // The sketch and decisions that produced a trace are not part of its program.
+  Trace decided = t;
+  decided.sketch = 3;
+  decided.decisions = {1, 2, 3};
+  EXPECT_EQ(ProgramIdOf(decided), id);
+  // Stored and parsed back: the same program.
+  EXPECT_EQ(ProgramIdOfTraceJson(TraceToJson(decided)), id);
+  // Any instruction field, the workload or the target makes another program.
+  Trace other = t;
+  other.instructions[0].factors = {16};
+  EXPECT_NE(ProgramIdOf(other), id);
+  other = t;
+  other.instructions[1].loops = {"i.0"};
+  EXPECT_NE(ProgramIdOf(other), id);
+  other = t;
+  other.target = "cuda:sm_90";
+  EXPECT_NE(ProgramIdOf(other), id);
+  other = t;
+  other.workload = "matmul:epilogue=none,k=64,m=64,n=32";
+  EXPECT_NE(ProgramIdOf(other), id);
+  // Field boundaries count: moving a character from one string to the next is another program.
+  other = t;
+  other.instructions[0].stage = "C";
+  other.instructions[0].target = "x";
+  Trace moved = t;
+  moved.instructions[0].stage = "Cx";
+  EXPECT_NE(ProgramIdOf(other), ProgramIdOf(moved));
+  // Text that is not a trace still has a stable id of its own.
+  EXPECT_EQ(ProgramIdOfTraceJson("{not json"), ProgramIdOfTraceJson("{not json"));
+  EXPECT_NE(ProgramIdOfTraceJson("{not json"), ProgramIdOfTraceJson("{not json!"));
+  EXPECT_NE(ProgramIdOfTraceJson("{not json"), id);
+}
+
 TEST(ScheduleTest, NewerTraceVersionIsRefused) {
   auto t = TraceFromJson(R"({"version": 99, "workload": "x", "instructions": []})");
   EXPECT_FALSE(t.ok());

@@ -117,9 +117,9 @@ cost_model::CostModel TrainOnSamples(const SearchSpace& space) {
   return model;
 }
 
-std::vector<std::string> Keys(const std::vector<Candidate>& batch) {
-  std::vector<std::string> out;
-  for (const Candidate& c : batch) out.push_back(CandidateKey(c));
+std::vector<ir::ProgramId> Keys(const std::vector<Candidate>& batch) {
+  std::vector<ir::ProgramId> out;
+  for (const Candidate& c : batch) out.push_back(ProgramOf(c));
   return out;
 }
 
@@ -132,17 +132,17 @@ TEST(SearchTest, RoundIsDeterministicWhateverTheThreadCount) {
   ASSERT_TRUE(model.trained());
   std::mt19937_64 seed_rng(9);
   std::vector<Candidate> seeds;
-  std::set<std::string> measured;
+  ProgramSet measured;
   for (int i = 0; i < 4; ++i) {
     auto c = (*space)->Sample(seed_rng);
     ASSERT_TRUE(c.ok()) << c.status();
-    measured.insert(CandidateKey(*c));
+    measured.insert(ProgramOf(*c));
     seeds.push_back(std::move(*c));
   }
   SearchOptions options;
   options.population = 128;
   options.generations = 2;
-  std::vector<std::vector<std::string>> runs;
+  std::vector<std::vector<ir::ProgramId>> runs;
   for (int threads : {1, 2, 3}) {
     options.threads = threads;
     std::mt19937_64 rng(17);
@@ -152,7 +152,7 @@ TEST(SearchTest, RoundIsDeterministicWhateverTheThreadCount) {
     EXPECT_EQ(batch->size(), 16u);
     EXPECT_GT(stats.scored, 0);
     for (const Candidate& c : *batch) {
-      EXPECT_FALSE(measured.count(CandidateKey(c))) << "a measured candidate came back";
+      EXPECT_FALSE(measured.contains(ProgramOf(c))) << "a measured candidate came back";
     }
     runs.push_back(Keys(*batch));
   }

@@ -78,7 +78,7 @@ std::string ProgramKey(const std::string& trace_json) {
   EXPECT_TRUE(t.ok()) << t.status();
   Candidate c;
   if (t.ok()) c.trace = *t;
-  return CandidateKey(c);
+  return ProgramOf(c).Hex();
 }
 
 TEST_F(TuneTest, MeasuresDistinctTracesAndResumesWithoutRepeating) {
@@ -285,11 +285,12 @@ TEST_F(TuneTest, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(absl::IsInvalidArgument(Tune(o).status()));
 }
 
-TEST(CandidateIdTest, DependsOnTraceAndDeviceClass) {
-  EXPECT_EQ(CandidateId("k", "{}", "cpu:a"), CandidateId("k", "{}", "cpu:a"));
-  EXPECT_NE(CandidateId("k", "{}", "cpu:a"), CandidateId("k", "{ }", "cpu:a"));
-  EXPECT_NE(CandidateId("k", "{}", "cpu:a"), CandidateId("k", "{}", "cpu:b"));
-  EXPECT_EQ(CandidateId("k", "{}", "cpu:a").rfind("k:", 0), 0u);
+TEST(CandidateIdTest, DependsOnProgramAndDeviceClass) {
+  const ir::ProgramId a{1, 2}, b{1, 3};
+  EXPECT_EQ(CandidateId("k", a, "cpu:a"), CandidateId("k", a, "cpu:a"));
+  EXPECT_NE(CandidateId("k", a, "cpu:a"), CandidateId("k", b, "cpu:a"));
+  EXPECT_NE(CandidateId("k", a, "cpu:a"), CandidateId("k", a, "cpu:b"));
+  EXPECT_EQ(CandidateId("k", a, "cpu:a").rfind("k:" + a.Hex() + ":", 0), 0u);
 }
 
 // --- the CLI ---
