@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/gemm_baselines.h"
+#include "baselines/gemm_baselines.h"
 
 int main(int argc, char** argv) {
   struct Size {
@@ -31,9 +31,10 @@ int main(int argc, char** argv) {
               "median_us", "GFLOP/s", "repeats", "rel_err");
   // One library at a time over all sizes: OpenBLAS's and OpenMP's idle threads spin for a
   // while after each call and would steal the cores from the other library.
-  using Fn = absl::StatusOr<lathe::bench::GemmResult> (*)(int64_t, int64_t, int64_t, int, double);
-  const Fn libraries[] = {lathe::bench::OpenBlasSgemm, lathe::bench::OnednnSgemm,
-                          lathe::bench::OnednnMatmul};
+  using Fn =
+      absl::StatusOr<lathe::baselines::GemmResult> (*)(int64_t, int64_t, int64_t, int, double);
+  const Fn libraries[] = {lathe::baselines::OpenBlasSgemm, lathe::baselines::OnednnSgemm,
+                          lathe::baselines::OnednnMatmul};
   int failures = 0;
   for (Fn fn : libraries) {
     for (const Size& s : sizes) {

@@ -11,9 +11,9 @@
 #include <sstream>
 #include <string>
 
+#include "baselines/conv_baselines.h"
+#include "baselines/gemm_baselines.h"
 #include "bench/bench_util.h"
-#include "bench/conv_baselines.h"
-#include "bench/gemm_baselines.h"
 #include "codegen/host.h"
 #include "fmt/format.h"
 #include "ir/ops.h"
@@ -105,11 +105,11 @@ int main(int argc, char** argv) {
                           : Lib{std::move(name), r.status()});
   };
   if (is_conv) {
-    auto conv = bench::OnednnConv(w->canonical, 2, min_seconds);
+    auto conv = baselines::OnednnConv(w->canonical, 2, min_seconds);
     add(conv.ok() ? "onednn conv " + conv->impl : "onednn conv", conv);
   } else {
-    add("openblas sgemm", bench::OpenBlasSgemm(mp->m, mp->n, mp->k, 2, min_seconds));
-    add("onednn sgemm", bench::OnednnSgemm(mp->m, mp->n, mp->k, 2, min_seconds));
+    add("openblas sgemm", baselines::OpenBlasSgemm(mp->m, mp->n, mp->k, 2, min_seconds));
+    add("onednn sgemm", baselines::OnednnSgemm(mp->m, mp->n, mp->k, 2, min_seconds));
   }
   double best_lib = 0;
   for (const Lib& l : libs) best_lib = std::max(best_lib, l.gflops);

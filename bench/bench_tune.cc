@@ -39,9 +39,9 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "baselines/conv_baselines.h"
+#include "baselines/gemm_baselines.h"
 #include "bench/bench_util.h"
-#include "bench/conv_baselines.h"
-#include "bench/gemm_baselines.h"
 #include "bench/model_quality.h"
 #include "bench/tasks_section.h"
 #include "codegen/cpu_kernel.h"
@@ -63,6 +63,10 @@
 namespace lathe::bench {
 namespace {
 
+using baselines::Median;
+using baselines::OnednnConv;
+using baselines::OnednnSgemm;
+using baselines::OpenBlasSgemm;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a) {

@@ -21,7 +21,7 @@
 #include "tuner/space_factory.h"
 #include "tuner/tune.h"
 #ifdef LATHE_HAVE_GEMM_BASELINES
-#include "bench/gemm_baselines.h"
+#include "baselines/gemm_baselines.h"
 #endif
 
 #include "tools/cli_common.h"
@@ -95,8 +95,8 @@ std::optional<Baseline> MeasureBaseline(const ir::Workload& w, std::string* why)
 #ifdef LATHE_HAVE_GEMM_BASELINES
   const int64_t m = w.spec.Int("m"), n = w.spec.Int("n"), k = w.spec.Int("k");
   const int64_t b = w.spec.op == "batch_matmul" ? w.spec.Int("b") : 1;
-  absl::StatusOr<bench::GemmResult> r =
-      bench::OpenBlasSgemm(m, n, k, std::max(1, codegen::HostCpu().cores), 0.3);
+  absl::StatusOr<baselines::GemmResult> r =
+      baselines::OpenBlasSgemm(m, n, k, std::max(1, codegen::HostCpu().cores), 0.3);
   if (!r.ok()) {
     *why = "OpenBLAS baseline failed: " + std::string(r.status().message());
     return std::nullopt;

@@ -5,14 +5,14 @@
 // Inputs are reordered into the blocked layouts once, outside the timed loop, as a framework
 // that keeps its tensors blocked would; the output is reordered back to NCHW once and checked
 // against lathe's naive reference (ir/reference.h).
-#ifndef LATHE_BENCH_CONV_BASELINES_H_
-#define LATHE_BENCH_CONV_BASELINES_H_
+#ifndef LATHE_BASELINES_CONV_BASELINES_H_
+#define LATHE_BASELINES_CONV_BASELINES_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 
-namespace lathe::bench {
+namespace lathe::baselines {
 
 struct ConvResult {
   std::string library;     // "onednn-conv"
@@ -34,6 +34,6 @@ struct ConvResult {
 absl::StatusOr<ConvResult> OnednnConv(const std::string& spec, int threads = 2,
                                       double min_seconds = 0.5);
 
-}  // namespace lathe::bench
+}  // namespace lathe::baselines
 
-#endif  // LATHE_BENCH_CONV_BASELINES_H_
+#endif  // LATHE_BASELINES_CONV_BASELINES_H_

@@ -2,8 +2,8 @@
 // Library baselines for float32 GEMM (C[m,n] = A[m,k] * B[k,n], row-major, as the matmul
 // workload in CONTRACT.md): OpenBLAS (cblas_sgemm, pthreads build) and oneDNN (dnnl_sgemm and
 // the matmul primitive). Benchmarks print lathe's kernels next to these figures.
-#ifndef LATHE_BENCH_GEMM_BASELINES_H_
-#define LATHE_BENCH_GEMM_BASELINES_H_
+#ifndef LATHE_BASELINES_GEMM_BASELINES_H_
+#define LATHE_BASELINES_GEMM_BASELINES_H_
 
 #include <cstdint>
 #include <functional>
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace lathe::bench {
+namespace lathe::baselines {
 
 struct GemmResult {
   std::string library;  // "openblas", "onednn-sgemm", "onednn-matmul"
@@ -38,6 +38,6 @@ absl::StatusOr<GemmResult> OnednnSgemm(int64_t m, int64_t n, int64_t k, int thre
 absl::StatusOr<GemmResult> OnednnMatmul(int64_t m, int64_t n, int64_t k, int threads = 2,
                                         double min_seconds = 0.5);
 
-}  // namespace lathe::bench
+}  // namespace lathe::baselines
 
-#endif  // LATHE_BENCH_GEMM_BASELINES_H_
+#endif  // LATHE_BASELINES_GEMM_BASELINES_H_

@@ -1,6 +1,6 @@
 // \file
-// OpenBLAS and oneDNN sgemm baselines (bench/gemm_baselines.h).
-#include "bench/gemm_baselines.h"
+// OpenBLAS and oneDNN sgemm baselines (baselines/gemm_baselines.h).
+#include "baselines/gemm_baselines.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -14,7 +14,7 @@
 #include "dnnl.h"
 #include "dnnl.hpp"
 
-namespace lathe::bench {
+namespace lathe::baselines {
 namespace {
 
 struct Problem {
@@ -133,4 +133,4 @@ absl::StatusOr<GemmResult> OnednnMatmul(int64_t m, int64_t n, int64_t k, int thr
   });
 }
 
-}  // namespace lathe::bench
+}  // namespace lathe::baselines

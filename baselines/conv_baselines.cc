@@ -1,6 +1,6 @@
 // \file
-// oneDNN convolution baseline (bench/conv_baselines.h).
-#include "bench/conv_baselines.h"
+// oneDNN convolution baseline (baselines/conv_baselines.h).
+#include "baselines/conv_baselines.h"
 
 #include <omp.h>
 
@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/gemm_baselines.h"
+#include "baselines/gemm_baselines.h"
 #include "dnnl.hpp"
 #include "ir/check.h"
 #include "ir/reference.h"
 #include "ir/workload.h"
 
-namespace lathe::bench {
+namespace lathe::baselines {
 namespace {
 
 using dt = dnnl::memory::data_type;
@@ -170,4 +170,4 @@ absl::StatusOr<ConvResult> OnednnConv(const std::string& spec, int threads, doub
   }
 }
 
-}  // namespace lathe::bench
+}  // namespace lathe::baselines
