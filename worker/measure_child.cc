@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <span>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -34,11 +35,37 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Where a CPU kernel's arguments start relative to a 64-byte line when it is timed: 16 bytes
+// past one, where malloc, std::vector and numpy put a user's buffers (CONTRACT.md "Built
+// kernels": the C ABI asks only for each element's alignment). A kernel that loses its speed
+// on such buffers is timed as slow as it will run for its users, so the record and the built
+// kernel agree.
+constexpr size_t kUserBufferOffset = 16;
+
+// A copy of a buffer placed kUserBufferOffset bytes past a 64-byte boundary.
+class UserBuffer {
+ public:
+  explicit UserBuffer(const std::vector<float>& from)
+      : block_(static_cast<char*>(std::aligned_alloc(64, RoundUp(from.size() * 4 + 64))),
+               std::free),
+        size_(from.size()) {
+    std::copy(from.begin(), from.end(), data());
+  }
+  float* data() { return reinterpret_cast<float*>(block_.get() + kUserBufferOffset); }
+  std::span<const float> view() { return {data(), size_}; }
+
+ private:
+  static size_t RoundUp(size_t n) { return (n + 63) / 64 * 64; }
+  std::unique_ptr<char, void (*)(void*)> block_;
+  size_t size_;
+};
+
 // Inputs and the reference output of one workload, computed once per child.
 struct WorkloadData {
   ir::Workload workload;
   std::vector<std::vector<float>> args;  // inputs, then a scratch output
   std::vector<float> reference;
+  std::vector<UserBuffer> cpu_args;  // copies of `args` where a user's buffers would start
 };
 
 absl::StatusOr<WorkloadData*> GetWorkload(const std::string& spec) {
@@ -53,6 +80,7 @@ absl::StatusOr<WorkloadData*> GetWorkload(const std::string& spec) {
   ir::FillRandomInputs(d->args, /*seed=*/20261121);
   if (auto s = ir::ComputeReference(*w, d->args); !s.ok()) return s;
   d->reference = d->args.back();
+  for (const std::vector<float>& a : d->args) d->cpu_args.emplace_back(a);
   if (cache.size() > 8) cache.clear();
   return (cache[spec] = std::move(d)).get();
 }
@@ -151,17 +179,19 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
     for (;;) pause();
   }
   std::vector<void*> ptrs;
-  for (auto& a : d.args) ptrs.push_back(a.data());
+  for (UserBuffer& a : d.cpu_args) ptrs.push_back(a.data());
   int nargs = static_cast<int>(ptrs.size());
-  std::fill(d.args.back().begin(), d.args.back().end(), std::nanf(""));
+  float* out = d.cpu_args.back().data();
+  std::fill(out, out + d.reference.size(), std::nanf(""));
   // The check doubles as the warm-up call.
   const auto warm_start = Clock::now();
   int rc = (*kernel)->Run(ptrs.data(), nargs);
   const double warm_us =
       std::chrono::duration<double, std::micro>(Clock::now() - warm_start).count();
   if (rc != 0) return fail(lathe::v1::RUNTIME_ERROR, absl::StrCat("kernel returned ", rc));
-  if (faults && req.fault() == "wrong") d.args.back()[d.args.back().size() / 2] += 1.0f;
-  absl::Status ok = ir::CheckOutput(d.args.back(), d.reference, d.workload.output()->shape);
+  if (faults && req.fault() == "wrong") out[d.reference.size() / 2] += 1.0f;
+  absl::Status ok =
+      ir::CheckOutput(d.cpu_args.back().view(), d.reference, d.workload.output()->shape);
   if (!ok.ok()) return fail(lathe::v1::WRONG_ANSWER, std::string(ok.message()));
 
   double min_ms = req.min_repeat_ms() > 0 ? req.min_repeat_ms() : 100.0;

@@ -1,0 +1,180 @@
+// \file
+// What the tuner records against what a user gets: the best record of each workload in a
+// tuning database, built into a shared library as `lathe build` does (codegen::
+// WriteSharedLibrary), loaded with dlopen and called through the C ABI on buffers placed as a
+// user's are (16 bytes past a 64-byte line, where malloc, std::vector and numpy put them) and
+// on page-aligned ones, alternating the two, next to the record's latency.
+//
+// Usage: bench_built_kernel --db PATH [--workload SPEC ...] [--rounds N] [--seconds S]
+//   --workload  workloads to look up (default: every workload with an ok record on this
+//               machine's device class)
+//   --rounds    alternations of the two placements (default 5); the figure is the median of
+//               the rounds' medians
+//   --seconds   time per placement and round (default 0.3)
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "codegen/cpu_kernel.h"
+#include "codegen/host.h"
+#include "codegen/lower.h"
+#include "db/database.h"
+#include "ir/reference.h"
+#include "ir/schedule.h"
+#include "ir/trace.h"
+#include "ir/workload.h"
+
+namespace lathe::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The workload's arguments at `offset` bytes past an `align`-byte boundary.
+struct Placed {
+  std::vector<std::unique_ptr<char, void (*)(void*)>> blocks;
+  std::vector<void*> ptrs;
+  Placed(const std::vector<std::vector<float>>& args, size_t align, size_t offset) {
+    for (const std::vector<float>& a : args) {
+      size_t bytes = (a.size() * 4 + offset + align - 1) / align * align;
+      char* block = static_cast<char*>(std::aligned_alloc(align, bytes));
+      blocks.emplace_back(block, std::free);
+      float* p = reinterpret_cast<float*>(block + offset);
+      std::copy(a.begin(), a.end(), p);
+      ptrs.push_back(p);
+    }
+  }
+};
+
+using KernelFn = int (*)(void* const*, int);
+
+double MedianTime(KernelFn fn, Placed& p, double seconds) {
+  std::vector<double> t =
+      Repeat([&] { (void)fn(p.ptrs.data(), static_cast<int>(p.ptrs.size())); }, seconds);
+  return MedianOf(t);
+}
+
+int Main(int argc, char** argv) {
+  std::string db_path;
+  std::vector<std::string> specs;
+  int rounds = 5;
+  double seconds = 0.3;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--db") {
+      db_path = value();
+    } else if (a == "--workload") {
+      specs.push_back(value());
+    } else if (a == "--rounds") {
+      rounds = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--seconds") {
+      seconds = std::atof(value().c_str());
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_built_kernel --db PATH [--workload SPEC ...] [--rounds N] "
+                   "[--seconds S]\n");
+      return 2;
+    }
+  }
+  if (db_path.empty()) {
+    std::fprintf(stderr, "bench_built_kernel: --db is required\n");
+    return 2;
+  }
+  db::OpenOptions oo;
+  oo.create_if_missing = false;
+  absl::StatusOr<std::unique_ptr<db::Database>> database = db::Database::Open(db_path, oo);
+  if (!database.ok()) {
+    std::fprintf(stderr, "bench_built_kernel: %s\n", database.status().ToString().c_str());
+    return 1;
+  }
+  const std::string dc = codegen::HostDeviceClass();
+  if (specs.empty()) {
+    std::set<std::string> seen;
+    (void)(*database)->ForEachRecord([&](const db::Record& r) {
+      if (r.device_class == dc && r.error_class == db::ErrorClass::kOk &&
+          seen.insert(r.workload).second) {
+        specs.push_back(r.workload);
+      }
+      return absl::OkStatus();
+    });
+  }
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("lathe_built_kernel_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::printf("# built kernels against their records (%s, %d rounds x %.1f s per placement)\n\n",
+              dc.c_str(), rounds, seconds);
+  std::printf(
+      "| workload | record us | built, 16 B past a line us | built, page-aligned us | "
+      "16 B / record | page / record |\n|---|---|---|---|---|---|\n");
+  int status = 0;
+  for (const std::string& spec : specs) {
+    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec);
+    if (!w.ok()) {
+      std::fprintf(stderr, "%s: %s\n", spec.c_str(), w.status().ToString().c_str());
+      status = 2;
+      continue;
+    }
+    absl::StatusOr<std::optional<db::Record>> best = (*database)->Best(w->key, dc);
+    if (!best.ok() || !best->has_value()) {
+      std::fprintf(stderr, "%s: no ok record on %s\n", w->canonical.c_str(), dc.c_str());
+      continue;
+    }
+    absl::StatusOr<ir::Trace> trace = ir::TraceFromJson((*best)->trace_json);
+    absl::StatusOr<ir::Schedule> sch =
+        trace.ok() ? ir::ApplyTrace(*w, *trace) : absl::StatusOr<ir::Schedule>(trace.status());
+    absl::StatusOr<ir::LoweredFunc> f =
+        sch.ok() ? codegen::Lower(*sch, "kernel") : absl::StatusOr<ir::LoweredFunc>(sch.status());
+    const std::string so = dir + "/" + w->key + ".so";
+    absl::Status built = f.ok() ? codegen::WriteSharedLibrary({*f}, so) : f.status();
+    if (!built.ok()) {
+      std::fprintf(stderr, "%s: %s\n", w->canonical.c_str(), built.ToString().c_str());
+      status = 1;
+      continue;
+    }
+    void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    KernelFn fn = h ? reinterpret_cast<KernelFn>(dlsym(h, "kernel")) : nullptr;
+    if (fn == nullptr) {
+      std::fprintf(stderr, "%s: cannot load %s: %s\n", w->canonical.c_str(), so.c_str(), dlerror());
+      status = 1;
+      continue;
+    }
+    std::vector<std::vector<float>> args = ir::AllocateArgs(*w);
+    ir::FillRandomInputs(args, /*seed=*/7);
+    Placed user(args, 64, 16), page(args, 4096, 0);
+    std::vector<double> user_s, page_s;
+    for (int r = 0; r < rounds; ++r) {
+      user_s.push_back(MedianTime(fn, user, seconds));
+      page_s.push_back(MedianTime(fn, page, seconds));
+    }
+    const double rec = (*best)->median_us;
+    const double u = MedianOf(user_s) * 1e6, pg = MedianOf(page_s) * 1e6;
+    std::printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", w->canonical.c_str(), rec, u, pg,
+                u / rec, pg / rec);
+    std::fflush(stdout);
+    dlclose(h);
+  }
+  std::filesystem::remove_all(dir);
+  std::printf("\ntarget: a built kernel on 16-byte-offset buffers within 5 %% of its record\n");
+  return status;
+}
+
+}  // namespace
+}  // namespace lathe::bench
+
+int main(int argc, char** argv) { return lathe::bench::Main(argc, argv); }
