@@ -224,7 +224,8 @@ absl::Status CpuSpace::Init() {
     int64_t e = out->tensor->shape[a];
     bool inner = a + 1 == out_axes_.size();
     tile_slot_.push_back(
-        AddSlot("tile." + out_axes_[a], TileChoices(e, lanes, inner ? 64 : 32, inner)));
+        AddSlot("tile." + out_axes_[a],
+                TileChoices(e, lanes, inner ? 64 : std::max(32, 4 * lanes), inner)));
   }
   std::vector<int64_t> par;
   for (size_t p = 1; p <= out_axes_.size(); ++p) par.push_back(static_cast<int64_t>(p));
