@@ -220,6 +220,40 @@ bool FuseOneEpilogue(Graph& g, Lowered& l) {
   return false;
 }
 
+// Folds runs of constant multiplications (mul, div) and of constant additions into one step,
+// and drops the ones that cancel (hard-swish's "* 6 / 6", GELU's "* 2 * 0.5").
+void SimplifyConstants(EpilogueExpr& e) {
+  std::vector<EpilogueStep> out;
+  for (const EpilogueStep& s : e.steps) {
+    const bool mul = s.kind == StepKind::kMul || s.kind == StepKind::kDiv;
+    const double factor = s.kind == StepKind::kMul   ? s.args[0]
+                          : s.kind == StepKind::kDiv ? 1.0 / s.args[0]
+                                                     : 1.0;
+    if (mul && !out.empty() && out.back().kind == StepKind::kMul) {
+      out.back().args[0] = static_cast<float>(out.back().args[0] * factor);
+    } else if (mul) {
+      out.push_back({StepKind::kMul, {static_cast<float>(factor)}});
+    } else if (s.kind == StepKind::kAdd && !out.empty() && out.back().kind == StepKind::kAdd) {
+      out.back().args[0] += s.args[0];
+    } else {
+      out.push_back(s);
+    }
+    if (!out.empty() && ((out.back().kind == StepKind::kMul && Near(out.back().args[0], 1.0)) ||
+                         (out.back().kind == StepKind::kAdd && out.back().args[0] == 0.0f))) {
+      out.pop_back();
+    }
+  }
+  // A single division stays one (x / 6 is exact where x * (1/6) is not).
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].kind != StepKind::kMul) continue;
+    const double inv = 1.0 / out[i].args[0];
+    if (std::fabs(inv - std::round(inv)) < 1e-6 && std::fabs(inv) >= 2) {
+      out[i] = {StepKind::kDiv, {static_cast<float>(std::round(inv))}};
+    }
+  }
+  e.steps = std::move(out);
+}
+
 }  // namespace
 
 int KernelDesc::channel_axis(const Graph& g) const {
@@ -239,6 +273,7 @@ void FuseKernels(Graph& g, Lowered& l) {
   for (bool changed = true; changed;) {
     changed = FuseSelfProducts(g, l) || FuseOneEpilogue(g, l);
   }
+  for (KernelDesc& k : l.kernels) SimplifyConstants(k.epilogue);
 }
 
 }  // namespace lathe::model

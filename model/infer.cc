@@ -121,9 +121,27 @@ absl::StatusOr<Window> WindowOf(const Node& n, const std::vector<int64_t>& in,
   return w;
 }
 
+absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes);
+
 absl::Status InferAndFold(Graph& g) {
   std::vector<Node> kept;
   for (Node& n : g.nodes) {
+    if (absl::Status s = InferNode(g, n, &kept); !s.ok()) return s;
+    for (const std::string& o : n.outputs) {
+      const Value* v = o.empty() ? nullptr : g.Find(o);
+      if (v && !v->constant && NumElements(v->shape) == 0) {
+        return Unsupported(n, "output '" + o + "' is empty (shape " + ShapeText(v->shape) +
+                                  "); empty tensors are not supported");
+      }
+    }
+  }
+  g.nodes = std::move(kept);
+  return absl::OkStatus();
+}
+
+absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes) {
+  std::vector<Node>& kept = *kept_nodes;
+  {
     std::vector<const Value*> ins;
     for (const std::string& name : n.inputs) {
       if (name.empty()) {
@@ -139,7 +157,7 @@ absl::Status InferAndFold(Graph& g) {
     // Constant folding: constants in, constants out.
     absl::StatusOr<bool> folded = TryFold(g, n);
     if (!folded.ok()) return folded.status();
-    if (*folded) continue;
+    if (*folded) return absl::OkStatus();
 
     auto in_shape = [&](size_t i) -> const std::vector<int64_t>& { return ins[i]->shape; };
     auto set_out = [&](size_t i, std::vector<int64_t> shape, bool is_int = false) {
@@ -325,9 +343,8 @@ absl::Status InferAndFold(Graph& g) {
     } else {
       return Unsupported(n, "operator " + op + " is not supported");
     }
-    kept.push_back(std::move(n));
+    kept.push_back(n);
   }
-  g.nodes = std::move(kept);
   return absl::OkStatus();
 }
 

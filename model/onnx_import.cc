@@ -259,12 +259,65 @@ absl::StatusOr<Graph> ImportOnnx(const std::string& path, const std::vector<Inpu
   return ImportOnnxBytes(ss.str(), path, shapes);
 }
 
+namespace {
+
+absl::StatusOr<std::string> ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<Graph> ImportModel(onnx::ModelProto& model, const std::string& what,
+                                  const std::vector<InputShape>& shapes);
+
+}  // namespace
+
+absl::StatusOr<TensorFile> ReadTensorFile(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  onnx::TensorProto t;
+  if (!t.ParseFromString(*bytes)) return Bad(path, "not a TensorProto");
+  absl::StatusOr<ConstData> d = TensorData(t, path);
+  if (!d.ok()) return d.status();
+  TensorFile f;
+  f.name = t.name();
+  f.shape.assign(t.dims().begin(), t.dims().end());
+  f.data = *std::move(d);
+  return f;
+}
+
+absl::StatusOr<Graph> ImportOnnxFrozen(const std::string& path,
+                                       const std::vector<InputShape>& shapes,
+                                       const std::vector<std::string>& frozen_tensor_files) {
+  absl::StatusOr<std::string> bytes = ReadBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  onnx::ModelProto model;
+  if (!model.ParseFromString(*bytes))
+    return Bad(path, "not an ONNX model (the protobuf does not parse)");
+  for (const std::string& f : frozen_tensor_files) {
+    absl::StatusOr<std::string> tb = ReadBytes(f);
+    if (!tb.ok()) return tb.status();
+    onnx::TensorProto* t = model.mutable_graph()->add_initializer();
+    if (!t->ParseFromString(*tb)) return Bad(f, "not a TensorProto");
+  }
+  return ImportModel(model, path, shapes);
+}
+
 absl::StatusOr<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& what,
                                       const std::vector<InputShape>& shapes) {
   onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromString(bytes)) {
     return Bad(what, "not an ONNX model (the protobuf does not parse)");
   }
+  return ImportModel(model, what, shapes);
+}
+
+namespace {
+
+absl::StatusOr<Graph> ImportModel(onnx::ModelProto& model, const std::string& what,
+                                  const std::vector<InputShape>& shapes) {
   if (!model.has_graph() || model.graph().node_size() == 0) {
     return Bad(what, "not an ONNX model (it has no graph nodes)");
   }
@@ -355,5 +408,7 @@ absl::StatusOr<Graph> ImportOnnxBytes(const std::string& bytes, const std::strin
   }
   return g;
 }
+
+}  // namespace
 
 }  // namespace lathe::model

@@ -37,6 +37,20 @@ absl::StatusOr<Graph> ImportOnnx(const std::string& path, const std::vector<Inpu
 absl::StatusOr<Graph> ImportOnnxBytes(const std::string& bytes, const std::string& what,
                                       const std::vector<InputShape>& shapes);
 
+// A TensorProto file (the test data of ONNX's conformance cases): its name, shape and data.
+struct TensorFile {
+  std::string name;
+  std::vector<int64_t> shape;
+  ConstData data;
+};
+absl::StatusOr<TensorFile> ReadTensorFile(const std::string& path);
+
+// ImportOnnx with some graph inputs frozen to the given tensors (they become initializers
+// before the checker runs): conformance cases pass shapes, axes or scales as inputs.
+absl::StatusOr<Graph> ImportOnnxFrozen(const std::string& path,
+                                       const std::vector<InputShape>& shapes,
+                                       const std::vector<std::string>& frozen_tensor_files);
+
 }  // namespace lathe::model
 
 #endif  // LATHE_MODEL_ONNX_IMPORT_H_
