@@ -1,6 +1,7 @@
 #include "tools/cli_model.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -378,6 +379,38 @@ bool ModelTaskLines(const std::string& model, const std::vector<std::string>& in
     weights->push_back(t.weight);
   }
   return true;
+}
+
+ModelTasksFile::~ModelTasksFile() {
+  if (!path.empty()) std::remove(path.c_str());
+}
+
+int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
+                     std::vector<std::string>* workloads, std::string* tasks_file,
+                     ModelTasksFile* file) {
+  const std::string cmd = "lathe tune";
+  if (!workloads->empty() || !tasks_file->empty()) {
+    return Fail(cmd, "--model excludes --workload and --tasks", kExitUsage);
+  }
+  std::vector<std::string> specs;
+  std::vector<double> weights;
+  std::string error;
+  if (!ModelTaskLines(model, inputs, &specs, &weights, &error)) {
+    return Fail(cmd, error, kExitUsage);
+  }
+  char tmpl[] = "/tmp/lathe-model-tasks-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) return Fail(cmd, "cannot create a temporary tasks file");
+  ::close(fd);
+  file->path = tmpl;
+  std::ofstream out(file->path, std::ios::trunc);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    out << nlohmann::json{{"workload", specs[i]}, {"weight", weights[i]}}.dump() << "\n";
+  }
+  if (!out) return Fail(cmd, "cannot write " + file->path);
+  *tasks_file = file->path;
+  fmt::print(stderr, "lathe tune: {} tasks of {}\n", specs.size(), model);
+  return 0;
 }
 
 }  // namespace lathe::tools

@@ -48,6 +48,24 @@ struct ModelCommands {
 void AddModelCommands(CLI::App& app, ModelCommands* cmds);
 int DispatchModelCommands(const ModelCommands& cmds);
 
+// A temporary `--tasks` file, removed on destruction.
+class ModelTasksFile {
+ public:
+  ModelTasksFile() = default;
+  ~ModelTasksFile();
+  ModelTasksFile(const ModelTasksFile&) = delete;
+  ModelTasksFile& operator=(const ModelTasksFile&) = delete;
+  std::string path;
+};
+
+// `lathe tune --model F [--input ...]`: writes the model's tasks as a `--tasks` file (JSON
+// lines with weights) for the multi-task tune to read, and points *tasks_file at it. --model
+// excludes --workload and --tasks. Returns 0, or the exit status after printing the error
+// (2 for usage and model errors: nothing is tuned or written).
+int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
+                     std::vector<std::string>* workloads, std::string* tasks_file,
+                     ModelTasksFile* file);
+
 // The tasks of a model as JSON lines {"workload": SPEC, "weight": W} (the `--tasks FILE`
 // form), for `lathe tune --model`; fills *error and returns false on a model error.
 bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,

@@ -107,6 +107,12 @@ int main(int argc, char** argv) {
       "at the end, re-time the best N records for longer (5x --min-repeat-ms) so that a lucky "
       "short measurement cannot stay the best; 0: off (default 5; with --tuner: the daemon's "
       "--remeasure-top)");
+  std::string tune_model;
+  std::vector<std::string> tune_model_inputs;
+  t->add_option("--model", tune_model,
+                "tune every task of an ONNX model (weights: how often each runs); --trials is "
+                "the model's total budget");
+  t->add_option("--input", tune_model_inputs, "with --model: NAME=SHAPE (repeatable)");
   lathe::tools::RemoteOptions workers;
   CLI::App* wk = app.add_subcommand("workers", "list a lathed daemon's measurement workers");
   AddRemoteOptions(wk, &workers.tuner, &workers.token_file, &workers.tls_ca,
@@ -155,6 +161,14 @@ int main(int argc, char** argv) {
   if (d->parsed()) return lathe::tools::RunDb(db_sub, db_path, db_file, db_json);
   if (t->parsed()) {
     tune.remeasure_top_given = remeasure_top->count() > 0;
+    lathe::tools::ModelTasksFile model_tasks;  // removed when main returns
+    if (!tune_model.empty()) {
+      if (int rc = lathe::tools::PrepareModelTune(tune_model, tune_model_inputs, &tune.workloads,
+                                                  &tune.tasks_file, &model_tasks);
+          rc != 0) {
+        return rc;
+      }
+    }
     if (!tune.tuner.empty()) return lathe::tools::RunRemoteTune(tune);
     return lathe::tools::RunTune(tune);
   }
