@@ -213,12 +213,24 @@ int RunModelRun(const ModelCliOptions& o) {
   std::sort(times.begin(), times.end());
   const double median_ms = 1e3 * times[times.size() / 2];
   // Where the time goes: each step timed alone, over the same number of runs.
+  // The median of each step's times (one outlier on a busy host must not lead the list),
+  // scaled back to a sum over the repeats.
   std::vector<double> step_s;
   if (o.profile) {
+    std::vector<std::vector<double>> runs;
     for (int r = 0; r < o.repeat; ++r) {
-      if (absl::Status s = (*m)->RunProfiled(in_ptrs.data(), out_ptrs.data(), &step_s); !s.ok()) {
+      std::vector<double> one;
+      if (absl::Status s = (*m)->RunProfiled(in_ptrs.data(), out_ptrs.data(), &one); !s.ok()) {
         return Fail(cmd, std::string(s.message()));
       }
+      runs.push_back(std::move(one));
+    }
+    step_s.assign(runs[0].size(), 0.0);
+    for (size_t i = 0; i < step_s.size(); ++i) {
+      std::vector<double> t;
+      for (const auto& run : runs) t.push_back(run[i]);
+      std::sort(t.begin(), t.end());
+      step_s[i] = t[t.size() / 2] * o.repeat;
     }
   }
   std::vector<std::string> files;
@@ -282,7 +294,7 @@ int RunModelRun(const ModelCliOptions& o) {
                files.empty() ? "" : " -> " + files[i]);
   }
   if (o.profile) {
-    fmt::print("where the time goes (each step alone, mean of {} runs):\n", o.repeat);
+    fmt::print("where the time goes (each step alone, median of {} runs):\n", o.repeat);
     for (size_t r = 0; r < order.size() && r < 15; ++r) {
       const model::PlanStep& st = pl.steps[order[r]];
       fmt::print("  {:6.3f} ms {:5.1f}%  {}  [{}]  {}\n", 1e3 * step_s[order[r]] / o.repeat,
