@@ -478,10 +478,23 @@ OpDefinition ConvTransposeOp(const ConvTransposeParams& p) {
     Expr t = Add(o, I(pad));
     return dil == 1 ? Sub(t, r->var) : Sub(t, Mul(r->var, I(dil)));
   };
+  // Stride equal to the kernel, no padding (the 2x2/2 upsampling of detection heads): every
+  // output pixel takes exactly one tap, (y mod stride, x mod stride), of input (y / stride, ...):
+  // a reduction over the input channels only, without the selects of the general form.
+  const bool one_tap = p.stride_h == p.r && p.stride_w == p.s && !p.has_pad() &&
+                       p.dilation_h == 1 && p.dilation_w == 1 && p.output_padding_h == 0 &&
+                       p.output_padding_w == 0;
   Tensor conv = Compute(
       has_epilogue ? "conv2d_transpose" : "Y", out_shape,
       [&](const std::vector<Expr>& idx) {
         const Expr &nn = idx[0], &kk = idx[1], &yy = idx[2], &xx = idx[3];
+        if (one_tap) {
+          Expr ch = p.groups == 1 ? rc->var : Add(Mul(Div(kk, I(kpg)), I(cpg)), rc->var);
+          Expr oc = p.groups == 1 ? kk : Mod(kk, I(kpg));
+          return Sum(Mul(Read(x, {nn, ch, Div(yy, I(p.r)), Div(xx, I(p.s))}),
+                         Read(wt, {ch, oc, Mod(yy, I(p.r)), Mod(xx, I(p.s))})),
+                     {rc});
+        }
         Expr ty = src(yy, ry, p.pad_t, p.dilation_h);
         Expr tx = src(xx, rx, p.pad_l, p.dilation_w);
         Expr iy = p.stride_h == 1 ? ty : Div(ty, I(p.stride_h));

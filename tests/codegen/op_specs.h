@@ -44,6 +44,7 @@ inline const std::vector<std::string>& ModelOpTestSpecs() {
       "conv2d:n=1,c=8,h=7,w=7,k=8,r=5,s=5,pad=2,groups=8,epilogue=bias_hsig0.2:0.5",
       "conv2d:n=1,c=8,h=5,w=5,k=16,r=1,s=1,epilogue=bias_gelu",
       "conv2d_transpose:n=1,c=6,h=4,w=5,k=3,r=2,s=2,stride=2,epilogue=bias_sigmoid",
+      "conv2d_transpose:n=1,c=4,h=3,w=5,k=4,r=3,s=3,stride=2,pad=1,output_padding=1,groups=2",
       "matmul:m=9,n=17,k=12,transpose_b=1,epilogue=bias_res",
       "batch_matmul:b=3,m=5,n=6,k=7,transpose_b=1,epilogue=mul0.125",
       "batch_matmul:b=2,m=5,n=6,k=7,bcast=b",

@@ -331,6 +331,8 @@ TEST(OpsEvalTest, ModelOps) {
            "conv2d:n=1,c=3,h=4,w=4,k=2,r=1,s=1,epilogue=swish_mul0.5_add-1_div3",
            "conv2d_transpose:n=1,c=3,h=3,w=4,k=2,r=2,s=2,stride=2,epilogue=bias_sigmoid",
            "conv2d_transpose:n=1,c=4,h=3,w=3,k=4,r=3,s=3,stride=2,pad=1,output_padding=1,groups=2",
+           "conv2d_transpose:n=1,c=4,h=3,w=2,k=6,r=2,s=2,stride=2,groups=2,epilogue=bias",
+           "conv2d_transpose:n=1,c=2,h=3,w=3,k=2,r=2,s=2,stride=1",
            "matmul:m=5,n=7,k=3,transpose_b=1,epilogue=bias_res",
            "matmul:m=5,n=7,k=3,transpose_a=1,epilogue=mul0.125",
            "batch_matmul:b=3,m=4,n=5,k=6,transpose_b=1,bcast=b",
