@@ -118,8 +118,20 @@ absl::Status NodeLowering::Gemm(const Node& n) {
   KernelDesc k = Kernel(n, "matmul");
   k.params = {{"m", Str(m)}, {"n", Str(nn)}, {"k", Str(kk)}};
   if (ta) k.params["transpose_a"] = "1";
-  if (tb) k.params["transpose_b"] = "1";
   k.inputs = {n.inputs[0], n.inputs[1]};
+  if (tb && g_.Const(n.inputs[1])) {
+    // Constant weights (a PyTorch Linear's [n, k]) are transposed once at compile time: the
+    // kernel then reads rows of B as the matmul wants them.
+    const ConstData& w = *g_.Const(n.inputs[1]);
+    ConstData t;
+    t.f.resize(w.size());
+    for (int64_t r = 0; r < nn; ++r) {
+      for (int64_t c = 0; c < kk; ++c) t.f[c * nn + r] = static_cast<float>(w.at(r * kk + c));
+    }
+    k.inputs[1] = g_.AddConst(n.inputs[1] + ".t", {kk, nn}, std::move(t));
+  } else if (tb) {
+    k.params["transpose_b"] = "1";
+  }
   const float alpha = n.Float("alpha", 1.0f), beta = n.Float("beta", 1.0f);
   if (alpha != 1.0f) k.epilogue.Then(StepKind::kMul, {alpha});
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && beta != 0.0f) {
