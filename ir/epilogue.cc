@@ -160,8 +160,8 @@ Expr ErfApprox(const Expr& x) {
   Expr poly =
       Mul(t, Add(F(a1), Mul(t, Add(F(a2), Mul(t, Add(F(a3), Mul(t, Add(F(a4), Mul(t, F(a5))))))))));
   Expr y = Sub(F(1.0), Mul(poly, Call("exp", {Sub(F(0.0), Mul(x, x))})));
-  // The sign as a factor, not a select of two copies of y: the expression stays a small DAG.
-  return Mul(Select(LT(x, F(0.0)), F(-1.0), F(1.0)), y);
+  // The sign as x / |x| (no select: vector code keeps it branch-free; y(0) = 0 anyway).
+  return Div(Mul(y, x), Add(ax, F(1e-30)));
 }
 
 Expr ApplyEpilogue(const EpilogueExpr& e, Expr v, const std::function<Expr(StepKind)>& read) {
