@@ -7,11 +7,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "ir/ops_internal.h"
 
 namespace lathe::ir {
-namespace {
 
-// --- spec access -----------------------------------------------------------------------------
+namespace internal {
 
 absl::StatusOr<std::string> GetStr(const WorkloadSpec& spec, const std::string& key) {
   auto it = spec.params.find(key);
@@ -19,6 +21,11 @@ absl::StatusOr<std::string> GetStr(const WorkloadSpec& spec, const std::string& 
     return absl::InvalidArgumentError(absl::StrCat("missing key '", key, "' for ", spec.op));
   }
   return it->second;
+}
+
+std::string GetStrOr(const WorkloadSpec& spec, const std::string& key, std::string fallback) {
+  auto it = spec.params.find(key);
+  return it == spec.params.end() ? fallback : it->second;
 }
 
 absl::StatusOr<int64_t> GetInt(const WorkloadSpec& spec, const std::string& key) {
@@ -40,12 +47,114 @@ absl::Status ExpectOp(const WorkloadSpec& spec, std::initializer_list<const char
       absl::StrCat("spec of op '", spec.op, "' where ", *ops.begin(), " was expected"));
 }
 
-#define LATHE_ASSIGN_OR_RETURN(lhs, expr)        \
-  do {                                           \
-    auto _v = (expr);                            \
-    if (!_v.ok()) return std::move(_v).status(); \
-    lhs = *std::move(_v);                        \
-  } while (0)
+absl::StatusOr<std::vector<int64_t>> ParseDims(absl::string_view text, absl::string_view what) {
+  std::vector<int64_t> out;
+  if (text.empty()) return absl::InvalidArgumentError(absl::StrCat("empty ", what));
+  for (absl::string_view part : absl::StrSplit(text, 'x')) {
+    int64_t v = 0;
+    if (part.empty() || !absl::SimpleAtoi(part, &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " '", text, "' is not a list of integers joined by 'x'"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> ParsePair(absl::string_view text, absl::string_view what) {
+  absl::StatusOr<std::vector<int64_t>> d = ParseDims(text, what);
+  if (!d.ok()) return d.status();
+  if (d->size() == 1) return std::vector<int64_t>{(*d)[0], (*d)[0]};
+  if (d->size() == 2) return d;
+  return absl::InvalidArgumentError(absl::StrCat(what, " '", text, "' must be N or HxW"));
+}
+
+absl::StatusOr<std::vector<int64_t>> ParsePads(absl::string_view text, absl::string_view what) {
+  absl::StatusOr<std::vector<int64_t>> d = ParseDims(text, what);
+  if (!d.ok()) return d.status();
+  const std::vector<int64_t>& v = *d;
+  if (v.size() == 1) return std::vector<int64_t>{v[0], v[0], v[0], v[0]};
+  if (v.size() == 2) return std::vector<int64_t>{v[0], v[1], v[0], v[1]};
+  if (v.size() == 4) return v;
+  return absl::InvalidArgumentError(absl::StrCat(what, " '", text, "' must be N, HxW or TxLxBxR"));
+}
+
+absl::Status GetWindow(const WorkloadSpec& spec, Window2d* win) {
+  std::string text;
+  std::vector<int64_t> v;
+  LATHE_IR_ASSIGN_OR_RETURN(text, GetStr(spec, "stride"));
+  LATHE_IR_ASSIGN_OR_RETURN(v, ParsePair(text, "stride"));
+  win->stride_h = v[0];
+  win->stride_w = v[1];
+  LATHE_IR_ASSIGN_OR_RETURN(text, GetStr(spec, "pad"));
+  LATHE_IR_ASSIGN_OR_RETURN(v, ParsePads(text, "pad"));
+  win->pad_t = v[0];
+  win->pad_l = v[1];
+  win->pad_b = v[2];
+  win->pad_r = v[3];
+  if (spec.params.count("dilation") != 0) {
+    LATHE_IR_ASSIGN_OR_RETURN(text, GetStr(spec, "dilation"));
+    LATHE_IR_ASSIGN_OR_RETURN(v, ParsePair(text, "dilation"));
+    win->dilation_h = v[0];
+    win->dilation_w = v[1];
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EpilogueExpr> GetEpilogue(const WorkloadSpec& spec) {
+  absl::StatusOr<std::string> e = GetStr(spec, "epilogue");
+  if (!e.ok()) return e.status();
+  return ParseEpilogueExpr(*e);
+}
+
+std::string DimsText(const std::vector<int64_t>& dims) { return absl::StrJoin(dims, "x"); }
+
+double Product(const std::vector<int64_t>& shape) {
+  double n = 1;
+  for (int64_t d : shape) n *= static_cast<double>(d);
+  return n;
+}
+
+std::vector<Tensor> EpilogueInputs(const EpilogueExpr& e, int64_t channels,
+                                   const std::vector<int64_t>& out_shape) {
+  std::vector<Tensor> out;
+  for (StepKind k : e.TensorSteps()) {
+    out.push_back(
+        Placeholder(StepName(k), k == StepKind::kRes ? out_shape : std::vector<int64_t>{channels}));
+  }
+  return out;
+}
+
+Tensor EpilogueStage(const std::string& name, const Tensor& main, const EpilogueExpr& e,
+                     const std::vector<Tensor>& inputs, int channel_dim,
+                     std::vector<std::string> axis_names) {
+  return Compute(
+      name, main->shape,
+      [&](const std::vector<Expr>& idx) {
+        return ApplyEpilogue(e, Read(main, idx), [&](StepKind k) {
+          for (const Tensor& t : inputs) {
+            if (t->name != StepName(k)) continue;
+            if (k == StepKind::kRes) return Read(t, idx);
+            return Read(t, {idx[channel_dim]});
+          }
+          return FloatImm(0.0);
+        });
+      },
+      "elementwise", std::move(axis_names));
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::EpilogueInputs;
+using internal::EpilogueStage;
+using internal::ExpectOp;
+using internal::GetInt;
+using internal::GetStr;
+using internal::Product;
+
+#define LATHE_ASSIGN_OR_RETURN LATHE_IR_ASSIGN_OR_RETURN
 
 // --- expression helpers ----------------------------------------------------------------------
 
@@ -55,52 +164,57 @@ Expr F(double v) { return FloatImm(v); }
 // 0 <= e < hi.
 Expr InRange(const Expr& e, int64_t hi) { return And(GE(e, I(0)), LT(e, I(hi))); }
 
-// The epilogue stage over `main` (whose last-but-`channel_dim` axis indexes the bias).
-Tensor EpilogueStage(const std::string& name, const Tensor& main, const Tensor& bias,
-                     int channel_dim, Epilogue e, std::vector<std::string> axis_names) {
-  return Compute(
-      name, main->shape,
+double EpilogueFlops(const EpilogueExpr& e, double elements) {
+  return elements * e.FlopsPerElement();
+}
+
+// The spatially padded copy of `x` (zero or `fill` outside), or `x` itself without padding.
+Tensor PadStage(const Tensor& x, const Window2d& win, bool nhwc, double fill, int64_t h, int64_t w,
+                std::vector<Tensor>* tensors) {
+  if (!win.has_pad()) return x;
+  const int hd = nhwc ? 1 : 2, wd = hd + 1;
+  std::vector<int64_t> shape = x->shape;
+  shape[hd] = h + win.pad_t + win.pad_b;
+  shape[wd] = w + win.pad_l + win.pad_r;
+  Tensor in = Compute(
+      "pad", shape,
       [&](const std::vector<Expr>& idx) {
-        Expr v = Read(main, idx);
-        if (EpilogueHasBias(e)) v = Add(v, Read(bias, {idx[channel_dim]}));
-        if (EpilogueHasRelu(e)) v = Max(v, F(0.0));
-        return v;
+        Expr hh = win.pad_t ? Sub(idx[hd], I(win.pad_t)) : idx[hd];
+        Expr ww = win.pad_l ? Sub(idx[wd], I(win.pad_l)) : idx[wd];
+        std::vector<Expr> src = idx;
+        src[hd] = hh;
+        src[wd] = ww;
+        return Select(And(InRange(hh, h), InRange(ww, w)), Read(x, src), F(fill));
       },
-      "elementwise", std::move(axis_names));
-}
-
-double EpilogueFlops(Epilogue e, double elements) {
-  return elements * ((EpilogueHasBias(e) ? 1 : 0) + (EpilogueHasRelu(e) ? 1 : 0));
-}
-
-double Product(const std::vector<int64_t>& shape) {
-  double n = 1;
-  for (int64_t d : shape) n *= static_cast<double>(d);
-  return n;
+      "pad",
+      nhwc ? std::vector<std::string>{"n", "h", "w", "c"}
+           : std::vector<std::string>{"n", "c", "h", "w"});
+  tensors->push_back(in);
+  return in;
 }
 
 }  // namespace
 
-const char* EpilogueName(Epilogue e) {
-  switch (e) {
-    case Epilogue::kNone:
+const char* BinaryOpName(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kNone:
       return "none";
-    case Epilogue::kBias:
-      return "bias";
-    case Epilogue::kRelu:
-      return "relu";
-    case Epilogue::kBiasRelu:
-      return "bias_relu";
+    case BinaryOp::kAdd:
+      return "add";
+    case BinaryOp::kSub:
+      return "sub";
+    case BinaryOp::kMul:
+      return "mul";
+    case BinaryOp::kDiv:
+      return "div";
+    case BinaryOp::kMax:
+      return "max";
+    case BinaryOp::kMin:
+      return "min";
+    case BinaryOp::kPow:
+      return "pow";
   }
   return "none";
-}
-
-absl::StatusOr<Epilogue> ParseEpilogue(std::string_view name) {
-  for (Epilogue e : {Epilogue::kNone, Epilogue::kBias, Epilogue::kRelu, Epilogue::kBiasRelu}) {
-    if (name == EpilogueName(e)) return e;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown epilogue '", std::string(name), "' (expected one of none, bias, relu, bias_relu)"));
 }
 
 // --- parameters ------------------------------------------------------------------------------
@@ -112,9 +226,11 @@ absl::StatusOr<MatmulParams> GetMatmulParams(const WorkloadSpec& spec) {
   LATHE_ASSIGN_OR_RETURN(p.m, GetInt(spec, "m"));
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
   LATHE_ASSIGN_OR_RETURN(p.k, GetInt(spec, "k"));
-  std::string e;
-  LATHE_ASSIGN_OR_RETURN(e, GetStr(spec, "epilogue"));
-  LATHE_ASSIGN_OR_RETURN(p.epilogue, ParseEpilogue(e));
+  LATHE_ASSIGN_OR_RETURN(p.epilogue, internal::GetEpilogue(spec));
+  p.transpose_a = internal::GetStrOr(spec, "transpose_a", "0") == "1";
+  p.transpose_b = internal::GetStrOr(spec, "transpose_b", "0") == "1";
+  const std::string bcast = internal::GetStrOr(spec, "bcast", "none");
+  p.bcast = bcast == "a" ? Bcast::kA : bcast == "b" ? Bcast::kB : Bcast::kNone;
   return p;
 }
 
@@ -128,18 +244,37 @@ absl::StatusOr<Conv2dParams> GetConv2dParams(const WorkloadSpec& spec) {
   LATHE_ASSIGN_OR_RETURN(p.k, GetInt(spec, "k"));
   LATHE_ASSIGN_OR_RETURN(p.r, GetInt(spec, "r"));
   LATHE_ASSIGN_OR_RETURN(p.s, GetInt(spec, "s"));
-  LATHE_ASSIGN_OR_RETURN(p.stride, GetInt(spec, "stride"));
-  LATHE_ASSIGN_OR_RETURN(p.pad, GetInt(spec, "pad"));
-  LATHE_ASSIGN_OR_RETURN(p.dilation, GetInt(spec, "dilation"));
+  if (absl::Status st = internal::GetWindow(spec, &p); !st.ok()) return st;
   LATHE_ASSIGN_OR_RETURN(p.groups, GetInt(spec, "groups"));
-  std::string layout, e;
+  std::string layout;
   LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
   if (layout != "nchw" && layout != "nhwc") {
     return absl::InvalidArgumentError(absl::StrCat("unknown layout '", layout, "'"));
   }
   p.nhwc = layout == "nhwc";
-  LATHE_ASSIGN_OR_RETURN(e, GetStr(spec, "epilogue"));
-  LATHE_ASSIGN_OR_RETURN(p.epilogue, ParseEpilogue(e));
+  LATHE_ASSIGN_OR_RETURN(p.epilogue, internal::GetEpilogue(spec));
+  return p;
+}
+
+absl::StatusOr<ConvTransposeParams> GetConvTransposeParams(const WorkloadSpec& spec) {
+  if (absl::Status s = ExpectOp(spec, {"conv2d_transpose"}); !s.ok()) return s;
+  ConvTransposeParams p;
+  LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
+  LATHE_ASSIGN_OR_RETURN(p.c, GetInt(spec, "c"));
+  LATHE_ASSIGN_OR_RETURN(p.h, GetInt(spec, "h"));
+  LATHE_ASSIGN_OR_RETURN(p.w, GetInt(spec, "w"));
+  LATHE_ASSIGN_OR_RETURN(p.k, GetInt(spec, "k"));
+  LATHE_ASSIGN_OR_RETURN(p.r, GetInt(spec, "r"));
+  LATHE_ASSIGN_OR_RETURN(p.s, GetInt(spec, "s"));
+  if (absl::Status st = internal::GetWindow(spec, &p); !st.ok()) return st;
+  LATHE_ASSIGN_OR_RETURN(p.groups, GetInt(spec, "groups"));
+  std::string op;
+  std::vector<int64_t> v;
+  LATHE_ASSIGN_OR_RETURN(op, GetStr(spec, "output_padding"));
+  LATHE_ASSIGN_OR_RETURN(v, internal::ParsePair(op, "output_padding"));
+  p.output_padding_h = v[0];
+  p.output_padding_w = v[1];
+  LATHE_ASSIGN_OR_RETURN(p.epilogue, internal::GetEpilogue(spec));
   return p;
 }
 
@@ -152,8 +287,7 @@ absl::StatusOr<Pool2dParams> GetPool2dParams(const WorkloadSpec& spec) {
   LATHE_ASSIGN_OR_RETURN(p.w, GetInt(spec, "w"));
   LATHE_ASSIGN_OR_RETURN(p.r, GetInt(spec, "r"));
   LATHE_ASSIGN_OR_RETURN(p.s, GetInt(spec, "s"));
-  LATHE_ASSIGN_OR_RETURN(p.stride, GetInt(spec, "stride"));
-  LATHE_ASSIGN_OR_RETURN(p.pad, GetInt(spec, "pad"));
+  if (absl::Status st = internal::GetWindow(spec, &p); !st.ok()) return st;
   std::string layout, kind;
   LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
   LATHE_ASSIGN_OR_RETURN(kind, GetStr(spec, "kind"));
@@ -165,6 +299,7 @@ absl::StatusOr<Pool2dParams> GetPool2dParams(const WorkloadSpec& spec) {
   }
   p.nhwc = layout == "nhwc";
   p.max = kind == "max";
+  p.count_include_pad = internal::GetStrOr(spec, "count_include_pad", "1") == "1";
   return p;
 }
 
@@ -173,6 +308,7 @@ absl::StatusOr<SoftmaxParams> GetSoftmaxParams(const WorkloadSpec& spec) {
   SoftmaxParams p;
   LATHE_ASSIGN_OR_RETURN(p.m, GetInt(spec, "m"));
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
+  if (spec.params.count("inner") != 0) LATHE_ASSIGN_OR_RETURN(p.inner, GetInt(spec, "inner"));
   return p;
 }
 
@@ -194,40 +330,53 @@ absl::StatusOr<LayerNormParams> GetLayerNormParams(const WorkloadSpec& spec) {
 OpDefinition MatmulOp(const MatmulParams& p) {
   const bool batched = p.batch > 0;
   const std::string op = batched ? "batch_matmul" : "matmul";
-  const bool has_epilogue = p.epilogue != Epilogue::kNone;
+  const bool has_epilogue = !p.epilogue.empty();
   OpDefinition def;
 
-  auto shape = [&](int64_t a, int64_t b) {
-    return batched ? std::vector<int64_t>{p.batch, a, b} : std::vector<int64_t>{a, b};
+  auto shape = [&](int64_t a, int64_t b, bool shared) {
+    return batched && !shared ? std::vector<int64_t>{p.batch, a, b} : std::vector<int64_t>{a, b};
   };
-  Tensor a = Placeholder("A", shape(p.m, p.k));
-  Tensor b = Placeholder("B", shape(p.k, p.n));
-  Tensor bias = EpilogueHasBias(p.epilogue) ? Placeholder("bias", {p.n}) : nullptr;
+  const bool a_shared = p.bcast == Bcast::kA, b_shared = p.bcast == Bcast::kB;
+  Tensor a =
+      Placeholder("A", p.transpose_a ? shape(p.k, p.m, a_shared) : shape(p.m, p.k, a_shared));
+  Tensor b =
+      Placeholder("B", p.transpose_b ? shape(p.n, p.k, b_shared) : shape(p.k, p.n, b_shared));
   std::vector<std::string> axis_names =
       batched ? std::vector<std::string>{"b", "i", "j"} : std::vector<std::string>{"i", "j"};
+  const std::vector<int64_t> out_shape = shape(p.m, p.n, false);
 
   IterVar rk = MakeIterVar("k", p.k, /*reduce=*/true);
+  auto index = [&](const std::vector<Expr>& idx, Expr row, Expr col, bool shared) {
+    std::vector<Expr> out;
+    if (batched && !shared) out.push_back(idx[0]);
+    out.push_back(std::move(row));
+    out.push_back(std::move(col));
+    return out;
+  };
   Tensor mm = Compute(
-      has_epilogue ? op : "C", shape(p.m, p.n),
+      has_epilogue ? op : "C", out_shape,
       [&](const std::vector<Expr>& idx) {
-        if (batched) {
-          return Sum(Mul(Read(a, {idx[0], idx[1], rk->var}), Read(b, {idx[0], rk->var, idx[2]})),
-                     {rk});
-        }
-        return Sum(Mul(Read(a, {idx[0], rk->var}), Read(b, {rk->var, idx[1]})), {rk});
+        const Expr& i = idx[batched ? 1 : 0];
+        const Expr& j = idx[batched ? 2 : 1];
+        Expr av = Read(
+            a, p.transpose_a ? index(idx, rk->var, i, a_shared) : index(idx, i, rk->var, a_shared));
+        Expr bv = Read(
+            b, p.transpose_b ? index(idx, j, rk->var, b_shared) : index(idx, rk->var, j, b_shared));
+        return Sum(Mul(av, bv), {rk});
       },
       "reduction", axis_names);
 
+  std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.n, out_shape);
   def.args = {a, b};
   def.tensors = {a, b};
-  if (bias) {
-    def.args.push_back(bias);
-    def.tensors.push_back(bias);
+  for (const Tensor& t : extra) {
+    def.args.push_back(t);
+    def.tensors.push_back(t);
   }
   def.tensors.push_back(mm);
   Tensor out = mm;
   if (has_epilogue) {
-    out = EpilogueStage("C", mm, bias, batched ? 2 : 1, p.epilogue, axis_names);
+    out = EpilogueStage("C", mm, p.epilogue, extra, batched ? 2 : 1, axis_names);
     def.tensors.push_back(out);
   }
   def.args.push_back(out);
@@ -237,47 +386,28 @@ OpDefinition MatmulOp(const MatmulParams& p) {
 }
 
 OpDefinition Conv2dOp(const Conv2dParams& p) {
-  const bool has_epilogue = p.epilogue != Epilogue::kNone;
+  const bool has_epilogue = !p.epilogue.empty();
   const int64_t cpg = p.c / p.groups;  // input channels per group
   const int64_t kpg = p.k / p.groups;  // output channels per group
   const int64_t oh = p.oh(), ow = p.ow();
-  const int64_t ph = p.h + 2 * p.pad, pw = p.w + 2 * p.pad;
   OpDefinition def;
 
   Tensor x =
       p.nhwc ? Placeholder("X", {p.n, p.h, p.w, p.c}) : Placeholder("X", {p.n, p.c, p.h, p.w});
   Tensor wt =
       p.nhwc ? Placeholder("W", {p.r, p.s, cpg, p.k}) : Placeholder("W", {p.k, cpg, p.r, p.s});
-  Tensor bias = EpilogueHasBias(p.epilogue) ? Placeholder("bias", {p.k}) : nullptr;
+  std::vector<int64_t> out_shape =
+      p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.k} : std::vector<int64_t>{p.n, p.k, oh, ow};
+  std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.k, out_shape);
   def.args = {x, wt};
   def.tensors = {x, wt};
-  if (bias) {
-    def.args.push_back(bias);
-    def.tensors.push_back(bias);
+  for (const Tensor& t : extra) {
+    def.args.push_back(t);
+    def.tensors.push_back(t);
   }
 
   // Padded input: zero outside X. Only the spatial dimensions are padded.
-  Tensor in = x;
-  if (p.pad > 0) {
-    const int hd = p.nhwc ? 1 : 2, wd = hd + 1;
-    std::vector<int64_t> shape = x->shape;
-    shape[hd] = ph;
-    shape[wd] = pw;
-    in = Compute(
-        "pad", shape,
-        [&](const std::vector<Expr>& idx) {
-          Expr hh = Sub(idx[hd], I(p.pad));
-          Expr ww = Sub(idx[wd], I(p.pad));
-          std::vector<Expr> src = idx;
-          src[hd] = hh;
-          src[wd] = ww;
-          return Select(And(InRange(hh, p.h), InRange(ww, p.w)), Read(x, src), F(0.0));
-        },
-        "pad",
-        p.nhwc ? std::vector<std::string>{"n", "h", "w", "c"}
-               : std::vector<std::string>{"n", "c", "h", "w"});
-    def.tensors.push_back(in);
-  }
+  Tensor in = PadStage(x, p, p.nhwc, 0.0, p.h, p.w, &def.tensors);
 
   IterVar rc = MakeIterVar("rc", cpg, /*reduce=*/true);
   IterVar ry = MakeIterVar("ry", p.r, /*reduce=*/true);
@@ -287,26 +417,26 @@ OpDefinition Conv2dOp(const Conv2dParams& p) {
     if (p.groups == 1) return rc->var;
     return Add(Mul(Div(oc, I(kpg)), I(cpg)), rc->var);
   };
-  auto in_pos = [&](const Expr& o, const IterVar& r) {
-    Expr base = p.stride == 1 ? o : Mul(o, I(p.stride));
-    Expr off = p.dilation == 1 ? r->var : Mul(r->var, I(p.dilation));
+  auto in_pos = [&](const Expr& o, const IterVar& r, int64_t stride, int64_t dilation) {
+    Expr base = stride == 1 ? o : Mul(o, I(stride));
+    Expr off = dilation == 1 ? r->var : Mul(r->var, I(dilation));
     return Add(base, off);
   };
   std::vector<std::string> axis_names = p.nhwc ? std::vector<std::string>{"n", "y", "x", "k"}
                                                : std::vector<std::string>{"n", "k", "y", "x"};
-  std::vector<int64_t> out_shape =
-      p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.k} : std::vector<int64_t>{p.n, p.k, oh, ow};
   Tensor conv = Compute(
       has_epilogue ? "conv2d" : "Y", out_shape,
       [&](const std::vector<Expr>& idx) {
         if (p.nhwc) {
           const Expr &nn = idx[0], &yy = idx[1], &xx = idx[2], &kk = idx[3];
-          return Sum(Mul(Read(in, {nn, in_pos(yy, ry), in_pos(xx, rx), in_channel(kk)}),
+          return Sum(Mul(Read(in, {nn, in_pos(yy, ry, p.stride_h, p.dilation_h),
+                                   in_pos(xx, rx, p.stride_w, p.dilation_w), in_channel(kk)}),
                          Read(wt, {ry->var, rx->var, rc->var, kk})),
                      {ry, rx, rc});
         }
         const Expr &nn = idx[0], &kk = idx[1], &yy = idx[2], &xx = idx[3];
-        return Sum(Mul(Read(in, {nn, in_channel(kk), in_pos(yy, ry), in_pos(xx, rx)}),
+        return Sum(Mul(Read(in, {nn, in_channel(kk), in_pos(yy, ry, p.stride_h, p.dilation_h),
+                                 in_pos(xx, rx, p.stride_w, p.dilation_w)}),
                        Read(wt, {kk, rc->var, ry->var, rx->var})),
                    {rc, ry, rx});
       },
@@ -314,13 +444,83 @@ OpDefinition Conv2dOp(const Conv2dParams& p) {
   def.tensors.push_back(conv);
   Tensor out = conv;
   if (has_epilogue) {
-    out = EpilogueStage("Y", conv, bias, p.nhwc ? 3 : 1, p.epilogue, axis_names);
+    out = EpilogueStage("Y", conv, p.epilogue, extra, p.nhwc ? 3 : 1, axis_names);
     def.tensors.push_back(out);
   }
   def.args.push_back(out);
   const double outputs = Product(out->shape);
   def.flops =
       2.0 * outputs * static_cast<double>(cpg * p.r * p.s) + EpilogueFlops(p.epilogue, outputs);
+  return def;
+}
+
+OpDefinition ConvTransposeOp(const ConvTransposeParams& p) {
+  const bool has_epilogue = !p.epilogue.empty();
+  const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups;
+  const int64_t oh = p.oh(), ow = p.ow();
+  OpDefinition def;
+  Tensor x = Placeholder("X", {p.n, p.c, p.h, p.w});
+  Tensor wt = Placeholder("W", {p.c, kpg, p.r, p.s});
+  const std::vector<int64_t> out_shape = {p.n, p.k, oh, ow};
+  std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.k, out_shape);
+  def.args = {x, wt};
+  def.tensors = {x, wt};
+  for (const Tensor& t : extra) {
+    def.args.push_back(t);
+    def.tensors.push_back(t);
+  }
+  IterVar rc = MakeIterVar("rc", cpg, /*reduce=*/true);
+  IterVar ry = MakeIterVar("ry", p.r, /*reduce=*/true);
+  IterVar rx = MakeIterVar("rx", p.s, /*reduce=*/true);
+  std::vector<std::string> axis_names = {"n", "k", "y", "x"};
+  // Output (y, x) gathers input (iy, ix) where iy * stride = y + pad_t - ry * dilation.
+  auto src = [&](const Expr& o, const IterVar& r, int64_t pad, int64_t dil) {
+    Expr t = Add(o, I(pad));
+    return dil == 1 ? Sub(t, r->var) : Sub(t, Mul(r->var, I(dil)));
+  };
+  // Stride equal to the kernel, no padding (the 2x2/2 upsampling of detection heads): every
+  // output pixel takes exactly one tap, (y mod stride, x mod stride), of input (y / stride, ...):
+  // a reduction over the input channels only, without the selects of the general form.
+  const bool one_tap = p.stride_h == p.r && p.stride_w == p.s && !p.has_pad() &&
+                       p.dilation_h == 1 && p.dilation_w == 1 && p.output_padding_h == 0 &&
+                       p.output_padding_w == 0;
+  Tensor conv = Compute(
+      has_epilogue ? "conv2d_transpose" : "Y", out_shape,
+      [&](const std::vector<Expr>& idx) {
+        const Expr &nn = idx[0], &kk = idx[1], &yy = idx[2], &xx = idx[3];
+        if (one_tap) {
+          Expr ch = p.groups == 1 ? rc->var : Add(Mul(Div(kk, I(kpg)), I(cpg)), rc->var);
+          Expr oc = p.groups == 1 ? kk : Mod(kk, I(kpg));
+          return Sum(Mul(Read(x, {nn, ch, Div(yy, I(p.r)), Div(xx, I(p.s))}),
+                         Read(wt, {ch, oc, Mod(yy, I(p.r)), Mod(xx, I(p.s))})),
+                     {rc});
+        }
+        Expr ty = src(yy, ry, p.pad_t, p.dilation_h);
+        Expr tx = src(xx, rx, p.pad_l, p.dilation_w);
+        Expr iy = p.stride_h == 1 ? ty : Div(ty, I(p.stride_h));
+        Expr ix = p.stride_w == 1 ? tx : Div(tx, I(p.stride_w));
+        Expr ok = And(InRange(iy, p.h), InRange(ix, p.w));
+        if (p.stride_h != 1) ok = And(ok, EQ(Mod(ty, I(p.stride_h)), I(0)));
+        if (p.stride_w != 1) ok = And(ok, EQ(Mod(tx, I(p.stride_w)), I(0)));
+        Expr ch = p.groups == 1 ? rc->var : Add(Mul(Div(kk, I(kpg)), I(cpg)), rc->var);
+        Expr oc = p.groups == 1 ? kk : Mod(kk, I(kpg));
+        // Clamped indices keep the reads in bounds; the select drops them.
+        Expr cy = Max(Min(iy, I(p.h - 1)), I(0));
+        Expr cx = Max(Min(ix, I(p.w - 1)), I(0));
+        Expr prod = Mul(Read(x, {nn, ch, cy, cx}), Read(wt, {ch, oc, ry->var, rx->var}));
+        return Sum(Select(ok, prod, F(0.0)), {rc, ry, rx});
+      },
+      "reduction", axis_names);
+  def.tensors.push_back(conv);
+  Tensor out = conv;
+  if (has_epilogue) {
+    out = EpilogueStage("Y", conv, p.epilogue, extra, 1, axis_names);
+    def.tensors.push_back(out);
+  }
+  def.args.push_back(out);
+  const double outputs = Product(out->shape);
+  def.flops = 2.0 * static_cast<double>(p.n * p.c * p.h * p.w * kpg * p.r * p.s) +
+              EpilogueFlops(p.epilogue, outputs);
   return def;
 }
 
@@ -332,50 +532,50 @@ OpDefinition Pool2dOp(const Pool2dParams& p) {
   def.args = {x};
   def.tensors = {x};
   const int hd = p.nhwc ? 1 : 2, wd = hd + 1;
-
-  Tensor in = x;
-  if (p.pad > 0) {
-    std::vector<int64_t> shape = x->shape;
-    shape[hd] = p.h + 2 * p.pad;
-    shape[wd] = p.w + 2 * p.pad;
-    const double fill = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
-    in = Compute(
-        "pad", shape,
-        [&](const std::vector<Expr>& idx) {
-          Expr hh = Sub(idx[hd], I(p.pad));
-          Expr ww = Sub(idx[wd], I(p.pad));
-          std::vector<Expr> src = idx;
-          src[hd] = hh;
-          src[wd] = ww;
-          return Select(And(InRange(hh, p.h), InRange(ww, p.w)), Read(x, src), F(fill));
-        },
-        "pad",
-        p.nhwc ? std::vector<std::string>{"n", "h", "w", "c"}
-               : std::vector<std::string>{"n", "c", "h", "w"});
-    def.tensors.push_back(in);
-  }
+  const double fill = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
+  Tensor in = PadStage(x, p, p.nhwc, fill, p.h, p.w, &def.tensors);
 
   IterVar ry = MakeIterVar("ry", p.r, /*reduce=*/true);
   IterVar rx = MakeIterVar("rx", p.s, /*reduce=*/true);
-  auto pos = [&](const Expr& o, const IterVar& r) {
-    return Add(p.stride == 1 ? o : Mul(o, I(p.stride)), r->var);
+  auto pos = [&](const Expr& o, const IterVar& r, int64_t stride) {
+    return Add(stride == 1 ? o : Mul(o, I(stride)), r->var);
+  };
+  // Elements of the window inside X (avg without counting the padding): the window
+  // [o*stride - pad, o*stride - pad + r) clipped to [0, extent).
+  auto inside = [&](const Expr& o, int64_t stride, int64_t pad, int64_t r, int64_t extent) {
+    Expr lo = Sub(Mul(o, I(stride)), I(pad));
+    return Sub(Min(Add(lo, I(r)), I(extent)), Max(lo, I(0)));
   };
   std::vector<int64_t> out_shape =
       p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.c} : std::vector<int64_t>{p.n, p.c, oh, ow};
+  std::vector<std::string> axis_names = p.nhwc ? std::vector<std::string>{"n", "y", "x", "c"}
+                                               : std::vector<std::string>{"n", "c", "y", "x"};
+  const bool divide_after = !p.max && !p.count_include_pad && p.has_pad();
   Tensor y = Compute(
-      "Y", out_shape,
+      divide_after ? "pool_sum" : "Y", out_shape,
       [&](const std::vector<Expr>& idx) {
         std::vector<Expr> src = idx;
-        src[hd] = pos(idx[hd], ry);
-        src[wd] = pos(idx[wd], rx);
+        src[hd] = pos(idx[hd], ry, p.stride_h);
+        src[wd] = pos(idx[wd], rx, p.stride_w);
         Expr v = Read(in, src);
         if (p.max) return MaxReduce(v, {ry, rx});
+        if (divide_after) return Sum(v, {ry, rx});
         return Sum(Mul(v, F(1.0 / static_cast<double>(p.r * p.s))), {ry, rx});
       },
-      "reduction",
-      p.nhwc ? std::vector<std::string>{"n", "y", "x", "c"}
-             : std::vector<std::string>{"n", "c", "y", "x"});
+      "reduction", axis_names);
   def.tensors.push_back(y);
+  if (divide_after) {
+    Tensor sum = y;
+    y = Compute(
+        "Y", out_shape,
+        [&](const std::vector<Expr>& idx) {
+          Expr count = Mul(inside(idx[hd], p.stride_h, p.pad_t, p.r, p.h),
+                           inside(idx[wd], p.stride_w, p.pad_l, p.s, p.w));
+          return Div(Read(sum, idx), Cast(Type::F32(), count));
+        },
+        "elementwise", axis_names);
+    def.tensors.push_back(y);
+  }
   def.args.push_back(y);
   def.flops = Product(y->shape) * static_cast<double>(p.r * p.s) * (p.max ? 1 : 2);
   return def;
@@ -383,30 +583,43 @@ OpDefinition Pool2dOp(const Pool2dParams& p) {
 
 OpDefinition SoftmaxOp(const SoftmaxParams& p) {
   OpDefinition def;
-  Tensor x = Placeholder("X", {p.m, p.n});
+  const bool inner = p.inner > 1;
+  // Rows are (i) or (i, l); the reduced axis is k.
+  const std::vector<int64_t> shape =
+      inner ? std::vector<int64_t>{p.m, p.n, p.inner} : std::vector<int64_t>{p.m, p.n};
+  const std::vector<int64_t> rows =
+      inner ? std::vector<int64_t>{p.m, p.inner} : std::vector<int64_t>{p.m};
+  const std::vector<std::string> row_axes =
+      inner ? std::vector<std::string>{"i", "l"} : std::vector<std::string>{"i"};
+  auto at = [&](const std::vector<Expr>& row, const Expr& k) {
+    return inner ? std::vector<Expr>{row[0], k, row[1]} : std::vector<Expr>{row[0], k};
+  };
+  Tensor x = Placeholder("X", shape);
   IterVar k1 = MakeIterVar("k", p.n, /*reduce=*/true);
-  Tensor row_max = Compute("row_max", {p.m},
-                           [&](const std::vector<Expr>& idx) {
-                             return MaxReduce(Read(x, {idx[0], k1->var}), {k1});
-                           },
-                           "reduction", {"i"});
+  Tensor row_max = Compute(
+      "row_max", rows,
+      [&](const std::vector<Expr>& idx) { return MaxReduce(Read(x, at(idx, k1->var)), {k1}); },
+      "reduction", row_axes);
   IterVar k2 = MakeIterVar("k", p.n, /*reduce=*/true);
   Tensor exp_sum = Compute(
-      "exp_sum", {p.m},
+      "exp_sum", rows,
       [&](const std::vector<Expr>& idx) {
-        return Sum(Call("exp", {Sub(Read(x, {idx[0], k2->var}), Read(row_max, {idx[0]}))}), {k2});
+        return Sum(Call("exp", {Sub(Read(x, at(idx, k2->var)), Read(row_max, idx))}), {k2});
       },
-      "reduction", {"i"});
-  Tensor y = Compute("Y", {p.m, p.n},
-                     [&](const std::vector<Expr>& idx) {
-                       return Div(Call("exp", {Sub(Read(x, idx), Read(row_max, {idx[0]}))}),
-                                  Read(exp_sum, {idx[0]}));
-                     },
-                     "elementwise", {"i", "j"});
+      "reduction", row_axes);
+  Tensor y = Compute(
+      "Y", shape,
+      [&](const std::vector<Expr>& idx) {
+        std::vector<Expr> row =
+            inner ? std::vector<Expr>{idx[0], idx[2]} : std::vector<Expr>{idx[0]};
+        return Div(Call("exp", {Sub(Read(x, idx), Read(row_max, row))}), Read(exp_sum, row));
+      },
+      "elementwise",
+      inner ? std::vector<std::string>{"i", "j", "l"} : std::vector<std::string>{"i", "j"});
   def.args = {x, y};
   def.tensors = {x, row_max, exp_sum, y};
   // max: 1; exp-sum: sub, exp, add; normalize: sub, exp, div.
-  def.flops = 7.0 * static_cast<double>(p.m) * static_cast<double>(p.n);
+  def.flops = 7.0 * Product(shape);
   return def;
 }
 
@@ -444,31 +657,30 @@ OpDefinition LayerNormOp(const LayerNormParams& p) {
 }
 
 absl::StatusOr<OpDefinition> BuildOp(const WorkloadSpec& spec) {
-  if (spec.op == "matmul" || spec.op == "batch_matmul") {
-    absl::StatusOr<MatmulParams> p = GetMatmulParams(spec);
+#define LATHE_BUILD(NAME, GET, OP)  \
+  if (spec.op == NAME) {            \
+    auto p = GET(spec);             \
+    if (!p.ok()) return p.status(); \
+    return OP(*p);                  \
+  }
+  if (spec.op == "batch_matmul") {
+    auto p = GetMatmulParams(spec);
     if (!p.ok()) return p.status();
     return MatmulOp(*p);
   }
-  if (spec.op == "conv2d") {
-    absl::StatusOr<Conv2dParams> p = GetConv2dParams(spec);
-    if (!p.ok()) return p.status();
-    return Conv2dOp(*p);
-  }
-  if (spec.op == "pool2d") {
-    absl::StatusOr<Pool2dParams> p = GetPool2dParams(spec);
-    if (!p.ok()) return p.status();
-    return Pool2dOp(*p);
-  }
-  if (spec.op == "softmax") {
-    absl::StatusOr<SoftmaxParams> p = GetSoftmaxParams(spec);
-    if (!p.ok()) return p.status();
-    return SoftmaxOp(*p);
-  }
-  if (spec.op == "layer_norm") {
-    absl::StatusOr<LayerNormParams> p = GetLayerNormParams(spec);
-    if (!p.ok()) return p.status();
-    return LayerNormOp(*p);
-  }
+  LATHE_BUILD("matmul", GetMatmulParams, MatmulOp)
+  LATHE_BUILD("conv2d", GetConv2dParams, Conv2dOp)
+  LATHE_BUILD("conv2d_transpose", GetConvTransposeParams, ConvTransposeOp)
+  LATHE_BUILD("pool2d", GetPool2dParams, Pool2dOp)
+  LATHE_BUILD("softmax", GetSoftmaxParams, SoftmaxOp)
+  LATHE_BUILD("layer_norm", GetLayerNormParams, LayerNormOp)
+  LATHE_BUILD("ewise", GetEwiseParams, EwiseOp)
+  LATHE_BUILD("transpose", GetTransposeParams, TransposeOp)
+  LATHE_BUILD("slice", GetSliceParams, SliceOp)
+  LATHE_BUILD("concat", GetConcatParams, ConcatOp)
+  LATHE_BUILD("resize", GetResizeParams, ResizeOp)
+  LATHE_BUILD("reduce", GetReduceParams, ReduceTensorOp)
+#undef LATHE_BUILD
   return absl::InvalidArgumentError(absl::StrCat("unknown op '", spec.op, "'"));
 }
 

@@ -33,6 +33,15 @@
 //                 "var"(i; reduce k) = sum (X[i,k] - mean[i])^2 / n
 //                 "Y"(i, j) = (X[i,j] - mean[i]) / sqrt(var[i] + eps) * gamma[j] + beta[j]
 //
+//   conv2d_transpose X[n,c,h,w], W[c,k/g,r,s] -> Y[n,k,oh,ow]
+//                 "conv2d_transpose"(n, k, y, x; reduce rc, ry, rx): a gather of the
+//                 scatter, the contributions selected where the stride divides the offset.
+//   ewise         A (and B, broadcast; "binary" combines them) -> Y: one stage "Y".
+//   transpose, slice, concat, resize: one injective stage "Y" over the output.
+//   reduce        one reduction "Y" over the kept shape (reduced extents 1).
+//
+// Every op with an `epilogue` key (ir/epilogue.h) reads the epilogue's tensors (bias,
+// scale, res) after its main inputs, in the order the steps name them.
 // Epilogue stages are tagged "elementwise", reductions "reduction", padding "pad".
 #ifndef LATHE_IR_OPS_H_
 #define LATHE_IR_OPS_H_
@@ -43,56 +52,125 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/epilogue.h"
 #include "ir/tensor.h"
 #include "ir/workload.h"
 
 namespace lathe::ir {
 
-// The fused elementwise stage after a matmul or convolution.
-enum class Epilogue : uint8_t { kNone, kBias, kRelu, kBiasRelu };
-
-// "none", "bias", "relu", "bias_relu".
-const char* EpilogueName(Epilogue e);
-// Parses an epilogue name; InvalidArgument for anything else.
-absl::StatusOr<Epilogue> ParseEpilogue(std::string_view name);
-inline bool EpilogueHasBias(Epilogue e) { return e == Epilogue::kBias || e == Epilogue::kBiasRelu; }
-inline bool EpilogueHasRelu(Epilogue e) { return e == Epilogue::kRelu || e == Epilogue::kBiasRelu; }
-
-// matmul (batch == 0) and batch_matmul (batch >= 1).
+// matmul (batch == 0) and batch_matmul (batch >= 1). A is [m,k] ([k,m] when transpose_a),
+// B is [k,n] ([n,k] when transpose_b); in a batch_matmul, bcast names the operand that has no
+// batch dimension (it is shared by every batch).
+enum class Bcast : uint8_t { kNone, kA, kB };
 struct MatmulParams {
   int64_t batch = 0;
   int64_t m = 1, n = 1, k = 1;
-  Epilogue epilogue = Epilogue::kNone;
+  bool transpose_a = false, transpose_b = false;
+  Bcast bcast = Bcast::kNone;
+  EpilogueExpr epilogue;
 };
 
-struct Conv2dParams {
+// Strides and dilations per axis; pads per side (ONNX order: top, left, bottom, right).
+struct Window2d {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  bool has_pad() const { return pad_t || pad_l || pad_b || pad_r; }
+};
+
+struct Conv2dParams : Window2d {
   int64_t n = 1, c = 1, h = 1, w = 1, k = 1, r = 1, s = 1;
-  int64_t stride = 1, pad = 0, dilation = 1, groups = 1;
+  int64_t groups = 1;
   bool nhwc = false;
-  Epilogue epilogue = Epilogue::kNone;
+  EpilogueExpr epilogue;
 
   // Output extents by the CONTRACT.md formula; may be <= 0 for impossible shapes.
-  int64_t oh() const { return (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1; }
+  int64_t oh() const { return (h + pad_t + pad_b - dilation_h * (r - 1) - 1) / stride_h + 1; }
+  int64_t ow() const { return (w + pad_l + pad_r - dilation_w * (s - 1) - 1) / stride_w + 1; }
 };
 
-struct Pool2dParams {
+// The transposed convolution (ONNX ConvTranspose): X[n,c,h,w], W[c,k/groups,r,s] ->
+// Y[n,k,oh,ow]; input pixel (y, x) scatters into output (y*stride - pad + ry*dilation, ...).
+struct ConvTransposeParams : Window2d {
+  int64_t n = 1, c = 1, h = 1, w = 1, k = 1, r = 1, s = 1;
+  int64_t groups = 1;
+  int64_t output_padding_h = 0, output_padding_w = 0;
+  EpilogueExpr epilogue;
+
+  int64_t oh() const {
+    return (h - 1) * stride_h - pad_t - pad_b + dilation_h * (r - 1) + output_padding_h + 1;
+  }
+  int64_t ow() const {
+    return (w - 1) * stride_w - pad_l - pad_r + dilation_w * (s - 1) + output_padding_w + 1;
+  }
+};
+
+struct Pool2dParams : Window2d {
   int64_t n = 1, c = 1, h = 1, w = 1, r = 1, s = 1;
-  int64_t stride = 1, pad = 0;
   bool max = true;  // false: average
   bool nhwc = false;
+  // avg: divide by the window size (true) or by the in-bounds elements only (false).
+  bool count_include_pad = true;
 
-  int64_t oh() const { return (h + 2 * pad - r) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - s) / stride + 1; }
+  int64_t oh() const { return (h + pad_t + pad_b - r) / stride_h + 1; }
+  int64_t ow() const { return (w + pad_l + pad_r - s) / stride_w + 1; }
 };
 
+// Softmax over the middle axis of X[m,n,inner] (inner == 1: the last axis of X[m,n]).
 struct SoftmaxParams {
-  int64_t m = 1, n = 1;
+  int64_t m = 1, n = 1, inner = 1;
 };
 
 struct LayerNormParams {
   int64_t m = 1, n = 1;
   double eps = 1e-5;
+};
+
+enum class BinaryOp : uint8_t { kNone, kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
+const char* BinaryOpName(BinaryOp op);
+
+// An elementwise kernel: A (and B, broadcast against A by numpy rules, combined by `binary`),
+// then the epilogue. bias/scale steps read their tensor at axis 1 (axis 0 for rank 1).
+struct EwiseParams {
+  std::vector<int64_t> a, b;  // b empty: unary
+  BinaryOp binary = BinaryOp::kNone;
+  EpilogueExpr epilogue;
+  std::vector<int64_t> out_shape() const;  // the broadcast of a and b
+};
+
+// Y = X transposed: Y's dimension i is X's dimension perm[i].
+struct TransposeParams {
+  std::vector<int64_t> shape, perm;
+};
+
+// Y[i] = X[begin + i * step] for i in [0, size) per dimension (steps positive).
+struct SliceParams {
+  std::vector<int64_t> shape, begin, size, step;
+};
+
+// Y = the inputs joined along `axis`.
+struct ConcatParams {
+  std::vector<std::vector<int64_t>> inputs;
+  int64_t axis = 0;
+  std::vector<int64_t> out_shape() const;
+};
+
+// ONNX Resize of the two spatial dimensions of X[n,c,h,w] to [n,c,oh,ow].
+enum class ResizeCoord : uint8_t { kHalfPixel, kAsymmetric, kAlignCorners, kPytorchHalfPixel };
+enum class NearestMode : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+struct ResizeParams {
+  int64_t n = 1, c = 1, h = 1, w = 1, oh = 1, ow = 1;
+  bool linear = false;  // else nearest
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  NearestMode nearest = NearestMode::kRoundPreferFloor;
+};
+
+// Y = X reduced over `axes` (sorted, distinct); Y keeps X's rank with those extents 1.
+enum class ReduceKind : uint8_t { kMean, kSum, kMax, kMin };
+struct ReduceParams {
+  std::vector<int64_t> shape, axes;
+  ReduceKind kind = ReduceKind::kMean;
+  std::vector<int64_t> out_shape() const;
 };
 
 // Typed parameters of a canonical spec (as returned by ParseWorkloadSpec). They fail with
@@ -103,6 +181,13 @@ absl::StatusOr<Conv2dParams> GetConv2dParams(const WorkloadSpec& spec);
 absl::StatusOr<Pool2dParams> GetPool2dParams(const WorkloadSpec& spec);
 absl::StatusOr<SoftmaxParams> GetSoftmaxParams(const WorkloadSpec& spec);
 absl::StatusOr<LayerNormParams> GetLayerNormParams(const WorkloadSpec& spec);
+absl::StatusOr<ConvTransposeParams> GetConvTransposeParams(const WorkloadSpec& spec);
+absl::StatusOr<EwiseParams> GetEwiseParams(const WorkloadSpec& spec);
+absl::StatusOr<TransposeParams> GetTransposeParams(const WorkloadSpec& spec);
+absl::StatusOr<SliceParams> GetSliceParams(const WorkloadSpec& spec);
+absl::StatusOr<ConcatParams> GetConcatParams(const WorkloadSpec& spec);
+absl::StatusOr<ResizeParams> GetResizeParams(const WorkloadSpec& spec);
+absl::StatusOr<ReduceParams> GetReduceParams(const WorkloadSpec& spec);
 
 // An operator instantiated at concrete shapes.
 struct OpDefinition {
@@ -118,6 +203,13 @@ OpDefinition Conv2dOp(const Conv2dParams& p);
 OpDefinition Pool2dOp(const Pool2dParams& p);
 OpDefinition SoftmaxOp(const SoftmaxParams& p);
 OpDefinition LayerNormOp(const LayerNormParams& p);
+OpDefinition ConvTransposeOp(const ConvTransposeParams& p);
+OpDefinition EwiseOp(const EwiseParams& p);
+OpDefinition TransposeOp(const TransposeParams& p);
+OpDefinition SliceOp(const SliceParams& p);
+OpDefinition ConcatOp(const ConcatParams& p);
+OpDefinition ResizeOp(const ResizeParams& p);
+OpDefinition ReduceTensorOp(const ReduceParams& p);
 
 // Dispatches on spec.op; InvalidArgument for an unknown op or missing keys.
 absl::StatusOr<OpDefinition> BuildOp(const WorkloadSpec& spec);

@@ -7,38 +7,70 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ir/epilogue.h"
 #include "ir/ops.h"
+#include "ir/ops_internal.h"
 
 namespace lathe::ir {
 namespace {
 
-float ApplyEpilogue(double v, Epilogue e, const float* bias, int64_t channel) {
-  if (EpilogueHasBias(e)) v += bias[channel];
-  if (EpilogueHasRelu(e)) v = std::max(v, 0.0);
-  return static_cast<float>(v);
+// The epilogue's tensor arguments: they follow the `first` main inputs, in step order.
+struct EpilogueArgs {
+  const float* bias = nullptr;
+  const float* scale = nullptr;
+  const float* res = nullptr;
+
+  EpilogueArgs(const EpilogueExpr& e, std::span<float* const> args, size_t first) {
+    size_t i = first;
+    for (StepKind k : e.TensorSteps()) {
+      const float* p = args[i++];
+      if (k == StepKind::kBias) bias = p;
+      if (k == StepKind::kScale) scale = p;
+      if (k == StepKind::kRes) res = p;
+    }
+  }
+};
+
+// The epilogue of output element `index` (flat) whose channel is `channel`.
+float Epi(const EpilogueExpr& e, const EpilogueArgs& a, double v, int64_t channel, int64_t index) {
+  if (e.empty()) return static_cast<float>(v);
+  return static_cast<float>(ApplyEpilogueRef(e, v, [&](StepKind k) -> double {
+    if (k == StepKind::kBias) return a.bias[channel];
+    if (k == StepKind::kScale) return a.scale[channel];
+    return a.res[index];
+  }));
 }
 
 void Matmul(const MatmulParams& p, std::span<float* const> args) {
   const float* a = args[0];
   const float* b = args[1];
-  const float* bias = EpilogueHasBias(p.epilogue) ? args[2] : nullptr;
+  const EpilogueArgs ea(p.epilogue, args, 2);
   float* c = args.back();
   const int64_t batches = std::max<int64_t>(p.batch, 1);
+  const int64_t a_stride = p.bcast == Bcast::kA ? 0 : p.m * p.k;
+  const int64_t b_stride = p.bcast == Bcast::kB ? 0 : p.k * p.n;
   std::vector<double> acc(p.n);
   for (int64_t bb = 0; bb < batches; ++bb) {
-    const float* ab = a + bb * p.m * p.k;
-    const float* bb_ = b + bb * p.k * p.n;
+    const float* ab = a + bb * a_stride;
+    const float* bb_ = b + bb * b_stride;
     float* cb = c + bb * p.m * p.n;
     for (int64_t i = 0; i < p.m; ++i) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t kk = 0; kk < p.k; ++kk) {
-        const double av = ab[i * p.k + kk];
-        const float* brow = bb_ + kk * p.n;
-        for (int64_t j = 0; j < p.n; ++j) acc[j] += av * brow[j];
+        const double av = p.transpose_a ? ab[kk * p.m + i] : ab[i * p.k + kk];
+        if (p.transpose_b) {
+          for (int64_t j = 0; j < p.n; ++j) acc[j] += av * bb_[j * p.k + kk];
+        } else {
+          const float* brow = bb_ + kk * p.n;
+          for (int64_t j = 0; j < p.n; ++j) acc[j] += av * brow[j];
+        }
       }
-      for (int64_t j = 0; j < p.n; ++j)
-        cb[i * p.n + j] = ApplyEpilogue(acc[j], p.epilogue, bias, j);
+      for (int64_t j = 0; j < p.n; ++j) {
+        const int64_t idx = (bb * p.m + i) * p.n + j;
+        c[idx] = Epi(p.epilogue, ea, acc[j], j, idx);
+      }
     }
+    (void)cb;
   }
 }
 
@@ -54,7 +86,7 @@ void ValidRange(int64_t out, int64_t stride, int64_t pad, int64_t off, int64_t e
 void Conv2dNchw(const Conv2dParams& p, std::span<float* const> args) {
   const float* x = args[0];
   const float* wt = args[1];
-  const float* bias = EpilogueHasBias(p.epilogue) ? args[2] : nullptr;
+  const EpilogueArgs ea(p.epilogue, args, 2);
   float* y = args.back();
   const int64_t oh = p.oh(), ow = p.ow();
   const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups;
@@ -67,23 +99,23 @@ void Conv2dNchw(const Conv2dParams& p, std::span<float* const> args) {
         const float* plane = x + (n * p.c + g * cpg + rc) * p.h * p.w;
         for (int64_t ry = 0; ry < p.r; ++ry) {
           int64_t y_lo, y_hi;
-          ValidRange(oh, p.stride, p.pad, ry * p.dilation, p.h, &y_lo, &y_hi);
+          ValidRange(oh, p.stride_h, p.pad_t, ry * p.dilation_h, p.h, &y_lo, &y_hi);
           for (int64_t rx = 0; rx < p.s; ++rx) {
             int64_t x_lo, x_hi;
-            ValidRange(ow, p.stride, p.pad, rx * p.dilation, p.w, &x_lo, &x_hi);
+            ValidRange(ow, p.stride_w, p.pad_l, rx * p.dilation_w, p.w, &x_lo, &x_hi);
             const double wv = wt[((oc * cpg + rc) * p.r + ry) * p.s + rx];
             for (int64_t oy = y_lo; oy < y_hi; ++oy) {
-              const float* row = plane + (oy * p.stride - p.pad + ry * p.dilation) * p.w;
+              const float* row = plane + (oy * p.stride_h - p.pad_t + ry * p.dilation_h) * p.w;
               double* arow = acc.data() + oy * ow;
               for (int64_t ox = x_lo; ox < x_hi; ++ox) {
-                arow[ox] += wv * row[ox * p.stride - p.pad + rx * p.dilation];
+                arow[ox] += wv * row[ox * p.stride_w - p.pad_l + rx * p.dilation_w];
               }
             }
           }
         }
       }
-      float* out = y + (n * p.k + oc) * oh * ow;
-      for (int64_t i = 0; i < oh * ow; ++i) out[i] = ApplyEpilogue(acc[i], p.epilogue, bias, oc);
+      const int64_t base = (n * p.k + oc) * oh * ow;
+      for (int64_t i = 0; i < oh * ow; ++i) y[base + i] = Epi(p.epilogue, ea, acc[i], oc, base + i);
     }
   }
 }
@@ -91,7 +123,7 @@ void Conv2dNchw(const Conv2dParams& p, std::span<float* const> args) {
 void Conv2dNhwc(const Conv2dParams& p, std::span<float* const> args) {
   const float* x = args[0];
   const float* wt = args[1];
-  const float* bias = EpilogueHasBias(p.epilogue) ? args[2] : nullptr;
+  const EpilogueArgs ea(p.epilogue, args, 2);
   float* y = args.back();
   const int64_t oh = p.oh(), ow = p.ow();
   const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups;
@@ -101,10 +133,10 @@ void Conv2dNhwc(const Conv2dParams& p, std::span<float* const> args) {
       for (int64_t ox = 0; ox < ow; ++ox) {
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t ry = 0; ry < p.r; ++ry) {
-          const int64_t iy = oy * p.stride - p.pad + ry * p.dilation;
+          const int64_t iy = oy * p.stride_h - p.pad_t + ry * p.dilation_h;
           if (iy < 0 || iy >= p.h) continue;
           for (int64_t rx = 0; rx < p.s; ++rx) {
-            const int64_t ix = ox * p.stride - p.pad + rx * p.dilation;
+            const int64_t ix = ox * p.stride_w - p.pad_l + rx * p.dilation_w;
             if (ix < 0 || ix >= p.w) continue;
             const float* pix = x + ((n * p.h + iy) * p.w + ix) * p.c;
             for (int64_t ic = 0; ic < p.c; ++ic) {
@@ -116,12 +148,48 @@ void Conv2dNhwc(const Conv2dParams& p, std::span<float* const> args) {
             }
           }
         }
-        float* out = y + ((n * oh + oy) * ow + ox) * p.k;
+        const int64_t base = ((n * oh + oy) * ow + ox) * p.k;
         for (int64_t oc = 0; oc < p.k; ++oc) {
-          out[oc] = ApplyEpilogue(acc[oc], p.epilogue, bias, oc);
+          y[base + oc] = Epi(p.epilogue, ea, acc[oc], oc, base + oc);
         }
       }
     }
+  }
+}
+
+void ConvTranspose(const ConvTransposeParams& p, std::span<float* const> args) {
+  const float* x = args[0];
+  const float* wt = args[1];
+  const EpilogueArgs ea(p.epilogue, args, 2);
+  float* y = args.back();
+  const int64_t oh = p.oh(), ow = p.ow();
+  const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups;
+  std::vector<double> acc(p.n * p.k * oh * ow, 0.0);
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t ic = 0; ic < p.c; ++ic) {
+      const int64_t g = ic / cpg;
+      for (int64_t iy = 0; iy < p.h; ++iy) {
+        for (int64_t ix = 0; ix < p.w; ++ix) {
+          const double xv = x[((n * p.c + ic) * p.h + iy) * p.w + ix];
+          for (int64_t j = 0; j < kpg; ++j) {
+            const int64_t oc = g * kpg + j;
+            for (int64_t ry = 0; ry < p.r; ++ry) {
+              const int64_t oy = iy * p.stride_h - p.pad_t + ry * p.dilation_h;
+              if (oy < 0 || oy >= oh) continue;
+              for (int64_t rx = 0; rx < p.s; ++rx) {
+                const int64_t ox = ix * p.stride_w - p.pad_l + rx * p.dilation_w;
+                if (ox < 0 || ox >= ow) continue;
+                acc[((n * p.k + oc) * oh + oy) * ow + ox] +=
+                    xv * wt[((ic * kpg + j) * p.r + ry) * p.s + rx];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int64_t i = 0; i < static_cast<int64_t>(acc.size()); ++i) {
+    y[i] = Epi(p.epilogue, ea, acc[i], (i / (oh * ow)) % p.k, i);
   }
 }
 
@@ -141,17 +209,19 @@ void Pool2d(const Pool2dParams& p, std::span<float* const> args) {
       for (int64_t oy = 0; oy < oh; ++oy) {
         for (int64_t ox = 0; ox < ow; ++ox) {
           double acc = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
+          int64_t count = 0;
           for (int64_t ry = 0; ry < p.r; ++ry) {
-            const int64_t iy = oy * p.stride - p.pad + ry;
+            const int64_t iy = oy * p.stride_h - p.pad_t + ry;
             if (iy < 0 || iy >= p.h) continue;
             for (int64_t rx = 0; rx < p.s; ++rx) {
-              const int64_t ix = ox * p.stride - p.pad + rx;
+              const int64_t ix = ox * p.stride_w - p.pad_l + rx;
               if (ix < 0 || ix >= p.w) continue;
               const double v = x[xi(n, ch, iy, ix)];
               acc = p.max ? std::max(acc, v) : acc + v;
+              ++count;
             }
           }
-          if (!p.max) acc /= static_cast<double>(p.r * p.s);
+          if (!p.max) acc /= static_cast<double>(p.count_include_pad ? p.r * p.s : count);
           y[yi(n, ch, oy, ox)] = static_cast<float>(acc);
         }
       }
@@ -162,14 +232,17 @@ void Pool2d(const Pool2dParams& p, std::span<float* const> args) {
 void Softmax(const SoftmaxParams& p, std::span<float* const> args) {
   const float* x = args[0];
   float* y = args.back();
+  const int64_t in = p.inner;
   for (int64_t i = 0; i < p.m; ++i) {
-    const float* row = x + i * p.n;
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < p.n; ++j) mx = std::max(mx, static_cast<double>(row[j]));
-    double sum = 0;
-    for (int64_t j = 0; j < p.n; ++j) sum += std::exp(row[j] - mx);
-    for (int64_t j = 0; j < p.n; ++j)
-      y[i * p.n + j] = static_cast<float>(std::exp(row[j] - mx) / sum);
+    for (int64_t l = 0; l < in; ++l) {
+      auto at = [&](int64_t j) { return (i * p.n + j) * in + l; };
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < p.n; ++j) mx = std::max(mx, static_cast<double>(x[at(j)]));
+      double sum = 0;
+      for (int64_t j = 0; j < p.n; ++j) sum += std::exp(x[at(j)] - mx);
+      for (int64_t j = 0; j < p.n; ++j)
+        y[at(j)] = static_cast<float>(std::exp(x[at(j)] - mx) / sum);
+    }
   }
 }
 
@@ -241,6 +314,15 @@ absl::Status ComputeReference(const Workload& w, std::span<float* const> args) {
     LayerNorm(*p, args);
     return absl::OkStatus();
   }
+  if (spec.op == "conv2d_transpose") {
+    absl::StatusOr<ConvTransposeParams> p = GetConvTransposeParams(spec);
+    if (!p.ok()) return p.status();
+    ConvTranspose(*p, args);
+    return absl::OkStatus();
+  }
+  bool handled = false;
+  absl::Status st = internal::ComputeDataReference(spec, args, &handled);
+  if (handled) return st;
   return absl::InvalidArgumentError(absl::StrCat("no reference for op '", spec.op, "'"));
 }
 

@@ -1,5 +1,6 @@
 #include "ir/workload.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "ir/epilogue.h"
 #include "ir/ops.h"
+#include "ir/ops_internal.h"
 
 namespace lathe::ir {
 namespace {
@@ -19,13 +22,28 @@ namespace {
 constexpr int64_t kMaxExtent = int64_t{1} << 20;
 constexpr double kMaxElements = 2147483648.0;  // 2^31 per tensor, intermediates included
 
-enum class KeyKind : uint8_t { kPositive, kNonNegative, kChoice, kPositiveFloat };
+enum class KeyKind : uint8_t {
+  kPositive,
+  kNonNegative,
+  kChoice,
+  kPositiveFloat,
+  kPair,       // stride, dilation: N or HxW, positive
+  kPads,       // N, HxW or TxLxBxR, non-negative
+  kShape,      // AxBx..., positive, rank 1..8
+  kIndices,    // AxBx..., non-negative (axes, permutations, offsets)
+  kShapeList,  // shapes joined by '+'
+  kEpilogue,   // an epilogue expression (ir/epilogue.h)
+};
 
 struct KeyDef {
   const char* name;
   KeyKind kind;
-  const char* default_value;  // nullptr: required
+  const char* default_value;  // nullptr: required (unless optional)
   std::vector<std::string> choices = {};
+  // Keys added after records existed: left out of the canonical form while they hold their
+  // default, so that the keys of older records never change.
+  bool omit_default = false;
+  bool optional = false;  // no default; absent means "not given"
 };
 
 struct OpDef {
@@ -33,8 +51,8 @@ struct OpDef {
   std::vector<KeyDef> keys;  // in the order they are listed in messages
 };
 
-const std::vector<std::string> kEpilogues = {"none", "bias", "relu", "bias_relu"};
 const std::vector<std::string> kLayouts = {"nchw", "nhwc"};
+const std::vector<std::string> kBools = {"0", "1"};
 
 const std::vector<OpDef>& OpDefs() {
   static const std::vector<OpDef>* defs = new std::vector<OpDef>{
@@ -42,13 +60,18 @@ const std::vector<OpDef>& OpDefs() {
        {{"m", KeyKind::kPositive, nullptr},
         {"n", KeyKind::kPositive, nullptr},
         {"k", KeyKind::kPositive, nullptr},
-        {"epilogue", KeyKind::kChoice, "none", kEpilogues}}},
+        {"epilogue", KeyKind::kEpilogue, "none"},
+        {"transpose_a", KeyKind::kChoice, "0", kBools, true},
+        {"transpose_b", KeyKind::kChoice, "0", kBools, true}}},
       {"batch_matmul",
        {{"b", KeyKind::kPositive, nullptr},
         {"m", KeyKind::kPositive, nullptr},
         {"n", KeyKind::kPositive, nullptr},
         {"k", KeyKind::kPositive, nullptr},
-        {"epilogue", KeyKind::kChoice, "none", kEpilogues}}},
+        {"epilogue", KeyKind::kEpilogue, "none"},
+        {"transpose_a", KeyKind::kChoice, "0", kBools, true},
+        {"transpose_b", KeyKind::kChoice, "0", kBools, true},
+        {"bcast", KeyKind::kChoice, "none", {"none", "a", "b"}, true}}},
       {"conv2d",
        {{"n", KeyKind::kPositive, nullptr},
         {"c", KeyKind::kPositive, nullptr},
@@ -57,12 +80,26 @@ const std::vector<OpDef>& OpDefs() {
         {"k", KeyKind::kPositive, nullptr},
         {"r", KeyKind::kPositive, nullptr},
         {"s", KeyKind::kPositive, nullptr},
-        {"stride", KeyKind::kPositive, "1"},
-        {"pad", KeyKind::kNonNegative, "0"},
-        {"dilation", KeyKind::kPositive, "1"},
+        {"stride", KeyKind::kPair, "1"},
+        {"pad", KeyKind::kPads, "0"},
+        {"dilation", KeyKind::kPair, "1"},
         {"groups", KeyKind::kPositive, "1"},
         {"layout", KeyKind::kChoice, "nchw", kLayouts},
-        {"epilogue", KeyKind::kChoice, "none", kEpilogues}}},
+        {"epilogue", KeyKind::kEpilogue, "none"}}},
+      {"conv2d_transpose",
+       {{"n", KeyKind::kPositive, nullptr},
+        {"c", KeyKind::kPositive, nullptr},
+        {"h", KeyKind::kPositive, nullptr},
+        {"w", KeyKind::kPositive, nullptr},
+        {"k", KeyKind::kPositive, nullptr},
+        {"r", KeyKind::kPositive, nullptr},
+        {"s", KeyKind::kPositive, nullptr},
+        {"stride", KeyKind::kPair, "1"},
+        {"pad", KeyKind::kPads, "0"},
+        {"dilation", KeyKind::kPair, "1"},
+        {"output_padding", KeyKind::kPads, "0"},
+        {"groups", KeyKind::kPositive, "1"},
+        {"epilogue", KeyKind::kEpilogue, "none"}}},
       {"pool2d",
        {{"n", KeyKind::kPositive, nullptr},
         {"c", KeyKind::kPositive, nullptr},
@@ -70,15 +107,57 @@ const std::vector<OpDef>& OpDefs() {
         {"w", KeyKind::kPositive, nullptr},
         {"r", KeyKind::kPositive, nullptr},
         {"s", KeyKind::kPositive, nullptr},
-        {"stride", KeyKind::kPositive, "1"},
-        {"pad", KeyKind::kNonNegative, "0"},
+        {"stride", KeyKind::kPair, "1"},
+        {"pad", KeyKind::kPads, "0"},
         {"kind", KeyKind::kChoice, "max", {"max", "avg"}},
-        {"layout", KeyKind::kChoice, "nchw", kLayouts}}},
-      {"softmax", {{"m", KeyKind::kPositive, nullptr}, {"n", KeyKind::kPositive, nullptr}}},
+        {"layout", KeyKind::kChoice, "nchw", kLayouts},
+        {"count_include_pad", KeyKind::kChoice, "1", kBools, true}}},
+      {"softmax",
+       {{"m", KeyKind::kPositive, nullptr},
+        {"n", KeyKind::kPositive, nullptr},
+        {"inner", KeyKind::kPositive, "1", {}, true}}},
       {"layer_norm",
        {{"m", KeyKind::kPositive, nullptr},
         {"n", KeyKind::kPositive, nullptr},
         {"eps", KeyKind::kPositiveFloat, "1e-05"}}},
+      {"ewise",
+       {{"a", KeyKind::kShape, nullptr},
+        {"b", KeyKind::kShape, nullptr, {}, false, true},
+        {"binary",
+         KeyKind::kChoice,
+         nullptr,
+         {"add", "sub", "mul", "div", "max", "min", "pow"},
+         false,
+         true},
+        {"epilogue", KeyKind::kEpilogue, "none"}}},
+      {"transpose", {{"shape", KeyKind::kShape, nullptr}, {"perm", KeyKind::kIndices, nullptr}}},
+      {"slice",
+       {{"shape", KeyKind::kShape, nullptr},
+        {"begin", KeyKind::kIndices, nullptr},
+        {"size", KeyKind::kShape, nullptr},
+        {"step", KeyKind::kShape, nullptr, {}, false, true}}},
+      {"concat",
+       {{"axis", KeyKind::kNonNegative, nullptr}, {"inputs", KeyKind::kShapeList, nullptr}}},
+      {"resize",
+       {{"n", KeyKind::kPositive, nullptr},
+        {"c", KeyKind::kPositive, nullptr},
+        {"h", KeyKind::kPositive, nullptr},
+        {"w", KeyKind::kPositive, nullptr},
+        {"oh", KeyKind::kPositive, nullptr},
+        {"ow", KeyKind::kPositive, nullptr},
+        {"mode", KeyKind::kChoice, "nearest", {"nearest", "linear"}},
+        {"coord",
+         KeyKind::kChoice,
+         "half_pixel",
+         {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"}},
+        {"nearest",
+         KeyKind::kChoice,
+         "round_prefer_floor",
+         {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}}}},
+      {"reduce",
+       {{"shape", KeyKind::kShape, nullptr},
+        {"axes", KeyKind::kIndices, nullptr},
+        {"kind", KeyKind::kChoice, "mean", {"mean", "sum", "max", "min"}}}},
   };
   return *defs;
 }
@@ -104,34 +183,97 @@ std::string ExpectedKeys(const OpDef& op) {
   return absl::StrJoin(names, ", ");
 }
 
+// Strict non-negative decimal integer (digits only, at most 18 of them).
+bool ParseUnsigned(absl::string_view text, int64_t* v) {
+  bool digits = !text.empty() && text.size() <= 18;
+  for (char ch : text) digits = digits && ch >= '0' && ch <= '9';
+  return digits && absl::SimpleAtoi(text, v);
+}
+
+// Parses "AxBx..." of non-negative integers (positive when `positive`), each within
+// kMaxExtent, with `min_rank`..`max_rank` entries. False on anything else.
+bool ParseDimsText(absl::string_view text, bool positive, size_t min_rank, size_t max_rank,
+                   std::vector<int64_t>* out) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(text, 'x')) {
+    int64_t v = 0;
+    if (!ParseUnsigned(part, &v) || (positive && v == 0) || v > kMaxExtent) return false;
+    out->push_back(v);
+  }
+  return out->size() >= min_rank && out->size() <= max_rank;
+}
+
 // Validates one value and returns its canonical text.
 absl::StatusOr<std::string> CanonicalValue(const OpDef& op, const KeyDef& key,
                                            const std::string& value) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("key '", key.name, "' of ", op.name, " must be ",
+                                                   what, ", got '", value, "'"));
+  };
+  std::vector<int64_t> dims;
   switch (key.kind) {
     case KeyKind::kPositive:
     case KeyKind::kNonNegative: {
       const bool positive = key.kind == KeyKind::kPositive;
       const char* what = positive ? "a positive integer" : "a non-negative integer";
-      bool digits = !value.empty() && value.size() <= 18;
-      for (char ch : value) digits = digits && ch >= '0' && ch <= '9';
       int64_t v = 0;
-      if (!digits || !absl::SimpleAtoi(value, &v) || (positive && v == 0)) {
-        return absl::InvalidArgumentError(absl::StrCat("key '", key.name, "' of ", op.name,
-                                                       " must be ", what, ", got '", value, "'"));
-      }
+      if (!ParseUnsigned(value, &v) || (positive && v == 0)) return bad(what);
       if (v > kMaxExtent) {
         return absl::InvalidArgumentError(absl::StrCat("key '", key.name, "' of ", op.name, " is ",
                                                        v, ", above the limit ", kMaxExtent));
       }
       return absl::StrCat(v);
     }
+    case KeyKind::kPair:
+      if (!ParseDimsText(value, true, 1, 2, &dims)) {
+        return bad("a positive integer (or HxW) of at most " + std::to_string(kMaxExtent));
+      }
+      if (dims.size() == 2 && dims[0] == dims[1]) dims.resize(1);
+      return absl::StrJoin(dims, "x");
+    case KeyKind::kPads:
+      if (!ParseDimsText(value, false, 1, 4, &dims) || dims.size() == 3) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "key '", key.name, "' of ", op.name, " must be a non-negative integer, got '", value,
+            "' (or HxW, TxLxBxR: top, left, bottom, right)"));
+      }
+      if (dims.size() == 2) dims = {dims[0], dims[1], dims[0], dims[1]};
+      if (dims.size() == 4 && dims[0] == dims[2] && dims[1] == dims[3]) dims.resize(2);
+      if (dims.size() == 2 && dims[0] == dims[1]) dims.resize(1);
+      return absl::StrJoin(dims, "x");
+    case KeyKind::kShape:
+      if (!ParseDimsText(value, true, 1, 8, &dims)) {
+        return bad("a shape of 1 to 8 positive extents joined by 'x' (e.g. 1x3x224x224)");
+      }
+      return absl::StrJoin(dims, "x");
+    case KeyKind::kIndices:
+      if (!ParseDimsText(value, false, 1, 8, &dims)) {
+        return bad("1 to 8 non-negative integers joined by 'x'");
+      }
+      return absl::StrJoin(dims, "x");
+    case KeyKind::kShapeList: {
+      std::vector<std::string> parts;
+      for (absl::string_view part : absl::StrSplit(value, '+')) {
+        if (!ParseDimsText(part, true, 1, 8, &dims)) {
+          return bad("shapes joined by '+' (e.g. 1x8x4x4+1x16x4x4)");
+        }
+        parts.push_back(absl::StrJoin(dims, "x"));
+      }
+      if (parts.size() > 64) return bad("at most 64 shapes");
+      return absl::StrJoin(parts, "+");
+    }
+    case KeyKind::kEpilogue: {
+      absl::StatusOr<EpilogueExpr> e = ParseEpilogueExpr(value);
+      if (!e.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("key '", key.name, "' of ", op.name, ": ", e.status().message()));
+      }
+      return e->ToString();
+    }
     case KeyKind::kChoice:
       for (const std::string& c : key.choices) {
         if (value == c) return value;
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat("key '", key.name, "' of ", op.name, " must be one of ",
-                       absl::StrJoin(key.choices, ", "), ", got '", value, "'"));
+      return bad("one of " + absl::StrJoin(key.choices, ", "));
     case KeyKind::kPositiveFloat: {
       double v = 0;
       if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v <= 0) {
@@ -165,6 +307,107 @@ absl::Status CheckSizes(const std::string& op,
   return absl::OkStatus();
 }
 
+absl::Status Invalid(const std::string& op, const std::string& msg) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", msg));
+}
+
+// Output extents of a window: "(h=.., r=.., pad=.., dilation=.., stride=..)" for messages.
+std::string WindowText(const WorkloadSpec& spec, const char* extent, int64_t e, const char* win,
+                       int64_t r) {
+  std::string out = absl::StrCat("(", extent, "=", e, ", ", win, "=", r, ", pad=", spec.Str("pad"));
+  if (spec.params.count("dilation")) absl::StrAppend(&out, ", dilation=", spec.Str("dilation"));
+  absl::StrAppend(&out, ", stride=", spec.Str("stride"), ")");
+  return out;
+}
+
+// Shape checks of the elementwise and data-movement ops.
+absl::Status ValidateDataShapes(const WorkloadSpec& spec) {
+  const std::string& op = spec.op;
+  if (op == "ewise") {
+    if (spec.params.count("b") != spec.params.count("binary")) {
+      return Invalid(op, "keys 'b' and 'binary' go together");
+    }
+    absl::StatusOr<EwiseParams> p = GetEwiseParams(spec);
+    if (!p.ok()) return p.status();
+    const size_t rank = std::max(p->a.size(), p->b.size());
+    for (size_t i = 0; i < rank && !p->b.empty(); ++i) {
+      const int64_t da = i < rank - p->a.size() ? 1 : p->a[i - (rank - p->a.size())];
+      const int64_t db = i < rank - p->b.size() ? 1 : p->b[i - (rank - p->b.size())];
+      if (da != db && da != 1 && db != 1) {
+        return Invalid(op, absl::StrCat("shapes a=", spec.Str("a"), " and b=", spec.Str("b"),
+                                        " do not broadcast"));
+      }
+    }
+    return CheckSizes(op, {{"Y", p->out_shape()}});
+  }
+  if (op == "transpose") {
+    absl::StatusOr<TransposeParams> p = GetTransposeParams(spec);
+    if (!p.ok()) return p.status();
+    std::vector<int64_t> sorted = p->perm;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      if (sorted.size() != p->shape.size() || sorted[i] != static_cast<int64_t>(i)) {
+        return Invalid(op, absl::StrCat("perm=", spec.Str("perm"), " is not a permutation of the ",
+                                        p->shape.size(), " dimensions"));
+      }
+    }
+    return CheckSizes(op, {{"X", p->shape}});
+  }
+  if (op == "slice") {
+    absl::StatusOr<SliceParams> p = GetSliceParams(spec);
+    if (!p.ok()) return p.status();
+    const size_t rank = p->shape.size();
+    if (p->begin.size() != rank || p->size.size() != rank || p->step.size() != rank) {
+      return Invalid(op, "begin, size and step need one entry per dimension of shape");
+    }
+    for (size_t d = 0; d < rank; ++d) {
+      if (p->begin[d] + (p->size[d] - 1) * p->step[d] >= p->shape[d]) {
+        return Invalid(op,
+                       absl::StrCat("dimension ", d, ": begin ", p->begin[d], ", size ", p->size[d],
+                                    ", step ", p->step[d], " reads past the extent ", p->shape[d]));
+      }
+    }
+    return CheckSizes(op, {{"X", p->shape}});
+  }
+  if (op == "concat") {
+    absl::StatusOr<ConcatParams> p = GetConcatParams(spec);
+    if (!p.ok()) return p.status();
+    const auto& first = p->inputs.front();
+    if (p->axis >= static_cast<int64_t>(first.size())) {
+      return Invalid(op, absl::StrCat("axis ", p->axis, " is not below the rank ", first.size()));
+    }
+    for (const auto& in : p->inputs) {
+      bool ok = in.size() == first.size();
+      for (size_t d = 0; ok && d < in.size(); ++d) {
+        ok = static_cast<int64_t>(d) == p->axis || in[d] == first[d];
+      }
+      if (!ok) {
+        return Invalid(
+            op, absl::StrCat("inputs ", spec.Str("inputs"), " differ outside the axis ", p->axis));
+      }
+    }
+    return CheckSizes(op, {{"Y", p->out_shape()}});
+  }
+  if (op == "resize") {
+    absl::StatusOr<ResizeParams> p = GetResizeParams(spec);
+    if (!p.ok()) return p.status();
+    return CheckSizes(op, {{"X", {p->n, p->c, p->h, p->w}}, {"Y", {p->n, p->c, p->oh, p->ow}}});
+  }
+  if (op == "reduce") {
+    absl::StatusOr<ReduceParams> p = GetReduceParams(spec);
+    if (!p.ok()) return p.status();
+    for (size_t i = 0; i < p->axes.size(); ++i) {
+      if (p->axes[i] >= static_cast<int64_t>(p->shape.size()) ||
+          (i > 0 && p->axes[i] <= p->axes[i - 1])) {
+        return Invalid(
+            op, absl::StrCat("axes=", spec.Str("axes"), " must be increasing dimensions of shape"));
+      }
+    }
+    return CheckSizes(op, {{"X", p->shape}});
+  }
+  return absl::OkStatus();
+}
+
 // Shape checks that need several keys at once.
 absl::Status ValidateShapes(const WorkloadSpec& spec) {
   if (spec.op == "matmul" || spec.op == "batch_matmul") {
@@ -181,60 +424,81 @@ absl::Status ValidateShapes(const WorkloadSpec& spec) {
     return CheckSizes(spec.op,
                       {{"A", with(p->m, p->k)}, {"B", with(p->k, p->n)}, {"C", with(p->m, p->n)}});
   }
-  if (spec.op == "conv2d") {
-    absl::StatusOr<Conv2dParams> p = GetConv2dParams(spec);
-    if (!p.ok()) return p.status();
-    if (p->c % p->groups != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("conv2d: c=", p->c, " is not divisible by groups=", p->groups));
+  if (spec.op == "conv2d" || spec.op == "conv2d_transpose") {
+    const std::string& op = spec.op;
+    const bool transposed = op == "conv2d_transpose";
+    Conv2dParams p;
+    ConvTransposeParams t;
+    int64_t oh = 0, ow = 0;
+    if (transposed) {
+      absl::StatusOr<ConvTransposeParams> q = GetConvTransposeParams(spec);
+      if (!q.ok()) return q.status();
+      t = *q;
+      static_cast<Window2d&>(p) = t;
+      p.n = t.n, p.c = t.c, p.h = t.h, p.w = t.w, p.k = t.k, p.r = t.r, p.s = t.s;
+      p.groups = t.groups;
+      oh = t.oh(), ow = t.ow();
+    } else {
+      absl::StatusOr<Conv2dParams> q = GetConv2dParams(spec);
+      if (!q.ok()) return q.status();
+      p = *q;
+      oh = p.oh(), ow = p.ow();
     }
-    if (p->k % p->groups != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("conv2d: k=", p->k, " is not divisible by groups=", p->groups));
+    if (p.c % p.groups != 0) {
+      return Invalid(op, absl::StrCat("c=", p.c, " is not divisible by groups=", p.groups));
+    }
+    if (p.k % p.groups != 0) {
+      return Invalid(op, absl::StrCat("k=", p.k, " is not divisible by groups=", p.groups));
+    }
+    if (transposed) {
+      if (t.output_padding_h >= t.stride_h && t.output_padding_h >= t.dilation_h) {
+        return Invalid(op, "output_padding must be smaller than the stride or the dilation");
+      }
+      if (oh <= 0 || ow <= 0) {
+        return Invalid(op, absl::StrCat("output extents ", oh, "x", ow, " are not positive"));
+      }
+      return CheckSizes(op, {{"X", {p.n, p.c, p.h, p.w}},
+                             {"W", {p.c, p.k / p.groups, p.r, p.s}},
+                             {"Y", {p.n, p.k, oh, ow}}});
     }
     // Checked on the numerator: C++ division truncates towards zero.
-    if (p->h + 2 * p->pad - p->dilation * (p->r - 1) - 1 < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("conv2d: output height is not positive (h=", p->h, ", r=", p->r,
-                       ", pad=", p->pad, ", dilation=", p->dilation, ", stride=", p->stride, ")"));
+    if (p.h + p.pad_t + p.pad_b - p.dilation_h * (p.r - 1) - 1 < 0) {
+      return Invalid(op, "output height is not positive " + WindowText(spec, "h", p.h, "r", p.r));
     }
-    if (p->w + 2 * p->pad - p->dilation * (p->s - 1) - 1 < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("conv2d: output width is not positive (w=", p->w, ", s=", p->s,
-                       ", pad=", p->pad, ", dilation=", p->dilation, ", stride=", p->stride, ")"));
+    if (p.w + p.pad_l + p.pad_r - p.dilation_w * (p.s - 1) - 1 < 0) {
+      return Invalid(op, "output width is not positive " + WindowText(spec, "w", p.w, "s", p.s));
     }
-    const int64_t ph = p->h + 2 * p->pad, pw = p->w + 2 * p->pad;
-    const int64_t cpg = p->c / p->groups;
-    if (p->nhwc) {
-      return CheckSizes("conv2d", {{"X", {p->n, p->h, p->w, p->c}},
-                                   {"pad", {p->n, ph, pw, p->c}},
-                                   {"W", {p->r, p->s, cpg, p->k}},
-                                   {"Y", {p->n, p->oh(), p->ow(), p->k}}});
+    const int64_t ph = p.h + p.pad_t + p.pad_b, pw = p.w + p.pad_l + p.pad_r;
+    const int64_t cpg = p.c / p.groups;
+    if (p.nhwc) {
+      return CheckSizes(op, {{"X", {p.n, p.h, p.w, p.c}},
+                             {"pad", {p.n, ph, pw, p.c}},
+                             {"W", {p.r, p.s, cpg, p.k}},
+                             {"Y", {p.n, oh, ow, p.k}}});
     }
-    return CheckSizes("conv2d", {{"X", {p->n, p->c, p->h, p->w}},
-                                 {"pad", {p->n, p->c, ph, pw}},
-                                 {"W", {p->k, cpg, p->r, p->s}},
-                                 {"Y", {p->n, p->k, p->oh(), p->ow()}}});
+    return CheckSizes(op, {{"X", {p.n, p.c, p.h, p.w}},
+                           {"pad", {p.n, p.c, ph, pw}},
+                           {"W", {p.k, cpg, p.r, p.s}},
+                           {"Y", {p.n, p.k, oh, ow}}});
   }
   if (spec.op == "pool2d") {
     absl::StatusOr<Pool2dParams> p = GetPool2dParams(spec);
     if (!p.ok()) return p.status();
     // Every window then overlaps the input, so a max pool never yields -inf.
-    if (p->pad >= p->r || p->pad >= p->s) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pool2d: pad=", p->pad, " must be smaller than the window (r=", p->r, ", s=", p->s, ")"));
+    if (std::max(p->pad_t, p->pad_b) >= p->r || std::max(p->pad_l, p->pad_r) >= p->s) {
+      return absl::InvalidArgumentError(absl::StrCat("pool2d: pad=", spec.Str("pad"),
+                                                     " must be smaller than the window (r=", p->r,
+                                                     ", s=", p->s, ")"));
     }
-    if (p->h + 2 * p->pad < p->r) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pool2d: output height is not positive (h=", p->h, ", r=", p->r,
-                       ", pad=", p->pad, ", stride=", p->stride, ")"));
+    if (p->h + p->pad_t + p->pad_b < p->r) {
+      return Invalid("pool2d",
+                     "output height is not positive " + WindowText(spec, "h", p->h, "r", p->r));
     }
-    if (p->w + 2 * p->pad < p->s) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pool2d: output width is not positive (w=", p->w, ", s=", p->s,
-                       ", pad=", p->pad, ", stride=", p->stride, ")"));
+    if (p->w + p->pad_l + p->pad_r < p->s) {
+      return Invalid("pool2d",
+                     "output width is not positive " + WindowText(spec, "w", p->w, "s", p->s));
     }
-    const int64_t ph = p->h + 2 * p->pad, pw = p->w + 2 * p->pad;
+    const int64_t ph = p->h + p->pad_t + p->pad_b, pw = p->w + p->pad_l + p->pad_r;
     if (p->nhwc) {
       return CheckSizes("pool2d", {{"X", {p->n, p->h, p->w, p->c}},
                                    {"pad", {p->n, ph, pw, p->c}},
@@ -244,10 +508,15 @@ absl::Status ValidateShapes(const WorkloadSpec& spec) {
                                  {"pad", {p->n, p->c, ph, pw}},
                                  {"Y", {p->n, p->c, p->oh(), p->ow()}}});
   }
-  if (spec.op == "softmax" || spec.op == "layer_norm") {
+  if (spec.op == "softmax") {
+    absl::StatusOr<SoftmaxParams> p = GetSoftmaxParams(spec);
+    if (!p.ok()) return p.status();
+    return CheckSizes(spec.op, {{"X", {p->m, p->n, p->inner}}});
+  }
+  if (spec.op == "layer_norm") {
     return CheckSizes(spec.op, {{"X", {spec.Int("m"), spec.Int("n")}}});
   }
-  return absl::OkStatus();
+  return ValidateDataShapes(spec);
 }
 
 [[noreturn]] void Fatal(const std::string& message) {
@@ -356,7 +625,12 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text) {
   spec.params.erase("dtype");
 
   for (const KeyDef& def : op->keys) {
-    if (spec.params.count(def.name) != 0) continue;
+    auto it = spec.params.find(def.name);
+    if (it != spec.params.end()) {
+      if (def.omit_default && it->second == def.default_value) spec.params.erase(it);
+      continue;
+    }
+    if (def.optional || def.omit_default) continue;
     if (def.default_value == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("missing key '", def.name, "' for ", op->name));

@@ -15,6 +15,7 @@ PACKAGES=(
   prometheus-cpp-dev
   libopenblas-dev libdnnl-dev
   libgoogle-perftools-dev
+  libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-venv
 )
 
 missing=()

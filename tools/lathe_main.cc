@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "tools/cli_build.h"
 #include "tools/cli_db.h"
+#include "tools/cli_model.h"
 #include "tools/cli_remote.h"
 #include "tools/cli_tune.h"
 
@@ -29,8 +30,13 @@ int main(int argc, char** argv) {
 
   lathe::tools::BuildOptions build;
   CLI::App* b = app.add_subcommand("build", "compile a workload's schedule into a kernel");
-  b->add_option("--workload", build.workload, "workload spec, e.g. matmul:m=512,n=512,k=512")
-      ->required();
+  lathe::tools::ModelCliOptions build_model;
+  CLI::Option* build_workload =
+      b->add_option("--workload", build.workload, "workload spec, e.g. matmul:m=512,n=512,k=512");
+  CLI::Option* build_model_opt =
+      b->add_option("--model", build_model.model, "build an ONNX model into one library instead");
+  build_workload->excludes(build_model_opt);
+  b->add_option("--input", build_model.inputs, "with --model: NAME=SHAPE (repeatable)");
   b->add_option("--out", build.out, "output file")->required();
   b->add_option("--name", build.name, "exported symbol (default: lathe_<op>_<key>)");
   b->add_option("--target", build.target, "cpu (default), cuda, cuda:N, cuda:sm_XX");
@@ -40,6 +46,8 @@ int main(int argc, char** argv) {
   b->add_option("--trace", build.trace_file, "build this schedule trace (JSON) instead");
   b->add_option("--schedule", build.schedule, "'default' builds the untuned schedule");
   b->add_option("--emit", build.emit, "so (default), obj, llvm, cuda, ptx");
+  lathe::tools::ModelCommands model_cmds;
+  lathe::tools::AddModelCommands(app, &model_cmds);
 
   lathe::tools::QueryOptions query;
   CLI::App* q = app.add_subcommand("query", "print the best record of a workload");
@@ -99,6 +107,12 @@ int main(int argc, char** argv) {
       "at the end, re-time the best N records for longer (5x --min-repeat-ms) so that a lucky "
       "short measurement cannot stay the best; 0: off (default 5; with --tuner: the daemon's "
       "--remeasure-top)");
+  std::string tune_model;
+  std::vector<std::string> tune_model_inputs;
+  t->add_option("--model", tune_model,
+                "tune every task of an ONNX model (weights: how often each runs); --trials is "
+                "the model's total budget");
+  t->add_option("--input", tune_model_inputs, "with --model: NAME=SHAPE (repeatable)");
   lathe::tools::RemoteOptions workers;
   CLI::App* wk = app.add_subcommand("workers", "list a lathed daemon's measurement workers");
   AddRemoteOptions(wk, &workers.tuner, &workers.token_file, &workers.tls_ca,
@@ -123,7 +137,20 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kUsageError;
   }
-  if (b->parsed()) return lathe::tools::RunBuild(build);
+  if (b->parsed()) {
+    if (!build_model.model.empty()) {
+      build_model.out = build.out;
+      build_model.db_path = build.db_path;
+      build_model.default_schedules = build.schedule == "default";
+      return lathe::tools::RunModelBuild(build_model);
+    }
+    if (build.workload.empty()) {
+      std::fprintf(stderr, "lathe build: --workload or --model is required\n");
+      return kUsageError;
+    }
+    return lathe::tools::RunBuild(build);
+  }
+  if (int rc = lathe::tools::DispatchModelCommands(model_cmds); rc >= 0) return rc;
   if (q->parsed()) {
     if (!query_remote.tuner.empty()) {
       query_remote.json = query.json;
@@ -134,6 +161,14 @@ int main(int argc, char** argv) {
   if (d->parsed()) return lathe::tools::RunDb(db_sub, db_path, db_file, db_json);
   if (t->parsed()) {
     tune.remeasure_top_given = remeasure_top->count() > 0;
+    lathe::tools::ModelTasksFile model_tasks;  // removed when main returns
+    if (!tune_model.empty()) {
+      if (int rc = lathe::tools::PrepareModelTune(tune_model, tune_model_inputs, &tune.workloads,
+                                                  &tune.tasks_file, &model_tasks);
+          rc != 0) {
+        return rc;
+      }
+    }
     if (!tune.tuner.empty()) return lathe::tools::RunRemoteTune(tune);
     return lathe::tools::RunTune(tune);
   }

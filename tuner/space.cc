@@ -408,6 +408,13 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
     }
     if (vec && d(tile_slot_[n - 1]) > 1 && as->loops.at(spatial.back()).extent <= 1024) {
       LATHE_TRY(s.Vectorize(a, spatial.back()));
+    } else if (vec && d(tile_slot_[n - 1]) > 1) {
+      // Past 1024 the nominal extent (the full axis) cannot be vectorized, but the region is
+      // one tile: split by the tile (the outer loop runs once) and vectorize the inner one, so
+      // that a matmul with n > 1024 (BERT's FFN, a classifier over 6625 characters) keeps its
+      // vector accumulator.
+      LATHE_TRY_VALUE(vp, s.Split(a, spatial.back(), {d(tile_slot_[n - 1])}));
+      LATHE_TRY(s.Vectorize(a, vp[1]));
     }
     // Packed inputs: copied once per outer loop iteration at the chosen depth.
     for (size_t p = 0; p < pack_stages.size(); ++p) {

@@ -23,6 +23,8 @@ TEST_P(DefaultScheduleTest, AgreesWithReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, DefaultScheduleTest, ::testing::ValuesIn(testing::OpTestSpecs()));
+INSTANTIATE_TEST_SUITE_P(ModelOps, DefaultScheduleTest,
+                         ::testing::ValuesIn(testing::ModelOpTestSpecs()));
 
 }  // namespace
 }  // namespace lathe

@@ -34,6 +34,36 @@ inline const std::vector<std::string>& OpTestSpecs() {
   return kOps;
 }
 
+// The forms the model compiler brings (tests/ir/ops_eval_test.cc checks their definitions):
+// per-axis strides, asymmetric pads, expression epilogues, transposed matmuls and the
+// elementwise and data-movement ops. The CPU backend runs them; the CUDA tests do not yet.
+inline const std::vector<std::string>& ModelOpTestSpecs() {
+  static const std::vector<std::string> kOps = {
+      "conv2d:n=1,c=4,h=9,w=10,k=6,r=3,s=3,stride=2x1,pad=1,epilogue=bias_hswish",
+      "conv2d:n=1,c=3,h=6,w=9,k=5,r=1,s=3,stride=1x2,pad=0x1x0x1,epilogue=bias_clip0:6_res",
+      "conv2d:n=1,c=8,h=7,w=7,k=8,r=5,s=5,pad=2,groups=8,epilogue=bias_hsig0.2:0.5",
+      "conv2d:n=1,c=8,h=5,w=5,k=16,r=1,s=1,epilogue=bias_gelu",
+      "conv2d_transpose:n=1,c=6,h=4,w=5,k=3,r=2,s=2,stride=2,epilogue=bias_sigmoid",
+      "conv2d_transpose:n=1,c=4,h=3,w=5,k=4,r=3,s=3,stride=2,pad=1,output_padding=1,groups=2",
+      "matmul:m=9,n=17,k=12,transpose_b=1,epilogue=bias_res",
+      "batch_matmul:b=3,m=5,n=6,k=7,transpose_b=1,epilogue=mul0.125",
+      "batch_matmul:b=2,m=5,n=6,k=7,bcast=b",
+      "pool2d:n=1,c=3,h=9,w=8,r=3,s=2,stride=3x2,pad=1x0x0x1,kind=avg,count_include_pad=0",
+      "pool2d:n=1,c=5,h=6,w=7,r=6,s=7,kind=avg",
+      "softmax:m=3,n=9,inner=4",
+      "ewise:a=1x6x5x7,b=1x6x1x1,binary=mul",
+      "ewise:a=2x3x17,epilogue=scale_bias_relu",
+      "ewise:a=3x19,b=3x19,binary=add,epilogue=hswish",
+      "transpose:shape=2x5x7,perm=0x2x1",
+      "slice:shape=6x20,begin=1x3,size=2x8,step=2x2",
+      "concat:axis=1,inputs=1x3x5x6+1x2x5x6",
+      "resize:n=1,c=3,h=5,w=6,oh=10,ow=12,mode=nearest,coord=asymmetric,nearest=floor",
+      "resize:n=1,c=2,h=5,w=6,oh=9,ow=11,mode=linear",
+      "reduce:shape=3x4x18,axes=2,kind=mean",
+  };
+  return kOps;
+}
+
 // A test-name-safe form of a spec.
 inline std::string OpTestName(const std::string& spec) {
   std::string out;

@@ -319,6 +319,46 @@ TEST(OpsEvalTest, SoftmaxAndLayerNorm) {
   CheckAgainstReference("layer_norm:m=2,n=5,eps=0.1");
 }
 
+// What real models bring: per-axis strides, asymmetric pads, expression epilogues with a
+// residual input, transposed and broadcast matmuls, and the elementwise and data-movement ops.
+TEST(OpsEvalTest, ModelOps) {
+  for (const char* spec : {
+           "conv2d:n=1,c=2,h=7,w=6,k=3,r=3,s=3,stride=2x1,pad=1,epilogue=bias_hswish",
+           "conv2d:n=1,c=2,h=5,w=8,k=2,r=1,s=3,stride=1x2,pad=0x1x0x1,epilogue=bias_clip0:6_res",
+           "conv2d:n=1,c=4,h=6,w=5,k=4,r=3,s=3,pad=1x1x0x2,groups=4,dilation=2x1,"
+           "epilogue=scale_bias_hsig0.2:0.5",
+           "conv2d:n=1,c=3,h=4,w=4,k=2,r=1,s=1,epilogue=bias_gelu",
+           "conv2d:n=1,c=3,h=4,w=4,k=2,r=1,s=1,epilogue=swish_mul0.5_add-1_div3",
+           "conv2d_transpose:n=1,c=3,h=3,w=4,k=2,r=2,s=2,stride=2,epilogue=bias_sigmoid",
+           "conv2d_transpose:n=1,c=4,h=3,w=3,k=4,r=3,s=3,stride=2,pad=1,output_padding=1,groups=2",
+           "conv2d_transpose:n=1,c=4,h=3,w=2,k=6,r=2,s=2,stride=2,groups=2,epilogue=bias",
+           "conv2d_transpose:n=1,c=2,h=3,w=3,k=2,r=2,s=2,stride=1",
+           "matmul:m=5,n=7,k=3,transpose_b=1,epilogue=bias_res",
+           "matmul:m=5,n=7,k=3,transpose_a=1,epilogue=mul0.125",
+           "batch_matmul:b=3,m=4,n=5,k=6,transpose_b=1,bcast=b",
+           "batch_matmul:b=2,m=4,n=5,k=6,bcast=a,epilogue=tanh",
+           "pool2d:n=1,c=2,h=7,w=6,r=3,s=2,stride=3x2,pad=1x0x0x1,kind=avg,count_include_pad=0",
+           "pool2d:n=1,c=2,h=7,w=6,r=2,s=2,stride=2,pad=0x0x1x1,kind=max",
+           "pool2d:n=1,c=3,h=5,w=4,r=5,s=4,kind=avg",
+           "softmax:m=2,n=5,inner=3",
+           "ewise:a=2x3x4x5,b=1x3x1x1,binary=mul",
+           "ewise:a=3x1,b=4,binary=sub,epilogue=abs_sqrt",
+           "ewise:a=2x3x4,epilogue=scale_bias_relu",
+           "ewise:a=2x3x4,b=2x3x4,binary=add,epilogue=erf_res",
+           "transpose:shape=2x3x4,perm=2x0x1",
+           "slice:shape=4x7,begin=1x2,size=2x3,step=2x2",
+           "concat:axis=1,inputs=2x3x2+2x1x2+2x2x2",
+           "resize:n=1,c=2,h=3,w=4,oh=6,ow=8,mode=nearest,coord=asymmetric,nearest=floor",
+           "resize:n=1,c=1,h=3,w=4,oh=5,ow=7,mode=nearest",
+           "resize:n=1,c=1,h=3,w=4,oh=7,ow=9,mode=linear,coord=align_corners",
+           "resize:n=1,c=2,h=4,w=3,oh=8,ow=5,mode=linear",
+           "reduce:shape=2x3x4,axes=2,kind=mean",
+           "reduce:shape=2x3x4,axes=0x2,kind=max",
+       }) {
+    CheckAgainstReference(spec);
+  }
+}
+
 TEST(OpsEvalTest, InterpreterCatchesOutOfBoundsReads) {
   // The harness itself must flag an unguarded read, or the tests above prove nothing.
   Tensor x = Placeholder("X", {4});

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Model benchmark: lathe against ONNX Runtime in the same run, on PP-OCR cls/rec/det (the
+rapidocr-onnxruntime 1.4.x models), a ResNet-18 and one BERT-base encoder layer
+(bench/make_models.py). Each model is built with `lathe build --model` (untuned: default
+schedules; tuned: the best records of --db) and loaded with ctypes; ONNX Runtime runs with 2
+intra-op threads. The two are timed alternately in one process (--rounds rounds of --repeat
+calls each), and the medians printed side by side, with the max error of lathe's output
+against ONNX Runtime's and where lathe's time goes (the slowest steps, `lathe run --profile`).
+
+Run with the venv of scripts/model-venv.sh:
+  build/model-venv/bin/python bench/bench_models.py --lathe build/bin/lathe [--db tuned.db]
+      [--models cls,rec,det,resnet18,bert] [--rounds 5] [--repeat 10]
+"""
+import argparse
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def model_list(work):
+    import importlib.util  # the package's own imports need OpenCV: only locate it
+    spec = importlib.util.find_spec("rapidocr_onnxruntime")
+    ocr = os.path.join(os.path.dirname(spec.origin), "models")
+    subprocess.run(["/usr/bin/python3", os.path.join(HERE, "make_models.py"), work], check=True,
+                   stdout=subprocess.DEVNULL)
+    return {
+        "cls": (os.path.join(ocr, "ch_ppocr_mobile_v2.0_cls_infer.onnx"), "x", [1, 3, 48, 192]),
+        "rec": (os.path.join(ocr, "ch_PP-OCRv4_rec_infer.onnx"), "x", [1, 3, 48, 320]),
+        "det": (os.path.join(ocr, "ch_PP-OCRv4_det_infer.onnx"), "x", [1, 3, 640, 640]),
+        "resnet18": (os.path.join(work, "resnet18.onnx"), "input", [1, 3, 224, 224]),
+        "bert": (os.path.join(work, "bert_layer.onnx"), "hidden_states", [1, 128, 768]),
+    }
+
+
+class LatheModel:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.lathe_model_io.restype = ctypes.c_char_p
+        io = json.loads(self.lib.lathe_model_io().decode())
+        self.outputs = [np.zeros(o["shape"], np.float32) for o in io["outputs"]]
+        self.out_ptrs = (ctypes.c_void_p * len(self.outputs))(
+            *[o.ctypes.data for o in self.outputs])
+
+    def bind(self, inputs):
+        self.inputs = [np.ascontiguousarray(i, np.float32) for i in inputs]
+        self.in_ptrs = (ctypes.c_void_p * len(self.inputs))(*[i.ctypes.data for i in self.inputs])
+
+    def run(self):
+        rc = self.lib.lathe_model_run(self.in_ptrs, self.out_ptrs)
+        if rc != 0:
+            raise RuntimeError(f"lathe_model_run returned {rc}")
+
+
+def timed(fn, n):
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lathe", required=True)
+    ap.add_argument("--db", help="tuning database for the tuned build")
+    ap.add_argument("--models", default="cls,rec,det,resnet18,bert")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--profile", action="store_true", help="also show where lathe's time goes")
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "lathe-bench-models"))
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    models = model_list(a.work)
+    rows = []
+    for name in a.models.split(","):
+        path, inp, shape = models[name]
+        x = np.random.default_rng(1).uniform(0, 1, size=shape).astype(np.float32)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 2
+        opts.inter_op_num_threads = 1
+        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        ref = sess.run(None, {inp: x})
+        variants = [("untuned", ["--schedule", "default"])]
+        if a.db:
+            variants.append(("tuned", ["--db", a.db]))
+        libs = {}
+        for vname, extra in variants:
+            so = os.path.join(a.work, f"{name}.{vname}.so")
+            t0 = time.time()
+            subprocess.run([a.lathe, "build", "--model", path, "--input",
+                            f"{inp}={'x'.join(map(str, shape))}", "--out", so] + extra,
+                           check=True, stdout=subprocess.DEVNULL)
+            m = LatheModel(so)
+            m.bind([x])
+            m.run()
+            err = max(float(np.max(np.abs(o - r)) / max(np.max(np.abs(r)), 1e-30))
+                      for o, r in zip(m.outputs, ref))
+            libs[vname] = (m, err, time.time() - t0)
+        med = {k: [] for k in ["ort"] + list(libs)}
+        for _ in range(a.rounds):  # alternate: ORT, then each lathe build, every round
+            med["ort"].append(timed(lambda: sess.run(None, {inp: x}), a.repeat))
+            for vname, (m, _, _) in libs.items():
+                med[vname].append(timed(m.run, a.repeat))
+        row = {"model": name, "ort_ms": 1e3 * float(np.median(med["ort"]))}
+        for vname, (m, err, build_s) in libs.items():
+            row[vname + "_ms"] = 1e3 * float(np.median(med[vname]))
+            row[vname + "_speedup"] = row["ort_ms"] / row[vname + "_ms"]
+            row[vname + "_max_err"] = err
+            row[vname + "_build_s"] = build_s
+        rows.append(row)
+        line = f"{name:9s} ORT {row['ort_ms']:8.2f} ms"
+        for vname in libs:
+            line += (f" | lathe {vname} {row[vname + '_ms']:8.2f} ms "
+                     f"({row[vname + '_speedup']:.2f}x ORT, err {row[vname + '_max_err']:.1e})")
+        print(line, flush=True)
+        if a.profile:
+            cmd = [a.lathe, "run", "--model", path, "--input", f"{inp}={'x'.join(map(str, shape))}",
+                   "--repeat", "5", "--profile", "--json"]
+            cmd += ["--db", a.db] if a.db else ["--default-schedules"]
+            prof = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            for p in prof["profile"][:5]:
+                print(f"    {100 * p['share']:5.1f}% {p['ms']:7.3f} ms  {p['workload']}  [{p['origin']}]")
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Writes the two models of the model benchmark that no package ships, with random weights
+and the shapes a PyTorch export has (python3-onnx only; no PyTorch needed):
+
+  resnet18.onnx      torchvision's ResNet-18 at 1x3x224x224 (Conv+BatchNorm+Relu, MaxPool,
+                     BasicBlocks with 1x1 stride-2 downsampling, GlobalAveragePool, Gemm)
+  bert_layer.onnx    one BERT-base encoder layer at 1x128x768: Q/K/V MatMul+Add, 12 heads
+                     (Reshape, Transpose), scores / 8, Softmax, context, output projection,
+                     residual + LayerNorm spelled out as PyTorch exports it below opset 17,
+                     FFN 768-3072-768 with GELU via Erf, residual + LayerNorm.
+
+Usage: make_models.py OUT_DIR
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(0)
+nodes, inits = [], []
+
+
+def const(name, arr):
+    inits.append(numpy_helper.from_array(np.asarray(arr), name))
+    return name
+
+
+def node(op, inputs, name, **attrs):
+    nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+    return name
+
+
+def conv_bn(x, cin, cout, k, stride, pad, name, relu=True):
+    w = const(name + ".w", (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32))
+    y = node("Conv", [x, w], name, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
+    bn = [const(name + ".bn." + p, v.astype(np.float32)) for p, v in
+          (("g", rng.uniform(0.5, 1.5, cout)), ("b", rng.uniform(-0.1, 0.1, cout)),
+           ("m", rng.uniform(-0.1, 0.1, cout)), ("v", rng.uniform(0.5, 1.5, cout)))]
+    y = node("BatchNormalization", [y] + bn, name + ".bn", epsilon=1e-5)
+    return node("Relu", [y], name + ".relu") if relu else y
+
+
+def resnet18(path):
+    nodes.clear()
+    inits.clear()
+    x = conv_bn("input", 3, 64, 7, 2, 3, "conv1")
+    x = node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for stage, cout in enumerate([64, 128, 256, 512]):
+        for block in range(2):
+            stride = 2 if stage > 0 and block == 0 else 1
+            name = f"layer{stage + 1}.{block}"
+            y = conv_bn(x, cin, cout, 3, stride, 1, name + ".conv1")
+            y = conv_bn(y, cout, cout, 3, 1, 1, name + ".conv2", relu=False)
+            sc = conv_bn(x, cin, cout, 1, stride, 0, name + ".down", relu=False) if stride != 1 or cin != cout else x
+            x = node("Relu", [node("Add", [y, sc], name + ".add")], name + ".relu")
+            cin = cout
+    x = node("GlobalAveragePool", [x], "avgpool")
+    x = node("Flatten", [x], "flatten", axis=1)
+    w = const("fc.w", (rng.standard_normal((1000, 512)) * 0.03).astype(np.float32))
+    b = const("fc.b", rng.uniform(-0.1, 0.1, 1000).astype(np.float32))
+    node("Gemm", [x, w, b], "output", transB=1)
+    graph = helper.make_graph(nodes, "resnet18",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def layer_norm(x, n, name):
+    axes = dict(axes=[-1])
+    m = node("ReduceMean", [x], name + ".mean", **axes)
+    d = node("Sub", [x, m], name + ".sub")
+    p = node("Pow", [d, const(name + ".two", np.array(2.0, np.float32))], name + ".pow")
+    v = node("ReduceMean", [p], name + ".var", **axes)
+    s = node("Sqrt", [node("Add", [v, const(name + ".eps", np.array(1e-12, np.float32))], name + ".add_eps")], name + ".sqrt")
+    y = node("Div", [d, s], name + ".div")
+    y = node("Mul", [y, const(name + ".gamma", rng.uniform(0.8, 1.2, n).astype(np.float32))], name + ".mul")
+    return node("Add", [y, const(name + ".beta", rng.uniform(-0.1, 0.1, n).astype(np.float32))], name + ".out")
+
+
+def linear(x, cin, cout, name):
+    w = const(name + ".w", (rng.standard_normal((cin, cout)) * 0.02).astype(np.float32))
+    y = node("MatMul", [x, w], name)
+    return node("Add", [y, const(name + ".b", rng.uniform(-0.02, 0.02, cout).astype(np.float32))], name + ".bias")
+
+
+def bert_layer(path, seq=128, hidden=768, heads=12, ffn=3072):
+    nodes.clear()
+    inits.clear()
+    dh = hidden // heads
+    x = "hidden_states"
+    split = const("split_shape", np.array([1, seq, heads, dh], np.int64))
+    merge = const("merge_shape", np.array([1, seq, hidden], np.int64))
+
+    def heads_of(t, name, perm):
+        r = node("Reshape", [t, split], name + ".reshape")
+        return node("Transpose", [r], name + ".transpose", perm=perm)
+
+    q = heads_of(linear(x, hidden, hidden, "query"), "q", [0, 2, 1, 3])
+    k = heads_of(linear(x, hidden, hidden, "key"), "k", [0, 2, 3, 1])
+    v = heads_of(linear(x, hidden, hidden, "value"), "v", [0, 2, 1, 3])
+    s = node("MatMul", [q, k], "scores")
+    s = node("Div", [s, const("sqrt_dh", np.array(np.sqrt(dh), np.float32))], "scores.scaled")
+    p = node("Softmax", [s], "probs", axis=-1)
+    c = node("MatMul", [p, v], "context")
+    c = node("Transpose", [c], "context.transpose", perm=[0, 2, 1, 3])
+    c = node("Reshape", [c, merge], "context.merge")
+    a = linear(c, hidden, hidden, "attention.output")
+    a = layer_norm(node("Add", [a, x], "attention.residual"), hidden, "attention.ln")
+    h = linear(a, hidden, ffn, "intermediate")
+    e = node("Erf", [node("Div", [h, const("sqrt2", np.array(np.sqrt(2.0), np.float32))], "gelu.div")], "gelu.erf")
+    e = node("Add", [e, const("one", np.array(1.0, np.float32))], "gelu.add")
+    h = node("Mul", [node("Mul", [h, e], "gelu.mul"), const("half", np.array(0.5, np.float32))], "gelu.out")
+    o = linear(h, ffn, hidden, "output")
+    layer_norm(node("Add", [o, a], "output.residual"), hidden, "output.ln")
+    graph = helper.make_graph(nodes, "bert_layer",
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, hidden])],
+                              [helper.make_tensor_value_info("output.ln.out", TensorProto.FLOAT, [1, seq, hidden])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+if __name__ == "__main__":
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    os.makedirs(out, exist_ok=True)
+    resnet18(os.path.join(out, "resnet18.onnx"))
+    bert_layer(os.path.join(out, "bert_layer.onnx"))
+    print(os.path.join(out, "resnet18.onnx"), os.path.join(out, "bert_layer.onnx"))

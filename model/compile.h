@@ -1,0 +1,63 @@
+// \file
+// The model compiler's middle end: an imported graph becomes a list of lathe kernels, each a
+// workload spec with the values it reads and writes, in execution order. Passes, in order:
+// BatchNormalization folded into the preceding Conv, a decomposed layer norm recognised,
+// nodes lowered to kernels (reshapes and identities become aliases of their input's storage),
+// x * f(x) activations recognised (swish, hard-swish, GELU), and elementwise chains fused
+// into the epilogue of the Conv / MatMul / elementwise kernel feeding them (bias, scale,
+// constants, a residual add of another tensor).
+//
+// Layout: activations between kernels are plain row-major NCHW today. Layout is a property of
+// the compiled graph (Program::layout) that the kernel selection consults; a blocked NCHWc
+// layout between convolutions (issue 14's `layout=nchw{x}c` convolutions) plugs in as a
+// second value with conversion kernels at its boundaries.
+#ifndef LATHE_MODEL_COMPILE_H_
+#define LATHE_MODEL_COMPILE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/graph.h"
+
+namespace lathe::model {
+
+enum class ActivationLayout { kNchw };
+
+// One kernel of the program: a canonical workload spec and the values bound to its
+// arguments in the workload's order (the output last).
+struct KernelCall {
+  std::string spec;
+  std::vector<std::string> args;
+  std::vector<std::string> nodes;  // the ONNX nodes it computes, for reports
+};
+
+// A value stored inside another one: `base`'s storage from element `offset` on.
+struct Alias {
+  std::string base;
+  int64_t offset = 0;
+};
+
+struct Program {
+  Graph graph;  // values (shapes, constants), inputs, outputs; nodes are consumed
+  std::vector<KernelCall> kernels;
+  std::map<std::string, Alias> aliases;  // value -> its storage (chains resolved)
+  ActivationLayout layout = ActivationLayout::kNchw;
+};
+
+struct CompileOptions {
+  bool fuse = true;  // epilogue fusion and activation patterns (off: one kernel per node)
+};
+
+// Compiles an imported graph. Unsupported ops and attribute forms are InvalidArgument errors
+// naming the node, its op and what is missing.
+absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options = {});
+
+// The storage root of a value: itself unless it is an alias.
+Alias StorageOf(const Program& p, const std::string& value);
+
+}  // namespace lathe::model
+
+#endif  // LATHE_MODEL_COMPILE_H_

@@ -1,0 +1,279 @@
+// Activation patterns and epilogue fusion over the lowered kernels (model/kernels.h).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/kernels.h"
+
+namespace lathe::model {
+namespace {
+
+using ir::EpilogueExpr;
+using ir::EpilogueStep;
+using ir::StepKind;
+
+bool Near(float a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b)); }
+
+// How many kernels read each value (graph outputs count as readers too).
+std::map<std::string, int> Readers(const Graph& g, const Lowered& l) {
+  std::map<std::string, int> r;
+  auto base = [&](std::string v) {
+    for (auto it = l.aliases.find(v); it != l.aliases.end(); it = l.aliases.find(v)) {
+      r[v] += 0;
+      v = it->second.base;
+    }
+    return v;
+  };
+  for (const KernelDesc& k : l.kernels) {
+    for (const std::string& in : k.inputs) ++r[base(in)];
+    for (const auto& [kind, v] : k.step_inputs) ++r[base(v)];
+  }
+  for (const std::string& o : g.outputs) r[base(o)] += 2;
+  // A value read through an alias is read by whoever reads the alias.
+  for (const auto& [v, a] : l.aliases) {
+    if (r.count(v) == 0) continue;
+  }
+  return r;
+}
+
+bool IsUnaryEwise(const KernelDesc& k) { return k.op == "ewise" && k.inputs.size() == 1; }
+
+// The activation that x * f(x) spells, as steps, when f's steps are one of the known forms.
+std::optional<std::vector<EpilogueStep>> SelfProduct(const EpilogueExpr& f) {
+  const auto& s = f.steps;
+  if (s.size() == 1 && s[0].kind == StepKind::kSigmoid) {
+    return std::vector<EpilogueStep>{{StepKind::kSwish, {}}};
+  }
+  if (s.size() == 1 && s[0].kind == StepKind::kHardSigmoid && Near(s[0].args[0], 1.0 / 6) &&
+      Near(s[0].args[1], 0.5)) {
+    return std::vector<EpilogueStep>{{StepKind::kHardSwish, {}}};
+  }
+  // x * clip(x + 3, 0, 6): 6 * hswish(x).
+  if (s.size() == 2 && s[0].kind == StepKind::kAdd && Near(s[0].args[0], 3) &&
+      s[1].kind == StepKind::kClip && Near(s[1].args[0], 0) && Near(s[1].args[1], 6)) {
+    return std::vector<EpilogueStep>{{StepKind::kHardSwish, {}}, {StepKind::kMul, {6.0f}}};
+  }
+  // x * (1 + erf(x / sqrt 2)): 2 * gelu(x).
+  if (s.size() == 3 && s[1].kind == StepKind::kErf && s[2].kind == StepKind::kAdd &&
+      Near(s[2].args[0], 1) &&
+      ((s[0].kind == StepKind::kDiv && Near(s[0].args[0], M_SQRT2)) ||
+       (s[0].kind == StepKind::kMul && Near(s[0].args[0], M_SQRT1_2)))) {
+    return std::vector<EpilogueStep>{{StepKind::kGelu, {}}, {StepKind::kMul, {2.0f}}};
+  }
+  return std::nullopt;
+}
+
+// Rewrites Mul(x, f(x)) into a unary kernel of x; returns whether anything changed.
+bool FuseSelfProducts(const Graph& g, Lowered& l) {
+  std::map<std::string, int> readers = Readers(g, l);
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < l.kernels.size(); ++i) producer[l.kernels[i].output] = i;
+  for (size_t i = 0; i < l.kernels.size(); ++i) {
+    KernelDesc& c = l.kernels[i];
+    if (c.op != "ewise" || c.inputs.size() != 2 || c.params["binary"] != "mul" ||
+        c.params["a"] != c.params["b"]) {
+      continue;
+    }
+    for (int side = 0; side < 2; ++side) {
+      const std::string& x = c.inputs[side];
+      const std::string& t = c.inputs[1 - side];
+      auto it = producer.find(t);
+      if (it == producer.end() || readers[t] != 1) continue;
+      const KernelDesc& f = l.kernels[it->second];
+      if (!IsUnaryEwise(f) || f.inputs[0] != x || !f.step_inputs.empty()) continue;
+      std::optional<std::vector<EpilogueStep>> steps = SelfProduct(f.epilogue);
+      if (!steps) continue;
+      KernelDesc merged = c;
+      merged.inputs = {x};
+      merged.params.erase("b");
+      merged.params.erase("binary");
+      std::vector<EpilogueStep> all = *steps;
+      all.insert(all.end(), c.epilogue.steps.begin(), c.epilogue.steps.end());
+      merged.epilogue.steps = all;
+      merged.nodes.insert(merged.nodes.begin(), f.nodes.begin(), f.nodes.end());
+      const size_t fi = it->second;
+      l.kernels[i] = std::move(merged);
+      l.kernels.erase(l.kernels.begin() + static_cast<std::ptrdiff_t>(fi));
+      return true;
+    }
+  }
+  return false;
+}
+
+// Where the constant of shape `cs` broadcast against `out` varies only along `axis`.
+bool ChannelOnly(const std::vector<int64_t>& cs, const std::vector<int64_t>& out, int axis) {
+  if (cs.size() > out.size()) return false;
+  const size_t off = out.size() - cs.size();
+  for (size_t d = 0; d < cs.size(); ++d) {
+    if (cs[d] != 1 && static_cast<int>(off + d) != axis) return false;
+    if (cs[d] != 1 && cs[d] != out[off + d]) return false;
+  }
+  return NumElements(cs) == out[axis];
+}
+
+// The steps that fold consumer `c` (which reads producer p's output as input `side`) into
+// p's epilogue, or nullopt; new constants go into g.
+std::optional<std::pair<std::vector<EpilogueStep>, std::map<StepKind, std::string>>> AsSteps(
+    Graph& g, const KernelDesc& p, const KernelDesc& c, int side) {
+  std::vector<EpilogueStep> steps;
+  std::map<StepKind, std::string> tensors;
+  const std::vector<int64_t>& out = g.Find(p.output)->shape;
+  if (c.inputs.size() == 1) {
+    if (!c.step_inputs.empty() && c.channel_axis(g) != p.channel_axis(g)) return std::nullopt;
+    steps = c.epilogue.steps;
+    tensors = c.step_inputs;
+    return std::make_pair(steps, tensors);
+  }
+  const std::string bin = c.params.at("binary");
+  const std::string& other = c.inputs[1 - side];
+  const std::vector<int64_t>& os = g.Find(other)->shape;
+  const ConstData* cd = g.Const(other);
+  const int axis = p.channel_axis(g);
+  if (cd && NumElements(os) == 1) {
+    const float v = static_cast<float>(cd->at(0));
+    if (bin == "add") steps.push_back({StepKind::kAdd, {v}});
+    if (bin == "mul") steps.push_back({StepKind::kMul, {v}});
+    if (bin == "max") steps.push_back({StepKind::kMax, {v}});
+    if (bin == "min") steps.push_back({StepKind::kMin, {v}});
+    if (bin == "sub")
+      steps.push_back(side == 0 ? EpilogueStep{StepKind::kAdd, {-v}}
+                                : EpilogueStep{StepKind::kRsub, {v}});
+    if (bin == "div")
+      steps.push_back(side == 0 ? EpilogueStep{StepKind::kDiv, {v}}
+                                : EpilogueStep{StepKind::kRdiv, {v}});
+    if (bin == "pow" && side == 0) steps.push_back({StepKind::kPow, {v}});
+    if (steps.empty()) return std::nullopt;
+  } else if (cd && ChannelOnly(os, out, axis) &&
+             (bin == "add" || bin == "mul" || (side == 0 && (bin == "sub" || bin == "div")))) {
+    ConstData flat = *cd;
+    if (bin == "sub") {
+      for (float& v : flat.f) v = -v;
+    }
+    if (bin == "div") {
+      for (float& v : flat.f) v = 1.0f / v;
+    }
+    const StepKind kind = bin == "add" || bin == "sub" ? StepKind::kBias : StepKind::kScale;
+    const int64_t n = flat.size();
+    steps.push_back({kind, {}});
+    tensors[kind] =
+        g.AddConst(other + (kind == StepKind::kBias ? ".bias" : ".scale"), {n}, std::move(flat));
+  } else if (bin == "add" && NumElements(os) == NumElements(out) && os.size() <= out.size()) {
+    // Same elements (a constant or another tensor of the output's shape): a residual add.
+    bool same = true;
+    const size_t off = out.size() - os.size();
+    for (size_t d = 0; d < off; ++d) same = same && out[d] == 1;
+    for (size_t d = 0; d < os.size(); ++d) same = same && os[d] == out[off + d];
+    if (!same) return std::nullopt;
+    steps.push_back({StepKind::kRes, {}});
+    tensors[StepKind::kRes] = other;
+  } else {
+    return std::nullopt;
+  }
+  steps.insert(steps.end(), c.epilogue.steps.begin(), c.epilogue.steps.end());
+  for (const auto& [k, v] : c.step_inputs) {
+    if (k != StepKind::kRes && c.channel_axis(g) != axis) return std::nullopt;
+    if (tensors.count(k)) return std::nullopt;
+    tensors[k] = v;
+  }
+  return std::make_pair(steps, tensors);
+}
+
+// Folds one elementwise consumer into its producer; returns whether anything changed.
+bool FuseOneEpilogue(Graph& g, Lowered& l) {
+  std::map<std::string, int> readers = Readers(g, l);
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < l.kernels.size(); ++i) producer[l.kernels[i].output] = i;
+  for (size_t i = 0; i < l.kernels.size(); ++i) {
+    const KernelDesc& c = l.kernels[i];
+    if (c.op != "ewise") continue;
+    for (int side = 0; side < static_cast<int>(c.inputs.size()); ++side) {
+      const std::string& x = c.inputs[side];
+      auto it = producer.find(x);
+      if (it == producer.end() || readers[x] != 1) continue;
+      const KernelDesc& p = l.kernels[it->second];
+      if (!p.has_epilogue()) continue;
+      if (g.Find(c.output)->shape.size() != g.Find(x)->shape.size() ||
+          NumElements(g.Find(c.output)->shape) != NumElements(g.Find(x)->shape)) {
+        continue;
+      }
+      auto steps = AsSteps(g, p, c, side);
+      if (!steps) continue;
+      bool clash = false;
+      for (const auto& [k, v] : steps->second) clash = clash || p.step_inputs.count(k);
+      if (clash) continue;
+      KernelDesc merged = p;
+      merged.epilogue.steps.insert(merged.epilogue.steps.end(), steps->first.begin(),
+                                   steps->first.end());
+      for (const auto& [k, v] : steps->second) merged.step_inputs[k] = v;
+      merged.output = c.output;
+      merged.nodes.insert(merged.nodes.end(), c.nodes.begin(), c.nodes.end());
+      const size_t pi = it->second;
+      l.kernels[i] = std::move(merged);  // at the consumer's place: every input exists there
+      l.kernels.erase(l.kernels.begin() + static_cast<std::ptrdiff_t>(pi));
+      return true;
+    }
+  }
+  return false;
+}
+
+// Folds runs of constant multiplications (mul, div) and of constant additions into one step,
+// and drops the ones that cancel (hard-swish's "* 6 / 6", GELU's "* 2 * 0.5").
+void SimplifyConstants(EpilogueExpr& e) {
+  std::vector<EpilogueStep> out;
+  for (const EpilogueStep& s : e.steps) {
+    const bool mul = s.kind == StepKind::kMul || s.kind == StepKind::kDiv;
+    const double factor = s.kind == StepKind::kMul   ? s.args[0]
+                          : s.kind == StepKind::kDiv ? 1.0 / s.args[0]
+                                                     : 1.0;
+    if (mul && !out.empty() && out.back().kind == StepKind::kMul) {
+      out.back().args[0] = static_cast<float>(out.back().args[0] * factor);
+    } else if (mul) {
+      out.push_back({StepKind::kMul, {static_cast<float>(factor)}});
+    } else if (s.kind == StepKind::kAdd && !out.empty() && out.back().kind == StepKind::kAdd) {
+      out.back().args[0] += s.args[0];
+    } else {
+      out.push_back(s);
+    }
+    if (!out.empty() && ((out.back().kind == StepKind::kMul && Near(out.back().args[0], 1.0)) ||
+                         (out.back().kind == StepKind::kAdd && out.back().args[0] == 0.0f))) {
+      out.pop_back();
+    }
+  }
+  // A single division stays one (x / 6 is exact where x * (1/6) is not).
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].kind != StepKind::kMul) continue;
+    const double inv = 1.0 / out[i].args[0];
+    if (std::fabs(inv - std::round(inv)) < 1e-6 && std::fabs(inv) >= 2) {
+      out[i] = {StepKind::kDiv, {static_cast<float>(std::round(inv))}};
+    }
+  }
+  e.steps = std::move(out);
+}
+
+}  // namespace
+
+int KernelDesc::channel_axis(const Graph& g) const {
+  const size_t rank = g.Find(output)->shape.size();
+  if (op == "matmul" || op == "batch_matmul") return static_cast<int>(rank) - 1;
+  return rank >= 2 ? 1 : 0;
+}
+
+std::string KernelDesc::SpecText() const {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : params) parts.push_back(k + "=" + v);
+  if (has_epilogue()) parts.push_back("epilogue=" + epilogue.ToString());
+  return op + ":" + absl::StrJoin(parts, ",");
+}
+
+void FuseKernels(Graph& g, Lowered& l) {
+  for (bool changed = true; changed;) {
+    changed = FuseSelfProducts(g, l) || FuseOneEpilogue(g, l);
+  }
+  for (KernelDesc& k : l.kernels) SimplifyConstants(k.epilogue);
+}
+
+}  // namespace lathe::model

@@ -1,0 +1,58 @@
+// \file
+// The kernels of the compiler before they become workload specs: an op, its spec keys, an
+// epilogue and the values bound to its arguments. Internal to model/ (compile.cc,
+// lower_nodes.cc, fuse.cc).
+#ifndef LATHE_MODEL_KERNELS_H_
+#define LATHE_MODEL_KERNELS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/epilogue.h"
+#include "model/compile.h"
+#include "model/graph.h"
+
+namespace lathe::model {
+
+struct KernelDesc {
+  std::string op;                                   // workload op: conv2d, matmul, ewise, ...
+  std::map<std::string, std::string> params;        // spec keys other than epilogue
+  ir::EpilogueExpr epilogue;                        // for ops with an epilogue key
+  std::vector<std::string> inputs;                  // main inputs, in workload order
+  std::map<ir::StepKind, std::string> step_inputs;  // bias / scale / res values
+  std::string output;
+  std::vector<std::string> nodes;
+
+  bool has_epilogue() const {
+    return op == "conv2d" || op == "conv2d_transpose" || op == "matmul" || op == "batch_matmul" ||
+           op == "ewise";
+  }
+  // The output axis that bias and scale index.
+  int channel_axis(const Graph& g) const;
+  // "op:k=v,...,epilogue=..." (not yet canonical).
+  std::string SpecText() const;
+};
+
+// What lowering produces: kernels in order, and values that alias others' storage.
+struct Lowered {
+  std::vector<KernelDesc> kernels;
+  std::map<std::string, Alias> aliases;
+};
+
+// Graph-level rewrites before lowering: BatchNormalization into the preceding Conv, a
+// decomposed layer norm (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div[, Mul, Add]) into
+// LayerNormalization.
+absl::Status FoldBatchNorms(Graph& g);
+absl::Status RecognizeLayerNorms(Graph& g);
+
+// Lowers every node to kernels or aliases.
+absl::StatusOr<Lowered> LowerNodes(Graph& g);
+
+// x * f(x) activations and epilogue fusion, to a fixed point.
+void FuseKernels(Graph& g, Lowered& l);
+
+}  // namespace lathe::model
+
+#endif  // LATHE_MODEL_KERNELS_H_

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The model commands end to end on small real files (ONNX's conformance models from Debian's
+# libonnx-testdata): lathe model tasks, lathe run (--feed/--dump) and lathe build --model, the
+# built library run from a plain C program, compared with the expected outputs; and the errors
+# (malformed file, unsupported op, wrong shapes): exit 2, a message naming the problem,
+# nothing written. Usage: model_cli_test.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+lathe=$build/bin/lathe
+runso=$build/bin/run_model_so
+node=/usr/share/libonnx-testdata/data/node
+py=/usr/bin/python3
+if [[ ! -d $node ]] || ! $py -c "import onnx, numpy" 2>/dev/null; then
+  echo "SKIP: needs libonnx-testdata, python3-onnx and python3-numpy"; exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+
+# A .pb TensorProto to raw float32, and a comparison of raw outputs with a .pb.
+$py - "$tmp" <<'PY'
+import sys, onnx, numpy as np
+from onnx import numpy_helper
+case = "/usr/share/libonnx-testdata/data/node/test_averagepool_2d_pads"
+t = onnx.TensorProto(); t.ParseFromString(open(case + "/test_data_set_0/input_0.pb", "rb").read())
+numpy_helper.to_array(t).astype("<f4").tofile(sys.argv[1] + "/in.bin")
+PY
+cmp_out() {  # cmp_out RAW_FILE EXPECTED_PB
+  $py - "$1" "$2" <<'PY'
+import sys, onnx, numpy as np
+from onnx import numpy_helper
+t = onnx.TensorProto(); t.ParseFromString(open(sys.argv[2], "rb").read())
+ref = numpy_helper.to_array(t).astype(np.float64).ravel()
+got = np.fromfile(sys.argv[1], dtype="<f4").astype(np.float64)
+err = np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30) if got.size == ref.size else 1
+print("max error / max |ref| =", err); sys.exit(0 if err <= 1e-3 else 1)
+PY
+}
+model=$node/test_averagepool_2d_pads/model.onnx
+expected=$node/test_averagepool_2d_pads/test_data_set_0/output_0.pb
+
+out=$("$lathe" model tasks --model "$model" --json)
+check "model tasks --json lists the pool2d task" \
+  "grep -q '\"workload\":\"pool2d:c=3,count_include_pad=0,h=28,kind=avg' <<< '$out'"
+check "run --feed --dump matches ONNX's expected output" \
+  "'$lathe' run --model '$model' --feed x='$tmp/in.bin' --dump '$tmp/run' --repeat 3 --json > '$tmp/run.json' && cmp_out '$tmp/run/0.bin' '$expected'"
+check "run --json prints latency_ms and outputs" \
+  "grep -q '\"latency_ms\"' '$tmp/run.json' && grep -q '\"file\":\"$tmp/run/0.bin\"' '$tmp/run.json'"
+check "build --model writes a library a C program runs" \
+  "'$lathe' build --model '$model' --out '$tmp/m.so' --schedule default > /dev/null && mkdir -p '$tmp/so' && '$runso' '$tmp/m.so' '$tmp/in.bin' '$tmp/so' > /dev/null && cmp_out '$tmp/so/0.bin' '$expected'"
+check "the library needs only libc and libm" \
+  "! readelf -d '$tmp/m.so' | grep NEEDED | grep -v -e 'libc.so.6' -e 'libm.so.6'"
+
+# Errors: exit 2, the problem named, nothing written.
+expect_exit2() {  # expect_exit2 DESCRIPTION PATTERN COMMAND...
+  local desc=$1 pat=$2 err rc
+  shift 2
+  err=$("$@" 2>&1)
+  rc=$?
+  if [[ $rc == 2 && $err == *"$pat"* ]]; then
+    echo "ok: $desc"
+  else
+    echo "FAIL: $desc (exit $rc: $err)"
+    fails=$((fails + 1))
+  fi
+}
+echo "not a model" > "$tmp/bad.onnx"
+expect_exit2 "a malformed file exits 2" "not an ONNX model" \
+  "$lathe" build --model "$tmp/bad.onnx" --out "$tmp/bad.so"
+check "... and writes nothing" "[[ ! -e '$tmp/bad.so' ]]"
+expect_exit2 "an unsupported op exits 2 naming the node and the op" \
+  "node 'LogSoftmax_0' (LogSoftmax): operator LogSoftmax is not supported" \
+  "$lathe" run --model "$node/test_logsoftmax_axis_0/model.onnx"
+expect_exit2 "a shape that does not match the model exits 2" "does not match the model" \
+  "$lathe" model tasks --model "$model" --input x=1x3x28x29
+expect_exit2 "a --feed file of the wrong size exits 2" "holds 12 bytes" \
+  "$lathe" run --model "$model" --feed x="$tmp/bad.onnx"
+echo "$fails failed"
+[[ $fails == 0 ]]

@@ -1,0 +1,428 @@
+#include "tools/cli_model.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "codegen/host.h"
+#include "db/database.h"
+#include "fmt/format.h"
+#include "model/compile.h"
+#include "model/executor.h"
+#include "model/library.h"
+#include "model/onnx_import.h"
+#include "model/plan.h"
+#include "model/tasks.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli_common.h"
+#include "tools/cli_db.h"
+#include "tools/model_schedules.h"
+
+namespace lathe::tools {
+namespace {
+
+// Imports and compiles the model; on failure prints the message and sets *code (2 for
+// model errors, 1 for internal ones).
+std::optional<model::Program> LoadProgram(const std::string& cmd, const ModelCliOptions& o,
+                                          int* code) {
+  if (o.model.empty()) {
+    *code = Fail(cmd, "--model is required", kExitUsage);
+    return std::nullopt;
+  }
+  absl::StatusOr<std::vector<model::InputShape>> shapes = model::ParseInputShapes(o.inputs);
+  if (!shapes.ok()) {
+    *code = Fail(cmd, std::string(shapes.status().message()), kExitUsage);
+    return std::nullopt;
+  }
+  absl::StatusOr<model::Graph> g = model::ImportOnnx(o.model, *shapes);
+  if (!g.ok()) {
+    *code = Fail(cmd, std::string(g.status().message()),
+                 absl::IsInvalidArgument(g.status()) ? kExitUsage : kExitFailure);
+    return std::nullopt;
+  }
+  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g));
+  if (!p.ok()) {
+    *code = Fail(cmd, o.model + ": " + std::string(p.status().message()),
+                 absl::IsInvalidArgument(p.status()) ? kExitUsage : kExitFailure);
+    return std::nullopt;
+  }
+  return *std::move(p);
+}
+
+std::string Shape(const std::vector<int64_t>& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out;
+}
+
+}  // namespace
+
+int RunModelTasks(const ModelCliOptions& o) {
+  int code = 0;
+  std::optional<model::Program> p = LoadProgram("lathe model tasks", o, &code);
+  if (!p) return code;
+  std::vector<model::Task> tasks = model::ExtractTasks(*p);
+  const double total = model::ModelFlops(tasks);
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = o.model;
+    j["kernels"] = p->kernels.size();
+    j["flops"] = total;
+    j["tasks"] = nlohmann::json::array();
+    for (const model::Task& t : tasks) {
+      j["tasks"].push_back({{"workload", t.workload},
+                            {"weight", t.weight},
+                            {"flops", t.flops},
+                            {"flop_share", t.flop_share},
+                            {"nodes", t.nodes}});
+    }
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print("{}: {} kernels, {} tasks, {:.1f} MFLOP\n", o.model, p->kernels.size(), tasks.size(),
+             total / 1e6);
+  std::vector<const model::Task*> order;
+  for (const model::Task& t : tasks) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [](const model::Task* a, const model::Task* b) {
+    return a->flop_share > b->flop_share;
+  });
+  fmt::print("{:>7} {:>6}  {}\n", "share", "weight", "workload");
+  for (const model::Task* t : order) {
+    fmt::print("{:>6.2f}% {:>6}  {}\n", 100 * t->flop_share, t->weight, t->workload);
+  }
+  return 0;
+}
+
+namespace {
+
+// Reads `--feed NAME=FILE` data for the plan's inputs; deterministic random data elsewhere.
+bool MakeInputs(const std::string& cmd, const ModelCliOptions& o, const model::Plan& plan,
+                std::vector<std::vector<float>>* inputs, int* code) {
+  std::map<std::string, std::string> feeds;
+  for (const std::string& f : o.feeds) {
+    const size_t eq = f.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == f.size()) {
+      *code = Fail(cmd, "--feed '" + f + "' must be NAME=FILE", kExitUsage);
+      return false;
+    }
+    feeds[f.substr(0, eq)] = f.substr(eq + 1);
+  }
+  std::mt19937 rng(20261123);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const model::IoInfo& in : plan.inputs) {
+    int64_t n = 1;
+    for (int64_t d : in.shape) n *= d;
+    std::vector<float> data(n);
+    auto it = feeds.find(in.name);
+    if (it == feeds.end()) {
+      for (float& v : data) v = dist(rng);
+    } else {
+      std::ifstream file(it->second, std::ios::binary | std::ios::ate);
+      if (!file) {
+        *code = Fail(cmd, "cannot read --feed file " + it->second, kExitUsage);
+        return false;
+      }
+      const int64_t bytes = file.tellg();
+      if (bytes != n * 4) {
+        *code = Fail(cmd,
+                     fmt::format("--feed {}: {} holds {} bytes; input '{}' of shape {} needs {}",
+                                 in.name, it->second, bytes, in.name, Shape(in.shape), n * 4),
+                     kExitUsage);
+        return false;
+      }
+      file.seekg(0);
+      file.read(reinterpret_cast<char*>(data.data()), bytes);
+      feeds.erase(it);
+    }
+    inputs->push_back(std::move(data));
+  }
+  if (!feeds.empty()) {
+    *code = Fail(cmd, "--feed names '" + feeds.begin()->first + "', which is not a model input",
+                 kExitUsage);
+    return false;
+  }
+  return true;
+}
+
+// "12 from records, 30 default" for the kernels' schedule origins.
+std::string OriginSummary(const std::vector<std::string>& origins, int* from_records) {
+  int rec = 0;
+  for (const std::string& o : origins) rec += o.rfind("record", 0) == 0;
+  if (from_records) *from_records = rec;
+  return fmt::format("{} from tuning records, {} default", rec,
+                     static_cast<int>(origins.size()) - rec);
+}
+
+}  // namespace
+
+int RunModelRun(const ModelCliOptions& o) {
+  const std::string cmd = "lathe run";
+  int code = 0;
+  std::optional<model::Program> p = LoadProgram(cmd, o, &code);
+  if (!p) return code;
+  if (o.repeat < 1) return Fail(cmd, "--repeat must be at least 1", kExitUsage);
+  absl::StatusOr<model::Plan> plan = model::MakePlan(*p);
+  if (!plan.ok()) return Fail(cmd, std::string(plan.status().message()));
+  std::vector<std::vector<float>> inputs;
+  if (!MakeInputs(cmd, o, *plan, &inputs, &code)) return code;
+  std::unique_ptr<db::Database> db;
+  if (!o.default_schedules) {
+    if (absl::Status s = OpenModelDatabase(o.db_path, &db); !s.ok()) {
+      return Fail(cmd, std::string(s.message()));
+    }
+  }
+  std::unique_ptr<model::ScheduleSource> schedules = ModelSchedules(db.get());
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<model::CompiledModel>> m =
+      model::CompiledModel::Create(*std::move(plan), *schedules);
+  if (!m.ok()) return Fail(cmd, std::string(m.status().message()));
+  const double compile_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const model::Plan& pl = (*m)->plan();
+  std::vector<std::vector<float>> outputs;
+  for (const model::IoInfo& out : pl.outputs) {
+    int64_t n = 1;
+    for (int64_t d : out.shape) n *= d;
+    outputs.push_back(std::vector<float>(n));
+  }
+  std::vector<const float*> in_ptrs;
+  std::vector<float*> out_ptrs;
+  for (auto& v : inputs) in_ptrs.push_back(v.data());
+  for (auto& v : outputs) out_ptrs.push_back(v.data());
+  if (absl::Status s = (*m)->Run(in_ptrs.data(), out_ptrs.data()); !s.ok()) {
+    return Fail(cmd, std::string(s.message()));
+  }
+  std::vector<double> times;
+  for (int r = 0; r < o.repeat; ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    if (absl::Status s = (*m)->Run(in_ptrs.data(), out_ptrs.data()); !s.ok()) {
+      return Fail(cmd, std::string(s.message()));
+    }
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median_ms = 1e3 * times[times.size() / 2];
+  // Where the time goes: each step timed alone, over the same number of runs.
+  // The median of each step's times (one outlier on a busy host must not lead the list),
+  // scaled back to a sum over the repeats.
+  std::vector<double> step_s;
+  if (o.profile) {
+    std::vector<std::vector<double>> runs;
+    for (int r = 0; r < o.repeat; ++r) {
+      std::vector<double> one;
+      if (absl::Status s = (*m)->RunProfiled(in_ptrs.data(), out_ptrs.data(), &one); !s.ok()) {
+        return Fail(cmd, std::string(s.message()));
+      }
+      runs.push_back(std::move(one));
+    }
+    step_s.assign(runs[0].size(), 0.0);
+    for (size_t i = 0; i < step_s.size(); ++i) {
+      std::vector<double> t;
+      for (const auto& run : runs) t.push_back(run[i]);
+      std::sort(t.begin(), t.end());
+      step_s[i] = t[t.size() / 2] * o.repeat;
+    }
+  }
+  std::vector<std::string> files;
+  if (!o.dump_dir.empty()) {
+    ::mkdir(o.dump_dir.c_str(), 0755);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const std::string f = o.dump_dir + "/" + std::to_string(i) + ".bin";
+      std::ofstream out(f, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(outputs[i].data()),
+                static_cast<std::streamsize>(outputs[i].size() * 4));
+      if (!out) return Fail(cmd, "cannot write " + f);
+      files.push_back(f);
+    }
+  }
+  int from_records = 0;
+  const std::string origins = OriginSummary((*m)->origins(), &from_records);
+  // Steps by time, for --profile.
+  std::vector<size_t> order;
+  double step_total = 0;
+  for (size_t i = 0; i < step_s.size(); ++i) {
+    order.push_back(i);
+    step_total += step_s[i];
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_s[a] > step_s[b]; });
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = o.model;
+    j["latency_ms"] = median_ms;
+    j["repeat"] = o.repeat;
+    j["compile_s"] = compile_s;
+    j["kernels"] = pl.kernels.size();
+    j["steps"] = pl.steps.size();
+    j["kernels_from_records"] = from_records;
+    j["arena_bytes"] = pl.arena_bytes;
+    j["outputs"] = nlohmann::json::array();
+    for (size_t i = 0; i < pl.outputs.size(); ++i) {
+      nlohmann::json out = {{"name", pl.outputs[i].name}, {"shape", pl.outputs[i].shape}};
+      if (!files.empty()) out["file"] = files[i];
+      j["outputs"].push_back(out);
+    }
+    if (o.profile) {
+      j["profile"] = nlohmann::json::array();
+      for (size_t i : order) {
+        const model::PlanStep& st = pl.steps[i];
+        j["profile"].push_back({{"step", i},
+                                {"workload", pl.kernels[st.kernel]},
+                                {"origin", (*m)->origins()[st.kernel]},
+                                {"nodes", st.nodes},
+                                {"ms", 1e3 * step_s[i] / o.repeat},
+                                {"share", step_total > 0 ? step_s[i] / step_total : 0}});
+      }
+    }
+    fmt::print("{}\n", j.dump());
+    return 0;
+  }
+  fmt::print(
+      "{}: {:.3f} ms (median of {} runs); {} kernels in {} steps ({}), compiled in {:.1f} s\n",
+      o.model, median_ms, o.repeat, pl.kernels.size(), pl.steps.size(), origins, compile_s);
+  for (size_t i = 0; i < pl.outputs.size(); ++i) {
+    fmt::print("  output {} '{}' {}{}\n", i, pl.outputs[i].name, Shape(pl.outputs[i].shape),
+               files.empty() ? "" : " -> " + files[i]);
+  }
+  if (o.profile) {
+    fmt::print("where the time goes (each step alone, median of {} runs):\n", o.repeat);
+    for (size_t r = 0; r < order.size() && r < 15; ++r) {
+      const model::PlanStep& st = pl.steps[order[r]];
+      fmt::print("  {:6.3f} ms {:5.1f}%  {}  [{}]  {}\n", 1e3 * step_s[order[r]] / o.repeat,
+                 100 * step_s[order[r]] / step_total, pl.kernels[st.kernel],
+                 (*m)->origins()[st.kernel], st.nodes.empty() ? "" : st.nodes.front());
+    }
+  }
+  return 0;
+}
+
+int RunModelBuild(const ModelCliOptions& o) {
+  const std::string cmd = "lathe build";
+  int code = 0;
+  std::optional<model::Program> p = LoadProgram(cmd, o, &code);
+  if (!p) return code;
+  if (o.out.empty()) return Fail(cmd, "--out is required", kExitUsage);
+  absl::StatusOr<model::Plan> plan = model::MakePlan(*p);
+  if (!plan.ok()) return Fail(cmd, std::string(plan.status().message()));
+  std::unique_ptr<db::Database> db;
+  if (!o.default_schedules) {
+    if (absl::Status s = OpenModelDatabase(o.db_path, &db); !s.ok()) {
+      return Fail(cmd, std::string(s.message()));
+    }
+  }
+  std::unique_ptr<model::ScheduleSource> schedules = ModelSchedules(db.get());
+  std::vector<std::string> origins;
+  if (absl::Status s = model::BuildModelLibrary(*plan, *schedules, o.out, &origins); !s.ok()) {
+    return Fail(cmd, std::string(s.message()));
+  }
+  fmt::print(
+      "{}: {} kernels in {} steps ({}), {:.1f} MB of weights, {:.1f} MB arena; exports "
+      "lathe_model_run, lathe_model_io\n",
+      o.out, plan->kernels.size(), plan->steps.size(), OriginSummary(origins, nullptr),
+      plan->weights.size() / 1e6, plan->arena_bytes / 1e6);
+  return 0;
+}
+
+void AddModelCommands(CLI::App& app, ModelCommands* c) {
+  c->model = app.add_subcommand("model", "inspect an ONNX model");
+  c->model->require_subcommand(1);
+  c->model_tasks = c->model->add_subcommand(
+      "tasks", "the tunable tasks of a model: workload, weight, FLOP share, nodes");
+  c->model_tasks->add_option("--model", c->tasks.model, "ONNX model file")->required();
+  c->model_tasks->add_option("--input", c->tasks.inputs,
+                             "NAME=SHAPE of an input with dynamic dimensions (repeatable)");
+  c->model_tasks->add_flag("--json", c->tasks.json, "print one JSON object");
+
+  c->run_cmd = app.add_subcommand("run", "compile a model in-process and run it");
+  c->run_cmd->add_option("--model", c->run.model, "ONNX model file")->required();
+  c->run_cmd->add_option("--input", c->run.inputs, "NAME=SHAPE (repeatable)");
+  c->run_cmd->add_option("--db", c->run.db_path,
+                         "tuning database (default: $LATHE_DB or ~/.local/share/lathe/tuning.db)");
+  c->run_cmd->add_option("--feed", c->run.feeds,
+                         "NAME=FILE: raw little-endian float32 data of an input (repeatable; "
+                         "default: deterministic random)");
+  c->run_cmd->add_option("--dump", c->run.dump_dir, "write output i as DIR/i.bin (raw float32)");
+  c->run_cmd->add_option("--repeat", c->run.repeat, "timed runs (default 10); the median is shown");
+  c->run_cmd->add_flag("--json", c->run.json, "print one JSON object");
+  c->run_cmd->add_flag("--default-schedules", c->run.default_schedules,
+                       "use every kernel's default schedule (ignore the database)");
+  c->run_cmd->add_flag("--profile", c->run.profile,
+                       "also time every step alone and show where the time goes");
+}
+
+int DispatchModelCommands(const ModelCommands& c) {
+  if (c.model_tasks && c.model_tasks->parsed()) return RunModelTasks(c.tasks);
+  if (c.run_cmd && c.run_cmd->parsed()) return RunModelRun(c.run);
+  return -1;
+}
+
+bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,
+                    std::vector<std::string>* workloads, std::vector<double>* weights,
+                    std::string* error) {
+  ModelCliOptions o;
+  o.model = model;
+  o.inputs = inputs;
+  absl::StatusOr<std::vector<model::InputShape>> shapes = model::ParseInputShapes(inputs);
+  if (!shapes.ok()) {
+    *error = std::string(shapes.status().message());
+    return false;
+  }
+  absl::StatusOr<model::Graph> g = model::ImportOnnx(model, *shapes);
+  if (!g.ok()) {
+    *error = std::string(g.status().message());
+    return false;
+  }
+  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g));
+  if (!p.ok()) {
+    *error = model + ": " + std::string(p.status().message());
+    return false;
+  }
+  for (const model::Task& t : model::ExtractTasks(*p)) {
+    workloads->push_back(t.workload);
+    weights->push_back(t.weight);
+  }
+  return true;
+}
+
+ModelTasksFile::~ModelTasksFile() {
+  if (!path.empty()) std::remove(path.c_str());
+}
+
+int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
+                     std::vector<std::string>* workloads, std::string* tasks_file,
+                     ModelTasksFile* file) {
+  const std::string cmd = "lathe tune";
+  if (!workloads->empty() || !tasks_file->empty()) {
+    return Fail(cmd, "--model excludes --workload and --tasks", kExitUsage);
+  }
+  std::vector<std::string> specs;
+  std::vector<double> weights;
+  std::string error;
+  if (!ModelTaskLines(model, inputs, &specs, &weights, &error)) {
+    return Fail(cmd, error, kExitUsage);
+  }
+  char tmpl[] = "/tmp/lathe-model-tasks-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) return Fail(cmd, "cannot create a temporary tasks file");
+  ::close(fd);
+  file->path = tmpl;
+  std::ofstream out(file->path, std::ios::trunc);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    out << nlohmann::json{{"workload", specs[i]}, {"weight", weights[i]}}.dump() << "\n";
+  }
+  if (!out) return Fail(cmd, "cannot write " + file->path);
+  *tasks_file = file->path;
+  fmt::print(stderr, "lathe tune: {} tasks of {}\n", specs.size(), model);
+  return 0;
+}
+
+}  // namespace lathe::tools

@@ -1,0 +1,77 @@
+// \file
+// The model subcommands (CONTRACT.md "The CLI"): `lathe model tasks`, `lathe run --model`,
+// `lathe build --model`, and the task list that `lathe tune --model` tunes. Usage and model
+// errors (unreadable or invalid files, unsupported ops, wrong shapes) exit 2 and write nothing.
+#ifndef LATHE_TOOLS_CLI_MODEL_H_
+#define LATHE_TOOLS_CLI_MODEL_H_
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace lathe::tools {
+
+struct ModelCliOptions {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=SHAPE
+  std::string db_path;
+  bool json = false;
+  // run
+  std::vector<std::string> feeds;  // NAME=FILE
+  std::string dump_dir;
+  int repeat = 10;
+  bool profile = false;
+  // build
+  std::string out;
+  // Untuned: every kernel uses its default schedule (the database is not read).
+  bool default_schedules = false;
+};
+
+// `lathe model tasks --model F [--input NAME=SHAPE ...] [--json]`.
+int RunModelTasks(const ModelCliOptions& o);
+// `lathe run --model F ...`: compiles in-process (JIT) and runs.
+int RunModelRun(const ModelCliOptions& o);
+// `lathe build --model F ... --out model.so`.
+int RunModelBuild(const ModelCliOptions& o);
+
+// Adds `lathe model tasks` and `lathe run` to `app`; `Dispatch` runs the one parsed (returns
+// -1 when neither was).
+struct ModelCommands {
+  ModelCliOptions tasks, run;
+  CLI::App* model = nullptr;
+  CLI::App* model_tasks = nullptr;
+  CLI::App* run_cmd = nullptr;
+};
+void AddModelCommands(CLI::App& app, ModelCommands* cmds);
+int DispatchModelCommands(const ModelCommands& cmds);
+
+// A temporary `--tasks` file, removed on destruction.
+class ModelTasksFile {
+ public:
+  ModelTasksFile() = default;
+  ~ModelTasksFile();
+  ModelTasksFile(const ModelTasksFile&) = delete;
+  ModelTasksFile& operator=(const ModelTasksFile&) = delete;
+  std::string path;
+};
+
+// `lathe tune --model F [--input ...]`: writes the model's tasks as a `--tasks` file (JSON
+// lines with weights) for the multi-task tune to read, and points *tasks_file at it. --model
+// excludes --workload and --tasks. Returns 0, or the exit status after printing the error
+// (2 for usage and model errors: nothing is tuned or written).
+int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
+                     std::vector<std::string>* workloads, std::string* tasks_file,
+                     ModelTasksFile* file);
+
+// The tasks of a model as JSON lines {"workload": SPEC, "weight": W} (the `--tasks FILE`
+// form), for `lathe tune --model`; fills *error and returns false on a model error.
+bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,
+                    std::vector<std::string>* workloads, std::vector<double>* weights,
+                    std::string* error);
+
+}  // namespace lathe::tools
+
+#endif  // LATHE_TOOLS_CLI_MODEL_H_

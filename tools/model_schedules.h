@@ -1,0 +1,31 @@
+// \file
+// The schedules the model commands compile kernels with: the best record of the tuning
+// database where one exists, else the default schedule, which is the CPU search space's
+// rule-picked first candidate (a register tile filling the vector registers, outer loops in
+// parallel) or, where the space has none, the untouched schedule. It lives in tools/ because
+// model/ does not depend on the tuner.
+#ifndef LATHE_TOOLS_MODEL_SCHEDULES_H_
+#define LATHE_TOOLS_MODEL_SCHEDULES_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "db/database.h"
+#include "ir/schedule.h"
+#include "model/executor.h"
+
+namespace lathe::tools {
+
+absl::StatusOr<ir::Schedule> DefaultModelSchedule(const ir::Workload& w);
+
+// Opens the database at `path` (empty: the default path) read-only when it exists; a missing
+// database is not an error (*db stays null: every kernel gets its default schedule).
+absl::Status OpenModelDatabase(const std::string& path, std::unique_ptr<db::Database>* db);
+
+// The schedule source of the model commands over `db` (may be null).
+std::unique_ptr<model::ScheduleSource> ModelSchedules(db::Database* db);
+
+}  // namespace lathe::tools
+
+#endif  // LATHE_TOOLS_MODEL_SCHEDULES_H_
