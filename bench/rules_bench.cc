@@ -82,10 +82,12 @@ int Main(int argc, char** argv) {
     if (!only.empty() && !only.count(c.name)) continue;
     absl::StatusOr<baselines::ConvResult> lib = baselines::OnednnConv(c.spec, 2, seconds);
     library_s[c.name] = lib.ok() ? lib->median_s : 0;
-    if (!lib.ok()) std::fprintf(stderr, "%s: oneDNN: %s\n", c.name, lib.status().ToString().c_str());
+    if (!lib.ok())
+      std::fprintf(stderr, "%s: oneDNN: %s\n", c.name, lib.status().ToString().c_str());
   }
-  std::printf("| workload | oneDNN us | best rule us | ratio | first rule us | ratio | rules "
-              "(us, in the space's order) |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| workload | oneDNN us | best rule us | ratio | first rule us | ratio | rules "
+      "(us, in the space's order) |\n|---|---|---|---|---|---|---|\n");
   std::vector<double> first_ratios, best_ratios;
   for (const ConvCase& c : ConvSet()) {
     if (!only.empty() && !only.count(c.name)) continue;
@@ -135,9 +137,10 @@ int Main(int argc, char** argv) {
     for (double x : v) s += std::log(x);
     return v.empty() ? 0 : std::exp(s / v.size());
   };
-  std::printf("\nratio = oneDNN latency / lathe latency (> 1: lathe faster); geometric mean: best "
-              "rule %.2f, first rule %.2f\n",
-              geomean(best_ratios), geomean(first_ratios));
+  std::printf(
+      "\nratio = oneDNN latency / lathe latency (> 1: lathe faster); geometric mean: best "
+      "rule %.2f, first rule %.2f\n",
+      geomean(best_ratios), geomean(first_ratios));
   return 0;
 }
 

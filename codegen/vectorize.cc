@@ -2,6 +2,7 @@
 // widen to vectors, and guards that depend on the lane become store and load masks.
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -142,6 +143,11 @@ class Vectorizer {
   // buffers whatever the guard says, runs unguarded with the guard (`scalar` and `vec`
   // conjuncts) as a lane mask: the rows past the tensor's edge compute garbage that nobody
   // reads, and the tile stays in registers (a branch around it keeps it in memory).
+  //
+  // A guard on a variable the stored position does not depend on (a reduce loop's tail)
+  // masks an update of an element that is read: folded, the update must leave it as it was.
+  // Only a sum whose added term is a product of a masked load does (a masked load reads 0); a
+  // max of a masked load would take 0 in.
   std::optional<Stmt> FoldGuard(const Expr& scalar, const Expr& vec, const Stmt& body,
                                 const Expr& mask) {
     Expr m = Broadcast(scalar, lanes());
@@ -149,8 +155,74 @@ class Vectorizer {
     if (mask) m = And(mask, m);
     auto folded = VecStmt(body, m);
     RangeMap inner = ranges_;
-    if (folded && *folded && Predicable(*folded, inner)) return folded;
-    return std::nullopt;
+    if (!folded || !*folded || !Predicable(*folded, inner)) return std::nullopt;
+    std::unordered_map<const ExprNode*, bool> guard_vars;
+    Visit(scalar, [&](const Expr& x) {
+      if (x->kind == ExprKind::kVar) guard_vars[x.get()] = true;
+    });
+    if (!UpdatesKeepMaskedElements(*folded, guard_vars)) return std::nullopt;
+    return folded;
+  }
+
+  // True when every store of `s` either writes a position that depends on all the guard's
+  // variables (the masked lanes are positions nobody reads), or a value that does not depend
+  // on them, or adds to its own element a product with a masked load (the masked lanes add 0).
+  static bool UpdatesKeepMaskedElements(
+      const Stmt& s, const std::unordered_map<const ExprNode*, bool>& guard_vars) {
+    if (!s) return true;
+    switch (s->kind) {
+      case StmtKind::kStore: {
+        bool spatial = true;
+        for (const auto& [v, unused] : guard_vars) {
+          spatial = spatial && UsesVar(s->index, v);
+        }
+        if (spatial) return true;
+        const Expr& val = s->value;
+        // The same value whatever the guard's variables (a tile's initial value): storing it
+        // again is harmless.
+        bool invariant = true;
+        for (const auto& [v, unused] : guard_vars) invariant = invariant && !UsesVar(val, v);
+        bool reads_self = false;
+        Visit(val, [&](const Expr& x) {
+          reads_self =
+              reads_self || (x->kind == ExprKind::kLoad && x->buffer.get() == s->buffer.get());
+        });
+        if (invariant && !reads_self) return true;
+        if (val->kind != ExprKind::kAdd) return false;
+        for (int side = 0; side < 2; ++side) {
+          const Expr& self = val->operands[side];
+          const Expr& term = val->operands[1 - side];
+          if (self->kind != ExprKind::kLoad || self->buffer.get() != s->buffer.get() ||
+              !StructEqual(self->operands[0], s->index)) {
+            continue;
+          }
+          if (ProductWithMaskedLoad(term)) return true;
+        }
+        return false;
+      }
+      case StmtKind::kFor:
+        return UpdatesKeepMaskedElements(s->body, guard_vars);
+      case StmtKind::kIfThenElse:
+        return UpdatesKeepMaskedElements(s->body, guard_vars) &&
+               UpdatesKeepMaskedElements(s->else_body, guard_vars);
+      case StmtKind::kSeq:
+        for (const Stmt& x : s->seq) {
+          if (!UpdatesKeepMaskedElements(x, guard_vars)) return false;
+        }
+        return true;
+      case StmtKind::kAllocate:
+        return false;
+    }
+    return false;
+  }
+
+  // A product (of any depth) one of whose factors is a predicated vector load.
+  static bool ProductWithMaskedLoad(const Expr& e) {
+    if (e->kind == ExprKind::kLoad) return e->operands.size() > 1 && e->type.lanes > 1;
+    if (e->kind == ExprKind::kMul) {
+      return ProductWithMaskedLoad(e->operands[0]) || ProductWithMaskedLoad(e->operands[1]);
+    }
+    return false;
   }
 
   // True when `s` stores only unmasked (local, in-bounds) and every scalar load in it is

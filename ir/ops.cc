@@ -128,6 +128,16 @@ std::vector<Tensor> EpilogueInputs(const EpilogueExpr& e, int64_t channels,
 Tensor EpilogueStage(const std::string& name, const Tensor& main, const EpilogueExpr& e,
                      const std::vector<Tensor>& inputs, int channel_dim,
                      std::vector<std::string> axis_names) {
+  return EpilogueStage(
+      name, main, e, inputs,
+      [channel_dim](const std::vector<Expr>& idx) { return idx[channel_dim]; },
+      std::move(axis_names));
+}
+
+Tensor EpilogueStage(const std::string& name, const Tensor& main, const EpilogueExpr& e,
+                     const std::vector<Tensor>& inputs,
+                     const std::function<Expr(const std::vector<Expr>&)>& channel,
+                     std::vector<std::string> axis_names) {
   return Compute(
       name, main->shape,
       [&](const std::vector<Expr>& idx) {
@@ -135,12 +145,24 @@ Tensor EpilogueStage(const std::string& name, const Tensor& main, const Epilogue
           for (const Tensor& t : inputs) {
             if (t->name != StepName(k)) continue;
             if (k == StepKind::kRes) return Read(t, idx);
-            return Read(t, {idx[channel_dim]});
+            return Read(t, {channel(idx)});
           }
           return FloatImm(0.0);
         });
       },
       "elementwise", std::move(axis_names));
+}
+
+absl::StatusOr<int64_t> LayoutBlock(const std::string& layout) {
+  if (layout == "nchw" || layout == "nhwc") return 0;
+  int64_t block = 0;
+  if (layout.size() > 5 && layout.rfind("nchw", 0) == 0 && layout.back() == 'c' &&
+      absl::SimpleAtoi(layout.substr(4, layout.size() - 5), &block) && block >= 1 &&
+      block <= 1024) {
+    return block;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown layout '", layout, "' (expected nchw, nhwc or nchw{x}c, e.g. nchw16c)"));
 }
 
 }  // namespace internal
@@ -187,8 +209,9 @@ Tensor PadStage(const Tensor& x, const Window2d& win, bool nhwc, double fill, in
         return Select(And(InRange(hh, h), InRange(ww, w)), Read(x, src), F(fill));
       },
       "pad",
-      nhwc ? std::vector<std::string>{"n", "h", "w", "c"}
-           : std::vector<std::string>{"n", "c", "h", "w"});
+      nhwc                   ? std::vector<std::string>{"n", "h", "w", "c"}
+      : x->shape.size() == 5 ? std::vector<std::string>{"n", "c", "h", "w", "cv"}
+                             : std::vector<std::string>{"n", "c", "h", "w"});
   tensors->push_back(in);
   return in;
 }
@@ -248,10 +271,16 @@ absl::StatusOr<Conv2dParams> GetConv2dParams(const WorkloadSpec& spec) {
   LATHE_ASSIGN_OR_RETURN(p.groups, GetInt(spec, "groups"));
   std::string layout;
   LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
-  if (layout != "nchw" && layout != "nhwc") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown layout '", layout, "'"));
-  }
+  LATHE_ASSIGN_OR_RETURN(p.cblock, internal::LayoutBlock(layout));
   p.nhwc = layout == "nhwc";
+  if (spec.params.count("kblock") != 0) {
+    if (!p.blocked()) {
+      return absl::InvalidArgumentError("kblock needs a blocked layout (nchw{x}c)");
+    }
+    LATHE_ASSIGN_OR_RETURN(p.kblock, GetInt(spec, "kblock"));
+  } else {
+    p.kblock = p.cblock;
+  }
   LATHE_ASSIGN_OR_RETURN(p.epilogue, internal::GetEpilogue(spec));
   return p;
 }
@@ -291,9 +320,7 @@ absl::StatusOr<Pool2dParams> GetPool2dParams(const WorkloadSpec& spec) {
   std::string layout, kind;
   LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
   LATHE_ASSIGN_OR_RETURN(kind, GetStr(spec, "kind"));
-  if (layout != "nchw" && layout != "nhwc") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown layout '", layout, "'"));
-  }
+  LATHE_ASSIGN_OR_RETURN(p.block, internal::LayoutBlock(layout));
   if (kind != "max" && kind != "avg") {
     return absl::InvalidArgumentError(absl::StrCat("unknown pool kind '", kind, "'"));
   }
@@ -385,7 +412,69 @@ OpDefinition MatmulOp(const MatmulParams& p) {
   return def;
 }
 
+// conv2d in the blocked layout nchw{x}c (see the header).
+OpDefinition Conv2dBlockedOp(const Conv2dParams& p) {
+  const bool has_epilogue = !p.epilogue.empty();
+  const int64_t x = p.cblock, y = p.kblock;
+  const int64_t oh = p.oh(), ow = p.ow();
+  const bool dw = p.depthwise();
+  OpDefinition def;
+  Tensor in0 = Placeholder("X", {p.n, p.c / x, p.h, p.w, x});
+  Tensor wt = dw ? Placeholder("W", {p.k / y, p.r, p.s, y})
+                 : Placeholder("W", {p.k / y, p.c / x, p.r, p.s, x, y});
+  std::vector<int64_t> out_shape = {p.n, p.k / y, oh, ow, y};
+  std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.k, out_shape);
+  def.args = {in0, wt};
+  def.tensors = {in0, wt};
+  for (const Tensor& t : extra) {
+    def.args.push_back(t);
+    def.tensors.push_back(t);
+  }
+  Tensor in = PadStage(in0, p, /*nhwc=*/false, 0.0, p.h, p.w, &def.tensors);
+  IterVar rc = MakeIterVar("rc", p.c / x, /*reduce=*/true);
+  IterVar ry = MakeIterVar("ry", p.r, /*reduce=*/true);
+  IterVar rx = MakeIterVar("rx", p.s, /*reduce=*/true);
+  IterVar rv = MakeIterVar("rv", x, /*reduce=*/true);
+  auto in_pos = [&](const Expr& o, const IterVar& r, int64_t stride, int64_t dilation) {
+    Expr base = stride == 1 ? o : Mul(o, I(stride));
+    Expr off = dilation == 1 ? r->var : Mul(r->var, I(dilation));
+    return Add(base, off);
+  };
+  std::vector<std::string> axis_names = {"n", "k", "y", "x", "kv"};
+  Tensor conv = Compute(
+      has_epilogue ? "conv2d" : "Y", out_shape,
+      [&](const std::vector<Expr>& idx) {
+        const Expr &nn = idx[0], &kb = idx[1], &yy = idx[2], &xx = idx[3], &kv = idx[4];
+        const Expr iy = in_pos(yy, ry, p.stride_h, p.dilation_h);
+        const Expr ix = in_pos(xx, rx, p.stride_w, p.dilation_w);
+        if (dw) {
+          // Channel kb*y + kv reads input channel kb*y + kv: same block, same lane (x == y).
+          return Sum(Mul(Read(in, {nn, kb, iy, ix, kv}), Read(wt, {kb, ry->var, rx->var, kv})),
+                     {ry, rx});
+        }
+        return Sum(Mul(Read(in, {nn, rc->var, iy, ix, rv->var}),
+                       Read(wt, {kb, rc->var, ry->var, rx->var, rv->var, kv})),
+                   {rc, ry, rx, rv});
+      },
+      "reduction", axis_names);
+  def.tensors.push_back(conv);
+  Tensor out = conv;
+  if (has_epilogue) {
+    out = EpilogueStage(
+        "Y", conv, p.epilogue, extra,
+        [y](const std::vector<Expr>& idx) { return Add(Mul(idx[1], I(y)), idx[4]); }, axis_names);
+    def.tensors.push_back(out);
+  }
+  def.args.push_back(out);
+  const double outputs = Product(out->shape);
+  const int64_t cpg = p.c / p.groups;
+  def.flops =
+      2.0 * outputs * static_cast<double>(cpg * p.r * p.s) + EpilogueFlops(p.epilogue, outputs);
+  return def;
+}
+
 OpDefinition Conv2dOp(const Conv2dParams& p) {
+  if (p.blocked()) return Conv2dBlockedOp(p);
   const bool has_epilogue = !p.epilogue.empty();
   const int64_t cpg = p.c / p.groups;  // input channels per group
   const int64_t kpg = p.k / p.groups;  // output channels per group
@@ -527,8 +616,9 @@ OpDefinition ConvTransposeOp(const ConvTransposeParams& p) {
 OpDefinition Pool2dOp(const Pool2dParams& p) {
   const int64_t oh = p.oh(), ow = p.ow();
   OpDefinition def;
-  Tensor x =
-      p.nhwc ? Placeholder("X", {p.n, p.h, p.w, p.c}) : Placeholder("X", {p.n, p.c, p.h, p.w});
+  Tensor x = p.block > 0 ? Placeholder("X", {p.n, p.c / p.block, p.h, p.w, p.block})
+             : p.nhwc    ? Placeholder("X", {p.n, p.h, p.w, p.c})
+                         : Placeholder("X", {p.n, p.c, p.h, p.w});
   def.args = {x};
   def.tensors = {x};
   const int hd = p.nhwc ? 1 : 2, wd = hd + 1;
@@ -546,10 +636,14 @@ OpDefinition Pool2dOp(const Pool2dParams& p) {
     Expr lo = Sub(Mul(o, I(stride)), I(pad));
     return Sub(Min(Add(lo, I(r)), I(extent)), Max(lo, I(0)));
   };
-  std::vector<int64_t> out_shape =
-      p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.c} : std::vector<int64_t>{p.n, p.c, oh, ow};
-  std::vector<std::string> axis_names = p.nhwc ? std::vector<std::string>{"n", "y", "x", "c"}
-                                               : std::vector<std::string>{"n", "c", "y", "x"};
+  std::vector<int64_t> out_shape = p.block > 0
+                                       ? std::vector<int64_t>{p.n, p.c / p.block, oh, ow, p.block}
+                                   : p.nhwc ? std::vector<int64_t>{p.n, oh, ow, p.c}
+                                            : std::vector<int64_t>{p.n, p.c, oh, ow};
+  std::vector<std::string> axis_names = p.block > 0
+                                            ? std::vector<std::string>{"n", "c", "y", "x", "cv"}
+                                        : p.nhwc ? std::vector<std::string>{"n", "y", "x", "c"}
+                                                 : std::vector<std::string>{"n", "c", "y", "x"};
   const bool divide_after = !p.max && !p.count_include_pad && p.has_pad();
   Tensor y = Compute(
       divide_after ? "pool_sum" : "Y", out_shape,

@@ -17,7 +17,14 @@
 //                 nhwc: X[n,h,w,c], W[r,s,c/g,k] -> Y[n,oh,ow,k]
 //                 "pad"(n, h, w, c); "conv2d"(n, y, x, k; reduce ry, rx, rc).
 //                 Epilogue stage "Y" as for matmul (or the reduction is "Y").
-//   pool2d        X[n,c,h,w] -> Y[n,c,oh,ow] (nhwc: X[n,h,w,c] -> Y[n,oh,ow,c])
+//                 nchw{x}c (blocked; TVM's NCHWc): X[n,c/x,h,w,x], W[k/y,c/x,r,s,x,y] ->
+//                 Y[n,k/y,oh,ow,y] with y = kblock (default x); "pad"(n, c, h, w, cv);
+//                 "conv2d"(n, k, y, x, kv; reduce rc, ry, rx, rv): rc the input channel blocks,
+//                 rv the channels within one. Depthwise (groups = c = k, y = x):
+//                 W[k/y,r,s,y], reduce ry, rx only. The epilogue's bias/scale read channel
+//                 k*y + kv; a residual is blocked like Y.
+//   pool2d        X[n,c,h,w] -> Y[n,c,oh,ow] (nhwc: X[n,h,w,c] -> Y[n,oh,ow,c];
+//                 nchw{x}c: X[n,c/x,h,w,x] -> Y[n,c/x,oh,ow,x], "Y"(n, c, y, x, cv))
 //                 "pad" only when pad > 0 (-inf outside X for max, 0 for avg);
 //                 "Y"(n, c, y, x; reduce ry, rx) (nhwc: n, y, x, c).
 //                 max: the maximum over the in-bounds elements of the window (the spec
@@ -82,6 +89,10 @@ struct Conv2dParams : Window2d {
   int64_t n = 1, c = 1, h = 1, w = 1, k = 1, r = 1, s = 1;
   int64_t groups = 1;
   bool nhwc = false;
+  // Blocked layout nchw{cblock}c (0: not blocked); output channels in blocks of kblock.
+  int64_t cblock = 0, kblock = 0;
+  bool blocked() const { return cblock > 0; }
+  bool depthwise() const { return groups > 1 && groups == c && groups == k; }
   EpilogueExpr epilogue;
 
   // Output extents by the CONTRACT.md formula; may be <= 0 for impossible shapes.
@@ -109,6 +120,7 @@ struct Pool2dParams : Window2d {
   int64_t n = 1, c = 1, h = 1, w = 1, r = 1, s = 1;
   bool max = true;  // false: average
   bool nhwc = false;
+  int64_t block = 0;  // blocked layout nchw{block}c (0: not blocked)
   // avg: divide by the window size (true) or by the in-bounds elements only (false).
   bool count_include_pad = true;
 

@@ -6,6 +6,7 @@
 #define LATHE_IR_OPS_INTERNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -42,6 +43,9 @@ absl::StatusOr<std::vector<int64_t>> ParsePads(absl::string_view text, absl::str
 // Reads stride, pad and dilation of a spec (dilation only when the op has it).
 absl::Status GetWindow(const WorkloadSpec& spec, Window2d* win);
 absl::StatusOr<EpilogueExpr> GetEpilogue(const WorkloadSpec& spec);
+// The channel block of a layout: 0 for "nchw" and "nhwc", x for "nchw{x}c"; InvalidArgument
+// naming the layout for anything else.
+absl::StatusOr<int64_t> LayoutBlock(const std::string& layout);
 
 std::string DimsText(const std::vector<int64_t>& dims);  // {1,3} -> "1x3"
 double Product(const std::vector<int64_t>& shape);
@@ -54,6 +58,12 @@ std::vector<Tensor> EpilogueInputs(const EpilogueExpr& e, int64_t channels,
 // and scale index. `inputs` as returned by EpilogueInputs.
 Tensor EpilogueStage(const std::string& name, const Tensor& main, const EpilogueExpr& e,
                      const std::vector<Tensor>& inputs, int channel_dim,
+                     std::vector<std::string> axis_names);
+// The same, bias and scale indexed by `channel` of the output index (blocked layouts: the
+// channel of block b, lane v is b * block + v).
+Tensor EpilogueStage(const std::string& name, const Tensor& main, const EpilogueExpr& e,
+                     const std::vector<Tensor>& inputs,
+                     const std::function<Expr(const std::vector<Expr>&)>& channel,
                      std::vector<std::string> axis_names);
 
 // The reference of the elementwise and data-movement ops (reference_elementwise.cc); sets

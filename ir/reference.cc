@@ -193,6 +193,83 @@ void ConvTranspose(const ConvTransposeParams& p, std::span<float* const> args) {
   }
 }
 
+// The NCHW copy of a blocked [n, c/b, h, w, b] tensor.
+std::vector<float> Unblock(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t b) {
+  std::vector<float> out(static_cast<size_t>(n * c * h * w));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t yy = 0; yy < h * w; ++yy) {
+        out[((i * c + ch) * h * w) + yy] = x[(((i * (c / b) + ch / b) * h * w) + yy) * b + ch % b];
+      }
+    }
+  }
+  return out;
+}
+
+// Writes the NCHW tensor `x` into `out` in the blocked layout [n, c/b, h, w, b].
+void Reblock(const std::vector<float>& x, float* out, int64_t n, int64_t c, int64_t h, int64_t w,
+             int64_t b) {
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t yy = 0; yy < h * w; ++yy) {
+        out[(((i * (c / b) + ch / b) * h * w) + yy) * b + ch % b] = x[((i * c + ch) * h * w) + yy];
+      }
+    }
+  }
+}
+
+void Conv2dNchw(const Conv2dParams& p, std::span<float* const> args);
+
+// A blocked convolution: its tensors unblocked, the NCHW reference, the output blocked again.
+void Conv2dBlocked(const Conv2dParams& p, std::span<float* const> args) {
+  const int64_t x = p.cblock, y = p.kblock, oh = p.oh(), ow = p.ow();
+  Conv2dParams q = p;
+  q.cblock = q.kblock = 0;
+  std::vector<float> in = Unblock(args[0], p.n, p.c, p.h, p.w, x);
+  const int64_t cpg = p.c / p.groups;
+  std::vector<float> wt(static_cast<size_t>(p.k * cpg * p.r * p.s));
+  for (int64_t k = 0; k < p.k; ++k) {
+    for (int64_t c = 0; c < cpg; ++c) {
+      for (int64_t t = 0; t < p.r * p.s; ++t) {
+        const int64_t src =
+            p.depthwise()
+                ? ((k / y) * p.r * p.s + t) * y + k % y
+                : ((((k / y) * (p.c / x) + c / x) * p.r * p.s + t) * x + c % x) * y + k % y;
+        wt[(k * cpg + c) * p.r * p.s + t] = args[1][src];
+      }
+    }
+  }
+  std::vector<float> out(static_cast<size_t>(p.n * p.k * oh * ow));
+  std::vector<std::vector<float>> res;  // residual inputs, unblocked
+  std::vector<float*> nchw = {in.data(), wt.data()};
+  size_t i = 2;
+  for (StepKind k : p.epilogue.TensorSteps()) {
+    if (k == StepKind::kRes) {
+      res.push_back(Unblock(args[i], p.n, p.k, oh, ow, y));
+      nchw.push_back(res.back().data());
+    } else {
+      nchw.push_back(args[i]);
+    }
+    ++i;
+  }
+  nchw.push_back(out.data());
+  Conv2dNchw(q, nchw);
+  Reblock(out, args.back(), p.n, p.k, oh, ow, y);
+}
+
+void Pool2d(const Pool2dParams& p, std::span<float* const> args);
+
+// A blocked pooling: the same through NCHW.
+void Pool2dBlocked(const Pool2dParams& p, std::span<float* const> args) {
+  Pool2dParams q = p;
+  q.block = 0;
+  std::vector<float> in = Unblock(args[0], p.n, p.c, p.h, p.w, p.block);
+  std::vector<float> out(static_cast<size_t>(p.n * p.c * p.oh() * p.ow()));
+  std::vector<float*> nchw = {in.data(), out.data()};
+  Pool2d(q, nchw);
+  Reblock(out, args.back(), p.n, p.c, p.oh(), p.ow(), p.block);
+}
+
 void Pool2d(const Pool2dParams& p, std::span<float* const> args) {
   const float* x = args[0];
   float* y = args.back();
@@ -289,7 +366,9 @@ absl::Status ComputeReference(const Workload& w, std::span<float* const> args) {
   if (spec.op == "conv2d") {
     absl::StatusOr<Conv2dParams> p = GetConv2dParams(spec);
     if (!p.ok()) return p.status();
-    if (p->nhwc) {
+    if (p->blocked()) {
+      Conv2dBlocked(*p, args);
+    } else if (p->nhwc) {
       Conv2dNhwc(*p, args);
     } else {
       Conv2dNchw(*p, args);
@@ -299,7 +378,11 @@ absl::Status ComputeReference(const Workload& w, std::span<float* const> args) {
   if (spec.op == "pool2d") {
     absl::StatusOr<Pool2dParams> p = GetPool2dParams(spec);
     if (!p.ok()) return p.status();
-    Pool2d(*p, args);
+    if (p->block > 0) {
+      Pool2dBlocked(*p, args);
+    } else {
+      Pool2d(*p, args);
+    }
     return absl::OkStatus();
   }
   if (spec.op == "softmax") {

@@ -52,6 +52,9 @@ struct OpDef {
 };
 
 const std::vector<std::string> kLayouts = {"nchw", "nhwc"};
+// Convolutions and pooling also take blocked layouts: nchw{x}c, channels in blocks of x.
+const std::vector<std::string> kBlockedLayouts = {"nchw",   "nhwc",    "nchw2c",  "nchw4c",
+                                                  "nchw8c", "nchw16c", "nchw32c", "nchw64c"};
 const std::vector<std::string> kBools = {"0", "1"};
 
 const std::vector<OpDef>& OpDefs() {
@@ -84,8 +87,9 @@ const std::vector<OpDef>& OpDefs() {
         {"pad", KeyKind::kPads, "0"},
         {"dilation", KeyKind::kPair, "1"},
         {"groups", KeyKind::kPositive, "1"},
-        {"layout", KeyKind::kChoice, "nchw", kLayouts},
-        {"epilogue", KeyKind::kEpilogue, "none"}}},
+        {"layout", KeyKind::kChoice, "nchw", kBlockedLayouts},
+        {"epilogue", KeyKind::kEpilogue, "none"},
+        {"kblock", KeyKind::kPositive, nullptr, {}, false, true}}},
       {"conv2d_transpose",
        {{"n", KeyKind::kPositive, nullptr},
         {"c", KeyKind::kPositive, nullptr},
@@ -110,7 +114,7 @@ const std::vector<OpDef>& OpDefs() {
         {"stride", KeyKind::kPair, "1"},
         {"pad", KeyKind::kPads, "0"},
         {"kind", KeyKind::kChoice, "max", {"max", "avg"}},
-        {"layout", KeyKind::kChoice, "nchw", kLayouts},
+        {"layout", KeyKind::kChoice, "nchw", kBlockedLayouts},
         {"count_include_pad", KeyKind::kChoice, "1", kBools, true}}},
       {"softmax",
        {{"m", KeyKind::kPositive, nullptr},
@@ -470,6 +474,34 @@ absl::Status ValidateShapes(const WorkloadSpec& spec) {
     }
     const int64_t ph = p.h + p.pad_t + p.pad_b, pw = p.w + p.pad_l + p.pad_r;
     const int64_t cpg = p.c / p.groups;
+    if (p.blocked()) {
+      const int64_t x = p.cblock, y = p.kblock;
+      const std::string layout = spec.Str("layout");
+      if (p.c % x != 0) {
+        return Invalid(op,
+                       absl::StrCat("c=", p.c, " is not a multiple of the block ", x, " of layout ",
+                                    layout, "; choose a block that divides the channels"));
+      }
+      if (p.k % y != 0) {
+        return Invalid(op, absl::StrCat("k=", p.k, " is not a multiple of the output block ", y,
+                                        "; choose a kblock that divides the output channels"));
+      }
+      if (p.groups > 1 && !(p.depthwise() && x == y)) {
+        return Invalid(op, absl::StrCat("groups=", p.groups, " in layout ", layout,
+                                        ": a blocked grouped convolution must be depthwise "
+                                        "(groups = c = k) with kblock equal to the block"));
+      }
+      if (p.depthwise()) {
+        return CheckSizes(op, {{"X", {p.n, p.c / x, p.h, p.w, x}},
+                               {"pad", {p.n, p.c / x, ph, pw, x}},
+                               {"W", {p.k / y, p.r, p.s, y}},
+                               {"Y", {p.n, p.k / y, oh, ow, y}}});
+      }
+      return CheckSizes(op, {{"X", {p.n, p.c / x, p.h, p.w, x}},
+                             {"pad", {p.n, p.c / x, ph, pw, x}},
+                             {"W", {p.k / y, p.c / x, p.r, p.s, x, y}},
+                             {"Y", {p.n, p.k / y, oh, ow, y}}});
+    }
     if (p.nhwc) {
       return CheckSizes(op, {{"X", {p.n, p.h, p.w, p.c}},
                              {"pad", {p.n, ph, pw, p.c}},
@@ -499,6 +531,16 @@ absl::Status ValidateShapes(const WorkloadSpec& spec) {
                      "output width is not positive " + WindowText(spec, "w", p->w, "s", p->s));
     }
     const int64_t ph = p->h + p->pad_t + p->pad_b, pw = p->w + p->pad_l + p->pad_r;
+    if (p->block > 0) {
+      if (p->c % p->block != 0) {
+        return Invalid("pool2d", absl::StrCat("c=", p->c, " is not a multiple of the block ",
+                                              p->block, " of layout ", spec.Str("layout")));
+      }
+      const int64_t b = p->block;
+      return CheckSizes("pool2d", {{"X", {p->n, p->c / b, p->h, p->w, b}},
+                                   {"pad", {p->n, p->c / b, ph, pw, b}},
+                                   {"Y", {p->n, p->c / b, p->oh(), p->ow(), b}}});
+    }
     if (p->nhwc) {
       return CheckSizes("pool2d", {{"X", {p->n, p->h, p->w, p->c}},
                                    {"pad", {p->n, ph, pw, p->c}},

@@ -60,6 +60,15 @@ inline const std::vector<std::string>& ModelOpTestSpecs() {
       "resize:n=1,c=3,h=5,w=6,oh=10,ow=12,mode=nearest,coord=asymmetric,nearest=floor",
       "resize:n=1,c=2,h=5,w=6,oh=9,ow=11,mode=linear",
       "reduce:shape=3x4x18,axes=2,kind=mean",
+      // Blocked layouts (nchw{x}c; kblock: the output channels' block).
+      "conv2d:n=1,c=8,h=7,w=6,k=8,r=3,s=3,pad=1,layout=nchw4c",
+      "conv2d:n=2,c=4,h=9,w=8,k=6,r=3,s=2,stride=2,pad=1,dilation=2x1,layout=nchw2c,kblock=3,"
+      "epilogue=bias_relu_res",
+      "conv2d:n=1,c=8,h=9,w=9,k=8,r=5,s=5,stride=2,pad=2,groups=8,layout=nchw4c,"
+      "epilogue=bias_hswish",
+      "conv2d:n=1,c=16,h=5,w=5,k=8,r=1,s=1,layout=nchw8c,kblock=4,epilogue=scale_bias",
+      "pool2d:n=1,c=8,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw4c",
+      "pool2d:n=2,c=6,h=6,w=5,r=2,s=2,stride=2,kind=avg,layout=nchw2c",
   };
   return kOps;
 }

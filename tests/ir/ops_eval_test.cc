@@ -328,6 +328,10 @@ TEST(OpsEvalTest, ModelOps) {
            "conv2d:n=1,c=4,h=6,w=5,k=4,r=3,s=3,pad=1x1x0x2,groups=4,dilation=2x1,"
            "epilogue=scale_bias_hsig0.2:0.5",
            "conv2d:n=1,c=3,h=4,w=4,k=2,r=1,s=1,epilogue=bias_gelu",
+           "conv2d:n=1,c=4,h=5,w=6,k=6,r=3,s=2,stride=2x1,pad=1,layout=nchw2c,kblock=3,"
+           "epilogue=bias_res",
+           "conv2d:n=1,c=4,h=6,w=5,k=4,r=3,s=3,pad=1,groups=4,dilation=2,layout=nchw2c",
+           "pool2d:n=1,c=4,h=7,w=6,r=3,s=2,stride=2,pad=1,kind=avg,layout=nchw2c",
            "conv2d:n=1,c=3,h=4,w=4,k=2,r=1,s=1,epilogue=swish_mul0.5_add-1_div3",
            "conv2d_transpose:n=1,c=3,h=3,w=4,k=2,r=2,s=2,stride=2,epilogue=bias_sigmoid",
            "conv2d_transpose:n=1,c=4,h=3,w=3,k=4,r=3,s=3,stride=2,pad=1,output_padding=1,groups=2",

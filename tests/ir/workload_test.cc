@@ -211,6 +211,41 @@ TEST(WorkloadTest, ConvShapesFollowTheContract) {
   EXPECT_EQ(v->output()->shape, (std::vector<int64_t>{2, 3, 5, 6}));
 }
 
+TEST(WorkloadTest, BlockedLayoutsHaveTheirShapesAndRefuseBlocksThatDoNotDivide) {
+  absl::StatusOr<Workload> w = MakeWorkload(
+      "conv2d:n=2,c=32,h=7,w=9,k=48,r=3,s=3,pad=1,layout=nchw16c,kblock=8,epilogue=bias_res");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->args[0]->shape, (std::vector<int64_t>{2, 2, 7, 9, 16}));
+  EXPECT_EQ(w->args[1]->shape, (std::vector<int64_t>{6, 2, 3, 3, 16, 8}));
+  EXPECT_EQ(w->args[2]->shape, (std::vector<int64_t>{48}));             // bias
+  EXPECT_EQ(w->args[3]->shape, (std::vector<int64_t>{2, 6, 7, 9, 8}));  // res
+  EXPECT_EQ(w->output()->shape, (std::vector<int64_t>{2, 6, 7, 9, 8}));
+  // kblock defaults to the layout's block and is then left out of the canonical form.
+  EXPECT_EQ(Canonical("conv2d:n=1,c=16,h=4,w=4,k=16,r=1,s=1,layout=nchw8c"),
+            "conv2d:c=16,dilation=1,epilogue=none,groups=1,h=4,k=16,layout=nchw8c,n=1,pad=0,r=1,"
+            "s=1,stride=1,w=4");
+  absl::StatusOr<Workload> dw =
+      MakeWorkload("conv2d:n=1,c=32,h=8,w=8,k=32,r=3,s=3,pad=1,groups=32,layout=nchw16c");
+  ASSERT_TRUE(dw.ok()) << dw.status();
+  EXPECT_EQ(dw->args[1]->shape, (std::vector<int64_t>{2, 3, 3, 16}));
+  absl::StatusOr<Workload> pool =
+      MakeWorkload("pool2d:n=1,c=16,h=8,w=8,r=2,s=2,stride=2,layout=nchw8c");
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_EQ(pool->output()->shape, (std::vector<int64_t>{1, 2, 4, 4, 8}));
+
+  EXPECT_THAT(Error("conv2d:n=1,c=40,h=8,w=8,k=16,r=3,s=3,layout=nchw16c"),
+              HasSubstr("c=40 is not a multiple of the block 16 of layout nchw16c"));
+  EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=40,r=3,s=3,layout=nchw16c"),
+              HasSubstr("k=40 is not a multiple of the output block 16"));
+  EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,kblock=8"),
+              HasSubstr("kblock needs a blocked layout"));
+  EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,groups=2,layout=nchw8c"),
+              HasSubstr("must be depthwise"));
+  EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,layout=nchw12c"), HasSubstr("layout"));
+  EXPECT_THAT(Error("pool2d:n=1,c=12,h=8,w=8,r=2,s=2,layout=nchw8c"),
+              HasSubstr("c=12 is not a multiple of the block 8"));
+}
+
 TEST(WorkloadTest, MakeWorkloadRevalidatesHandBuiltSpecs) {
   WorkloadSpec spec;
   spec.op = "matmul";

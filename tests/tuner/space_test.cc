@@ -108,6 +108,39 @@ TEST(SpaceHeuristicTest, ConvGetsTheChannelVectorKernelFirst) {
   EXPECT_TRUE(x_vector_kernel);
 }
 
+// The rule-picked candidates (what a tuning run measures first and what a model is built with
+// before any tuning) build and agree with the reference for an AVX2 and an AVX-512 target
+// description alike, on the kinds of convolution models bring (plain and blocked layouts,
+// strided, dilated, depthwise, 1x1, fused epilogues). The host compiles what each describes.
+TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
+  const std::vector<std::string> specs = {
+      "conv2d:n=1,c=32,h=10,w=12,k=32,r=3,s=3,pad=1",
+      "conv2d:n=1,c=32,h=9,w=9,k=48,r=1,s=1,epilogue=bias_relu",
+      "conv2d:n=2,c=8,h=15,w=15,k=40,r=5,s=3,stride=2,pad=1,dilation=2",
+      "conv2d:n=1,c=3,h=23,w=23,k=16,r=7,s=7,stride=2,pad=3",
+      "conv2d:n=1,c=32,h=14,w=14,k=32,r=3,s=3,stride=2,pad=1,groups=32",
+      "conv2d:n=1,c=32,h=10,w=10,k=32,r=3,s=3,pad=1,layout=nchw16c,epilogue=bias_relu_res",
+      "conv2d:n=1,c=32,h=9,w=11,k=16,r=1,s=1,layout=nchw8c",
+      "conv2d:n=1,c=32,h=12,w=12,k=32,r=5,s=5,stride=2,pad=2,groups=32,layout=nchw16c",
+      "pool2d:n=1,c=32,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw16c",
+      "matmul:m=33,n=70,k=19,epilogue=bias"};
+  for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
+    for (const std::string& spec : specs) {
+      auto w = ir::MakeWorkload(spec);
+      ASSERT_TRUE(w.ok()) << spec << ": " << w.status();
+      auto space = SearchSpace::Create(*w, target);
+      ASSERT_TRUE(space.ok()) << spec << ": " << space.status();
+      std::vector<Candidate> rules = (*space)->Heuristic(6);
+      if (w->spec.op != "pool2d") EXPECT_FALSE(rules.empty()) << spec;
+      for (const Candidate& c : rules) {
+        absl::Status st = testing::BuildAndCheck(*c.schedule);
+        EXPECT_TRUE(st.ok()) << spec << " (" << target.vector_lanes << " lanes): " << st << "\n"
+                             << ir::TraceToText(c.trace);
+      }
+    }
+  }
+}
+
 // A mutation that lands on decisions the caller already holds copies that candidate: the
 // same draws give the same candidates as replaying each one, and the known ones are used.
 TEST_P(SpaceTest, MutationsReuseKnownCandidates) {
@@ -164,6 +197,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "conv2d:n=1,c=8,h=10,w=10,k=16,r=3,s=3,pad=1,epilogue=bias_relu",
                       "conv2d:n=1,c=8,h=9,w=9,k=8,r=3,s=3,pad=1,groups=8,epilogue=bias",
                       "conv2d:n=1,c=4,h=8,w=8,k=8,r=1,s=1,layout=nhwc",
+                      "conv2d:n=1,c=16,h=7,w=9,k=16,r=3,s=3,pad=1,layout=nchw8c,epilogue=bias",
+                      "conv2d:n=1,c=16,h=9,w=9,k=16,r=3,s=3,stride=2,pad=1,groups=16,"
+                      "layout=nchw8c",
                       "pool2d:n=1,c=4,h=9,w=9,r=3,s=3,stride=2,pad=1", "softmax:m=8,n=40",
                       "layer_norm:m=6,n=33", "softmax:m=1,n=300", "layer_norm:m=2,n=77"));
 

@@ -15,6 +15,15 @@ inline CpuTarget Avx2TwoCores() {
   return t;
 }
 
+// An AVX-512 machine with two cores: 16 lanes, 32 vector registers.
+inline CpuTarget Avx512TwoCores() {
+  CpuTarget t;
+  t.vector_lanes = 16;
+  t.cores = 2;
+  t.vector_registers = 32;
+  return t;
+}
+
 }  // namespace lathe::tuner
 
 #endif  // LATHE_TESTS_TUNER_TEST_TARGETS_H_
