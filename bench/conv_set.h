@@ -6,7 +6,12 @@
 #ifndef LATHE_BENCH_CONV_SET_H_
 #define LATHE_BENCH_CONV_SET_H_
 
+#include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ir/ops.h"
+#include "ir/workload.h"
 
 namespace lathe::bench {
 
@@ -31,6 +36,30 @@ inline const std::vector<ConvCase>& ConvSet() {
       {"dilated", "conv2d:n=2,c=32,h=31,w=31,k=40,r=5,s=3,stride=2,pad=1,dilation=2"},
   };
   return s;
+}
+
+// The convolution of `spec` in the blocked layout a model compiler would keep between
+// convolutions on a machine of `lanes` float32 lanes: input channels in blocks of the lanes
+// (all of them when fewer, the largest power of two that divides them otherwise), output
+// channels likewise (kblock); depthwise ones with one block for both. `spec` itself when it is
+// not a plain NCHW conv2d.
+inline std::string BlockedConvSpec(const std::string& spec, int lanes) {
+  absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec);
+  if (!w.ok() || w->spec.op != "conv2d") return spec;
+  absl::StatusOr<ir::Conv2dParams> p = ir::GetConv2dParams(w->spec);
+  if (!p.ok() || p->blocked() || p->nhwc) return spec;
+  auto block = [&](int64_t channels) -> int64_t {
+    if (channels % lanes == 0) return lanes;
+    if (channels < lanes) return channels;
+    int64_t b = lanes;
+    while (b > 1 && channels % b != 0) b /= 2;
+    return b;
+  };
+  int64_t x = block(p->c), y = block(p->k);
+  if (p->depthwise()) y = x;
+  std::string out = absl::StrCat(spec, ",layout=nchw", x, "c");
+  if (y != x) absl::StrAppend(&out, ",kblock=", y);
+  return ir::MakeWorkload(out).ok() ? out : spec;
 }
 
 }  // namespace lathe::bench

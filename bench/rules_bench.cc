@@ -7,7 +7,11 @@
 // both checked on one machine.
 //
 // Usage: bench_rules [--only NAME,...] [--isa host|avx2|avx512] [--max N] [--seconds S]
-//                    [--rounds R]
+//                    [--rounds R] [--blocked]
+//   --threads  threads of both lathe's kernels and oneDNN (default 2; 1 is less disturbed on
+//              a busy machine when comparing rules)
+//   --blocked  the convolutions in the blocked layout nchw{lanes}c (where the block divides
+//              both channel counts), as a model compiler keeps activations between them
 //   --max      rule-picked candidates per workload (default 8)
 //   --rounds   alternations of the candidates (default 3): each figure is the fastest of its
 //              rounds' medians, the least disturbed on a busy machine
@@ -19,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "baselines/conv_baselines.h"
 #include "bench/bench_util.h"
@@ -35,6 +40,8 @@ int Main(int argc, char** argv) {
   std::set<std::string> only;
   std::string isa = "host";
   int max = 8, rounds = 3;
+  bool blocked = false;
+  int threads = 2;
   double seconds = 0.3;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -53,12 +60,18 @@ int Main(int argc, char** argv) {
       max = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--seconds") {
       seconds = std::atof(value().c_str());
+    } else if (a == "--threads") {
+      threads = std::max(1, std::atoi(value().c_str()));
+      // Read by lathe's runtime when its pool starts (the first kernel run).
+      setenv("LATHE_NUM_THREADS", std::to_string(threads).c_str(), 1);
+    } else if (a == "--blocked") {
+      blocked = true;
     } else if (a == "--rounds") {
       rounds = std::max(1, std::atoi(value().c_str()));
     } else {
       std::fprintf(stderr,
                    "usage: bench_rules [--only NAME,...] [--isa host|avx2|avx512] [--max N] "
-                   "[--seconds S] [--rounds R]\n");
+                   "[--seconds S] [--rounds R] [--blocked] [--threads N]\n");
       return 2;
     }
   }
@@ -73,14 +86,15 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "--isa %s (expected host, avx2 or avx512)\n", isa.c_str());
     return 2;
   }
-  std::printf("# rule-picked candidates vs oneDNN (%d lanes, %d vector registers, %d cores)\n\n",
-              target.vector_lanes, target.vector_registers, target.cores);
+  std::printf("# rule-picked candidates vs oneDNN (%d lanes, %d vector registers, %d cores%s)\n\n",
+              target.vector_lanes, target.vector_registers, target.cores,
+              blocked ? ", lathe in the blocked layout" : "");
   // The libraries first, in a clean process (bench_tune: oneDNN's OpenMP convolutions measured
   // far slower after the tuner's threads had run).
   std::map<std::string, double> library_s;
   for (const ConvCase& c : ConvSet()) {
     if (!only.empty() && !only.count(c.name)) continue;
-    absl::StatusOr<baselines::ConvResult> lib = baselines::OnednnConv(c.spec, 2, seconds);
+    absl::StatusOr<baselines::ConvResult> lib = baselines::OnednnConv(c.spec, threads, seconds);
     library_s[c.name] = lib.ok() ? lib->median_s : 0;
     if (!lib.ok())
       std::fprintf(stderr, "%s: oneDNN: %s\n", c.name, lib.status().ToString().c_str());
@@ -91,7 +105,8 @@ int Main(int argc, char** argv) {
   std::vector<double> first_ratios, best_ratios;
   for (const ConvCase& c : ConvSet()) {
     if (!only.empty() && !only.count(c.name)) continue;
-    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(c.spec);
+    const std::string spec = blocked ? BlockedConvSpec(c.spec, target.vector_lanes) : c.spec;
+    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec);
     absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> space =
         w.ok() ? tuner::SearchSpace::Create(*w, target)
                : absl::StatusOr<std::unique_ptr<tuner::SearchSpace>>(w.status());

@@ -33,6 +33,7 @@ enum class KeyKind : uint8_t {
   kIndices,    // AxBx..., non-negative (axes, permutations, offsets)
   kShapeList,  // shapes joined by '+'
   kEpilogue,   // an epilogue expression (ir/epilogue.h)
+  kLayout,     // nchw, nhwc or nchw{x}c (channels in blocks of x)
 };
 
 struct KeyDef {
@@ -52,9 +53,6 @@ struct OpDef {
 };
 
 const std::vector<std::string> kLayouts = {"nchw", "nhwc"};
-// Convolutions and pooling also take blocked layouts: nchw{x}c, channels in blocks of x.
-const std::vector<std::string> kBlockedLayouts = {"nchw",   "nhwc",    "nchw2c",  "nchw4c",
-                                                  "nchw8c", "nchw16c", "nchw32c", "nchw64c"};
 const std::vector<std::string> kBools = {"0", "1"};
 
 const std::vector<OpDef>& OpDefs() {
@@ -87,7 +85,7 @@ const std::vector<OpDef>& OpDefs() {
         {"pad", KeyKind::kPads, "0"},
         {"dilation", KeyKind::kPair, "1"},
         {"groups", KeyKind::kPositive, "1"},
-        {"layout", KeyKind::kChoice, "nchw", kBlockedLayouts},
+        {"layout", KeyKind::kLayout, "nchw"},
         {"epilogue", KeyKind::kEpilogue, "none"},
         {"kblock", KeyKind::kPositive, nullptr, {}, false, true}}},
       {"conv2d_transpose",
@@ -114,7 +112,7 @@ const std::vector<OpDef>& OpDefs() {
         {"stride", KeyKind::kPair, "1"},
         {"pad", KeyKind::kPads, "0"},
         {"kind", KeyKind::kChoice, "max", {"max", "avg"}},
-        {"layout", KeyKind::kChoice, "nchw", kBlockedLayouts},
+        {"layout", KeyKind::kLayout, "nchw"},
         {"count_include_pad", KeyKind::kChoice, "1", kBools, true}}},
       {"softmax",
        {{"m", KeyKind::kPositive, nullptr},
@@ -278,6 +276,11 @@ absl::StatusOr<std::string> CanonicalValue(const OpDef& op, const KeyDef& key,
         if (value == c) return value;
       }
       return bad("one of " + absl::StrJoin(key.choices, ", "));
+    case KeyKind::kLayout: {
+      absl::StatusOr<int64_t> block = internal::LayoutBlock(value);
+      if (!block.ok()) return bad("nchw, nhwc or nchw{x}c with a block x of 1..1024");
+      return *block > 0 ? absl::StrCat("nchw", *block, "c") : value;
+    }
     case KeyKind::kPositiveFloat: {
       double v = 0;
       if (!absl::SimpleAtod(value, &v) || !std::isfinite(v) || v <= 0) {

@@ -113,7 +113,7 @@ TEST(WorkloadSpecTest, BadValues) {
   EXPECT_THAT(Error("matmul:m=1,n=1,k=1,epilogue=gelux"),
               HasSubstr("key 'epilogue' of matmul: unknown epilogue step 'gelux'"));
   EXPECT_THAT(Error("conv2d:n=1,c=1,h=3,w=3,k=1,r=1,s=1,layout=chwn"),
-              HasSubstr("key 'layout' of conv2d must be one of nchw, nhwc"));
+              HasSubstr("key 'layout' of conv2d must be nchw, nhwc or nchw{x}c"));
   EXPECT_THAT(Error("pool2d:n=1,c=1,h=3,w=3,r=1,s=1,kind=min"),
               HasSubstr("key 'kind' of pool2d must be one of max, avg"));
   EXPECT_THAT(Error("layer_norm:m=1,n=1,eps=0"), HasSubstr("key 'eps' of layer_norm"));

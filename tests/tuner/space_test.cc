@@ -141,6 +141,36 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
   }
 }
 
+// A blocked convolution's channels are innermost already: its rule-picked candidates vectorize
+// the output channel block, hold a row of output columns in registers (half the register file
+// on AVX-512: 14 of 28 columns), pack nothing and permute nothing. A depthwise 3x3 reads each
+// input element a few times only: its padding is inlined first.
+TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
+  auto w = ir::MakeWorkload("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1,layout=nchw16c");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto space = SearchSpace::Create(*w, Avx512TwoCores());
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::vector<Candidate> rules = (*space)->Heuristic(4);
+  ASSERT_FALSE(rules.empty());
+  std::string text = ir::TraceToText(rules[0].trace);
+  EXPECT_NE(text.find("split(Y, [x], {14})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [kv], {16})"), std::string::npos) << text;
+  EXPECT_NE(text.find("vectorize(Y.local, [kv])"), std::string::npos) << text;
+  EXPECT_EQ(text.find("storage_order"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cache_read"), std::string::npos) << text;
+  EXPECT_EQ(text.find("compute_inline(pad)"), std::string::npos) << text;
+
+  auto dw =
+      ir::MakeWorkload("conv2d:n=1,c=32,h=56,w=56,k=32,r=3,s=3,pad=1,groups=32,layout=nchw16c");
+  ASSERT_TRUE(dw.ok()) << dw.status();
+  auto dspace = SearchSpace::Create(*dw, Avx512TwoCores());
+  ASSERT_TRUE(dspace.ok()) << dspace.status();
+  rules = (*dspace)->Heuristic(2);
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_NE(ir::TraceToText(rules[0].trace).find("compute_inline(pad)"), std::string::npos);
+  EXPECT_EQ(ir::TraceToText(rules[1].trace).find("compute_inline(pad)"), std::string::npos);
+}
+
 // A mutation that lands on decisions the caller already holds copies that candidate: the
 // same draws give the same candidates as replaying each one, and the known ones are used.
 TEST_P(SpaceTest, MutationsReuseKnownCandidates) {
