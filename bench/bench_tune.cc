@@ -17,6 +17,8 @@
 //                gradient and the round-robin scheduler, 600 trials x 3 seeds each; --trials
 //                sets its budget)
 //   --keep-db    keep the run's databases (their directory is printed)
+//   --blocked    convolutions tuned in the blocked layout nchw{x}c of this machine's lanes
+//                (bench/conv_set.h BlockedConvSpec), the library in its own preferred one
 //   --from-db    only the model and overhead sections, on the databases a --keep-db run kept
 //   --shared-db  the model-guided runs share one database, tuned in --only's order, as a
 //                user's tuning.db is: later workloads start from the cost model and the best
@@ -42,6 +44,7 @@
 #include "baselines/conv_baselines.h"
 #include "baselines/gemm_baselines.h"
 #include "bench/bench_util.h"
+#include "bench/conv_set.h"
 #include "bench/model_quality.h"
 #include "bench/tasks_section.h"
 #include "codegen/cpu_kernel.h"
@@ -81,15 +84,20 @@ struct Workload {
 };
 
 const std::vector<Workload>& Workloads() {
-  static const std::vector<Workload> w = {
-      {"gemm1024", "matmul:m=1024,n=1024,k=1024", 1000, 1.0},
-      {"gemm512", "matmul:m=512,n=512,k=512", 300, 0.85},
-      {"bert_ffn", "matmul:m=128,n=768,k=3072,epilogue=bias_relu", 300, 0.80},
-      {"conv64", "conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1", 300, 0},
-      {"conv128", "conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", 300, 0.5},
-      {"conv1x1", "conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1", 300, 0},
-      {"dwconv", "conv2d:n=1,c=32,h=112,w=112,k=32,r=3,s=3,pad=1,groups=32", 300, 0},
-  };
+  static const std::vector<Workload> w = [] {
+    std::vector<Workload> v = {
+        {"gemm1024", "matmul:m=1024,n=1024,k=1024", 1000, 1.0},
+        {"gemm512", "matmul:m=512,n=512,k=512", 300, 0.85},
+        {"bert_ffn", "matmul:m=128,n=768,k=3072,epilogue=bias_relu", 300, 0.80},
+    };
+    // The convolution set (bench/conv_set.h); issue 14's targets: >= 0.9x oneDNN each (1x1:
+    // >= 1.0x), the geometric mean >= 1.0x.
+    for (const ConvCase& c : ConvSet()) {
+      const std::string name = c.name;
+      v.push_back({c.name, c.spec, 300, name.rfind("conv1x1", 0) == 0 ? 1.0 : 0.9});
+    }
+    return v;
+  }();
   return w;
 }
 
@@ -102,6 +110,9 @@ struct Flags {
   std::set<std::string> sections = {"tune", "efficiency", "model", "overhead"};
   uint64_t seed = 1000;
   bool keep_db = false;
+  // Convolutions tuned in the blocked layout a model compiler keeps between them
+  // (BlockedConvSpec for this machine's lanes); the library keeps its own preferred layout.
+  bool blocked = false;
   std::string from_db;  // run the model and overhead sections on these stored databases
 };
 
@@ -387,6 +398,8 @@ Flags ParseFlags(int argc, char** argv) {
       for (absl::string_view s : absl::StrSplit(value(), ',')) f.sections.insert(std::string(s));
     } else if (a == "--seed") {
       f.seed = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (a == "--blocked") {
+      f.blocked = true;
     } else if (a == "--keep-db") {
       f.keep_db = true;
     } else if (a == "--shared-db") {
@@ -397,7 +410,7 @@ Flags ParseFlags(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: bench_tune [--quick] [--only NAME,...] [--trials N] "
                    "[--sections tune,efficiency,model,overhead,tasks] [--seed N] [--keep-db] "
-                   "[--from-db DIR] [--shared-db]\n");
+                   "[--from-db DIR] [--shared-db] [--blocked]\n");
       std::exit(2);
     }
   }
@@ -487,13 +500,15 @@ int Main(int argc, char** argv) {
     // The seed of a workload does not depend on the order.
     const uint64_t seed = flags.seed + 1 + static_cast<uint64_t>(wlp - Workloads().data());
     if (!per_workload) break;
-    auto w = ir::MakeWorkload(wl.spec);
+    const std::string spec =
+        flags.blocked ? BlockedConvSpec(wl.spec, tuner::HostCpuTarget().vector_lanes) : wl.spec;
+    auto w = ir::MakeWorkload(spec);
     if (!w.ok()) return 1;
     const int trials = flags.trials > 0 ? flags.trials : flags.quick ? 64 : wl.trials;
     const std::optional<Library>& lib = libraries[wl.name];
     std::fprintf(stderr, "== %s: tuning %d trials\n", wl.name, trials);
     std::optional<Run> run =
-        TuneOnce(dir, wl.name, wl.spec, trials, seed, /*random=*/false, flags.shared_db);
+        TuneOnce(dir, wl.name, spec, trials, seed, /*random=*/false, flags.shared_db);
     if (!run) continue;
     if (run->result.has_best) run->retimed_s = RetimeTrace(*w, run->result.best_trace_json);
     runs.push_back(std::move(*run));
@@ -502,7 +517,7 @@ int Main(int argc, char** argv) {
     if (flags.sections.count("efficiency") &&
         (std::string(wl.name) == "gemm512" || std::string(wl.name) == "conv128")) {
       std::fprintf(stderr, "== %s: random search, %d trials\n", wl.name, trials);
-      std::optional<Run> rnd = TuneOnce(dir, wl.name, wl.spec, trials, seed, /*random=*/true);
+      std::optional<Run> rnd = TuneOnce(dir, wl.name, spec, trials, seed, /*random=*/true);
       if (rnd) runs.push_back(std::move(*rnd));
     }
   }
@@ -544,6 +559,20 @@ int Main(int argc, char** argv) {
           row.lib ? row.lib->median_s * 1e6 : 0.0, row.lib ? row.lib->gflops : 0.0,
           r.best_latency_us, tuned_s * 1e6, tuned_gflops, ratio, db_ratio, target, r.trials,
           r.seconds, TrialsTo(r.curve, final_best, 0.95));
+    }
+    double log_sum = 0;
+    int convs = 0;
+    for (const Row& row : rows) {
+      const tuner::TuneResult& r = row.run->result;
+      const double tuned_s = row.run->retimed_s > 0 ? row.run->retimed_s : r.best_latency_us * 1e-6;
+      if (std::string(row.w->spec).rfind("conv2d", 0) != 0 || !row.lib || tuned_s <= 0) continue;
+      log_sum += std::log(row.lib->median_s / tuned_s);
+      ++convs;
+    }
+    if (convs > 0) {
+      std::printf("\nconvolutions%s: geometric mean of the ratios %.2f over %d (target >= 1.0)\n",
+                  flags.blocked ? " (lathe in the blocked layout nchw{x}c)" : "",
+                  std::exp(log_sum / convs), convs);
     }
     std::printf(
         "\nratio = library latency / tuned latency (re-timed in a fresh measurement child, median "
