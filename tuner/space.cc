@@ -680,7 +680,9 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     // Half the file in one row of columns first: a full file of accumulators leaves LLVM too
     // few registers for the weights and broadcasts (a 1 x 28 tile measured 2x slower than
     // 1 x 14 or 2 x 14 on AVX-512).
-    const int64_t blocked_shapes[][3] = {{1, 1, cols_for(2)},
+    // (AVX2's 16 registers hold 12 accumulators; a full row is the usual micro-kernel there.)
+    const int64_t first = target_.vector_registers >= 32 ? 2 : 1;
+    const int64_t blocked_shapes[][3] = {{1, 1, cols_for(first)},
                                          {1, 2, cols_for(2)},
                                          {2, 1, cols_for(2)},
                                          {1, 2, cols_for(4)},

@@ -159,6 +159,14 @@ TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
   EXPECT_EQ(text.find("storage_order"), std::string::npos) << text;
   EXPECT_EQ(text.find("cache_read"), std::string::npos) << text;
   EXPECT_EQ(text.find("compute_inline(pad)"), std::string::npos) << text;
+  // AVX2: a full row of accumulators (12 of 16 registers): 7 columns of 28.
+  auto avx2 = SearchSpace::Create(*w, Avx2TwoCores());
+  ASSERT_TRUE(avx2.ok());
+  std::vector<Candidate> avx2_rules = (*avx2)->Heuristic(1);
+  ASSERT_EQ(avx2_rules.size(), 1u);
+  text = ir::TraceToText(avx2_rules[0].trace);
+  EXPECT_NE(text.find("split(Y, [x], {7})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [kv], {16})"), std::string::npos) << text;  // two ymm vectors
 
   auto dw =
       ir::MakeWorkload("conv2d:n=1,c=32,h=56,w=56,k=32,r=3,s=3,pad=1,groups=32,layout=nchw16c");
