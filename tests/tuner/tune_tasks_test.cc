@@ -18,6 +18,7 @@
 #include "cost_model/database_io.h"
 #include "db/database.h"
 #include "ir/workload.h"
+#include "tests/tuner/cli_run.h"
 #include "tuner/tune.h"
 
 namespace lathe::tuner {
@@ -164,24 +165,6 @@ TEST_F(TuneTasksTest, RoundRobinAndBadTaskListsAreRefusedBeforeAnythingIsWritten
   bad = Options(8);
   bad.scheduler = "greedy";
   refused(bad, "greedy");
-}
-
-struct CliRun {
-  int code = -1;
-  std::string out;
-};
-
-CliRun Lathe(const std::string& args, bool with_stderr) {
-  std::string cmd = std::string(LATHE_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
 }
 
 TEST_F(TuneTasksTest, CliTasksFileAndRepeatedWorkloadsPrintTasksAndObjective) {

@@ -21,6 +21,7 @@
 #include "db/record.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "tests/tuner/cli_run.h"
 #include "tuner/space_factory.h"
 #include "tuner/tune_common.h"
 
@@ -294,25 +295,6 @@ TEST(CandidateIdTest, DependsOnProgramAndDeviceClass) {
 }
 
 // --- the CLI ---
-
-struct CliRun {
-  int code = -1;
-  std::string out;
-};
-
-// Runs `lathe ARGS`; stdout only, or stdout and stderr together.
-CliRun Lathe(const std::string& args, bool with_stderr) {
-  std::string cmd = std::string(LATHE_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 // A workload never tuned starts from the best schedules of other workloads of the operator:
 // its seeds carry their decisions, replayed in its own space (its own trace and workload).
