@@ -682,6 +682,14 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text) {
     }
     spec.params[def.name] = def.default_value;
   }
+  // A blocked conv's kblock equal to its layout's block is its default: one canonical form.
+  if (auto kb = spec.params.find("kblock"); kb != spec.params.end() && spec.op == "conv2d") {
+    auto layout = spec.params.find("layout");
+    absl::StatusOr<int64_t> block = layout == spec.params.end()
+                                        ? absl::StatusOr<int64_t>(0)
+                                        : internal::LayoutBlock(layout->second);
+    if (block.ok() && *block > 0 && kb->second == absl::StrCat(*block)) spec.params.erase(kb);
+  }
   if (absl::Status s = ValidateShapes(spec); !s.ok()) return s;
   return spec;
 }

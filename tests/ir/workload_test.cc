@@ -221,6 +221,8 @@ TEST(WorkloadTest, BlockedLayoutsHaveTheirShapesAndRefuseBlocksThatDoNotDivide) 
   EXPECT_EQ(w->args[3]->shape, (std::vector<int64_t>{2, 6, 7, 9, 8}));  // res
   EXPECT_EQ(w->output()->shape, (std::vector<int64_t>{2, 6, 7, 9, 8}));
   // kblock defaults to the layout's block and is then left out of the canonical form.
+  EXPECT_EQ(Canonical("conv2d:n=1,c=16,h=4,w=4,k=16,r=1,s=1,layout=nchw8c,kblock=8"),
+            Canonical("conv2d:n=1,c=16,h=4,w=4,k=16,r=1,s=1,layout=nchw8c"));
   EXPECT_EQ(Canonical("conv2d:n=1,c=16,h=4,w=4,k=16,r=1,s=1,layout=nchw8c"),
             "conv2d:c=16,dilation=1,epilogue=none,groups=1,h=4,k=16,layout=nchw8c,n=1,pad=0,r=1,"
             "s=1,stride=1,w=4");
