@@ -188,7 +188,8 @@ struct DashboardServer::Impl {
     const Authenticator::Result r = auth->Check(authorization, cookie);
     if (r == Authenticator::Result::kOk) {
       // A cookie-authenticated POST must prove it comes from the page (see server.h).
-      if (req.method == "POST" && authorization.empty() && !auth->open() &&
+      // (Logging out by a forged form is harmless, and the page's logout is a plain form.)
+      if (req.method == "POST" && req.path != "/logout" && authorization.empty() && !auth->open() &&
           req.get_header_value("X-Lathe-Request") != "1") {
         SendError(res, 403, "a POST with a session cookie needs the header X-Lathe-Request: 1");
         return httplib::Server::HandlerResponse::Handled;
@@ -349,6 +350,12 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
   const int threads = std::max(2, options.threads);
   impl->http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->http->set_tcp_nodelay(true);
+  // cpp-httplib's default adds SO_REUSEPORT, with which a second daemon could bind the same
+  // port and share its connections: only SO_REUSEADDR (a restart need not wait for TIME_WAIT).
+  impl->http->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   impl->http->set_keep_alive_max_count(1000);
   impl->http->set_keep_alive_timeout(5);
   impl->http->set_payload_max_length(64 << 10);

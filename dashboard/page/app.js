@@ -235,8 +235,13 @@ function chartSvg(c) {
     ymax = Math.max(ymax, c.library.latency_us);
     ymin = Math.min(ymin, c.library.latency_us);
   }
-  ymin = Math.max(0, ymin - (ymax - ymin) * 0.1);
-  ymax = ymax + (ymax - ymin) * 0.08 || ymax * 1.1 || 1;
+  if (ymax - ymin < ymax * 0.02) {  // one level so far: show it mid-height
+    ymin *= 0.9;
+    ymax *= 1.1;
+  }
+  const pad = (ymax - ymin) * 0.08;
+  ymin = Math.max(0, ymin - pad);
+  ymax = ymax + pad;
   const x = (t) => L + ((W - L - R) * t) / n;
   const y = (v) => T + ((H - T - B) * (ymax - v)) / (ymax - ymin || 1);
   let d = "";
@@ -286,28 +291,38 @@ function recordHtml(r) {
 
 // --- polling ---
 
+// A job's records and its selected task's curve are fetched again when the job has measured
+// more since they were (at most once a second), and every few seconds regardless.
+function stale(entry, progress, every, now) {
+  if (!entry) return true;
+  if (now - entry.at < 1000) return false;
+  return entry.progress !== progress || now - entry.at > every;
+}
+
 async function refreshDetails(st) {
   const now = Date.now();
   const jobs = st.jobs.filter((j) => isOpen(j));
   for (const job of jobs) {
     const live = job.state === "running" || job.state === "queued";
     const rec = ui.records.get(job.id);
-    if (!rec || (live && now - rec.at > RECORDS_MS)) {
-      ui.records.set(job.id, Object.assign(rec || {}, { at: now }));
+    const best = job.tasks.map((t) => t.best_latency_us).join(",");
+    if (!rec || (live && stale(rec, best, RECORDS_MS, now))) {
+      ui.records.set(job.id, Object.assign(rec || {}, { at: now, progress: best }));
       getJson("/api/records?job=" + encodeURIComponent(job.id))
-        .then((data) => { ui.records.set(job.id, { at: Date.now(), data }); redraw(); })
-        .catch((e) => { ui.records.set(job.id, { at: Date.now(), error: e.message }); });
+        .then((data) => { ui.records.set(job.id, { at: now, progress: best, data }); redraw(); })
+        .catch((e) => { ui.records.set(job.id, { at: now, progress: best, error: e.message }); });
     }
     const i = ui.selected.get(job.id);
     if (i == null || !job.tasks[i]) continue;
     const key = job.id + "|" + i;
     const cur = ui.curves.get(key);
-    if (!cur || (live && now - cur.at > CURVE_MS)) {
-      ui.curves.set(key, Object.assign(cur || {}, { at: now }));
+    const done = job.tasks[i].trials_done;
+    if (!cur || (live && stale(cur, done, CURVE_MS, now))) {
+      ui.curves.set(key, Object.assign(cur || {}, { at: now, progress: done }));
       const q = new URLSearchParams({ workload: job.tasks[i].workload, device_class: job.device_class, job: job.id });
       getJson("/api/curve?" + q)
-        .then((data) => { ui.curves.set(key, { at: Date.now(), data }); redraw(); })
-        .catch((e) => { ui.curves.set(key, { at: Date.now(), data: { error: e.message } }); redraw(); });
+        .then((data) => { ui.curves.set(key, { at: now, progress: done, data }); redraw(); })
+        .catch((e) => { ui.curves.set(key, { at: now, progress: done, data: { error: e.message } }); redraw(); });
     }
   }
 }
@@ -413,20 +428,24 @@ document.getElementById("lookup").addEventListener("submit", async (ev) => {
   }
 });
 
-// Theme: the system's scheme unless the toggle picked one (kept in localStorage).
+// Theme: the system's scheme (followed as it changes) unless the toggle picked one (kept in
+// localStorage). The stylesheet knows only data-theme.
 const THEMES = ["system", "light", "dark"];
-function applyTheme(t) {
-  if (t === "light" || t === "dark") document.documentElement.dataset.theme = t;
-  else delete document.documentElement.dataset.theme;
-  document.getElementById("theme").textContent = "Theme: " + t;
-}
+const systemDark = window.matchMedia("(prefers-color-scheme: dark)");
 let theme = "system";
+function applyTheme() {
+  const dark = theme === "dark" || (theme === "system" && systemDark.matches);
+  document.documentElement.dataset.theme = dark ? "dark" : "light";
+  document.getElementById("theme").textContent = "Theme: " + theme;
+}
 try { theme = localStorage.getItem("lathe-theme") || "system"; } catch (e) { /* private mode */ }
-applyTheme(theme);
+if (!THEMES.includes(theme)) theme = "system";
+applyTheme();
+systemDark.addEventListener("change", applyTheme);
 document.getElementById("theme").addEventListener("click", () => {
   theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
   try { localStorage.setItem("lathe-theme", theme); } catch (e) { /* private mode */ }
-  applyTheme(theme);
+  applyTheme();
 });
 
 poll();
