@@ -220,10 +220,55 @@ json RecordJson(const v1::QueryBestResponse& r) {
   return out;
 }
 
+// A JSON string literal of `s`: quotes, backslashes and control characters escaped (bytes
+// of invalid UTF-8 pass through; the browser's decoder replaces them).
+void AppendJsonString(std::string* out, const std::string& s) {
+  out->push_back('"');
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out->append(buf);
+    } else {
+      out->push_back(static_cast<char>(c));
+    }
+  }
+  out->push_back('"');
+}
+
+// One worker of State(), written directly: with hundreds of workers this is most of the
+// answer, and building it through json objects costs several times more.
+void AppendWorker(std::string* out, const v1::WorkerInfo& w) {
+  absl::StrAppend(out, "{\"id\":");
+  AppendJsonString(out, w.worker_id());
+  absl::StrAppend(out, ",\"host\":");
+  AppendJsonString(out, w.hostname());
+  absl::StrAppend(out, ",\"device_class\":");
+  AppendJsonString(out, w.device_class());
+  absl::StrAppend(out, ",\"state\":");
+  AppendJsonString(out, w.state());
+  absl::StrAppend(out, ",\"measured\":", w.measured(), ",\"last_seen_ms\":", w.last_seen_ms(),
+                  ",\"leased_tasks\":", w.leased_tasks(),
+                  ",\"lease_deadline_ms\":", w.lease_deadline_ms(), ",\"lease_jobs\":[");
+  for (int i = 0; i < w.lease_job_ids_size(); ++i) {
+    if (i > 0) out->push_back(',');
+    AppendJsonString(out, w.lease_job_ids(i));
+  }
+  absl::StrAppend(out, "],\"version\":");
+  AppendJsonString(out, w.lathe_version());
+  out->push_back('}');
+}
+
 }  // namespace
 
 struct DashboardData::Impl {
   tuner::TunerService* service = nullptr;
+  std::mutex state_mu;  // guards the last State() answer
+  std::string state_text;
+  std::chrono::steady_clock::time_point state_at;
   DataOptions options;
   std::unique_ptr<db::Database> db;
   JobRates rates;
@@ -264,13 +309,26 @@ void DashboardData::Sample() {
 }
 
 std::string DashboardData::State() {
-  const int64_t now = NowMs();
-  json out = {{"now_ms", now}};
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.state_mu);  // callers at once share one build
+  const auto now_steady = std::chrono::steady_clock::now();
+  if (!s.state_text.empty() &&
+      now_steady - s.state_at < std::chrono::milliseconds(s.options.state_cache_ms)) {
+    return s.state_text;
+  }
+  s.state_text = BuildState();
+  s.state_at = now_steady;
+  return s.state_text;
+}
 
-  json workers = json::array();
+std::string DashboardData::BuildState() {
+  const int64_t now = NowMs();
+  std::string text = absl::StrCat("{\"now_ms\":", now, ",\"workers\":[");
   int64_t idle = 0, busy = 0, lost = 0;
   if (absl::StatusOr<v1::ListWorkersResponse> ws = impl_->service->ListWorkers({}); ws.ok()) {
-    for (const v1::WorkerInfo& w : ws->workers()) {
+    text.reserve(text.size() + 256 * ws->workers_size());
+    for (int i = 0; i < ws->workers_size(); ++i) {
+      const v1::WorkerInfo& w = ws->workers(i);
       if (w.state() == "lost") {
         ++lost;
       } else if (w.state() == "busy") {
@@ -278,20 +336,11 @@ std::string DashboardData::State() {
       } else {
         ++idle;
       }
-      workers.push_back({{"id", w.worker_id()},
-                         {"host", w.hostname()},
-                         {"device_class", w.device_class()},
-                         {"state", w.state()},
-                         {"measured", w.measured()},
-                         {"last_seen_ms", w.last_seen_ms()},
-                         {"leased_tasks", w.leased_tasks()},
-                         {"lease_deadline_ms", w.lease_deadline_ms()},
-                         {"lease_jobs", std::vector<std::string>(w.lease_job_ids().begin(),
-                                                                 w.lease_job_ids().end())},
-                         {"version", w.lathe_version()}});
+      if (i > 0) text.push_back(',');
+      AppendWorker(&text, w);
     }
   }
-  out["workers"] = std::move(workers);
+  text.append("]");
 
   json jobs = json::array();
   int64_t running = 0, queued = 0, finished = 0;
@@ -313,15 +362,15 @@ std::string DashboardData::State() {
       jobs.push_back(JobJson(*st, impl_->rates, now));
     }
   }
-  out["jobs"] = std::move(jobs);
-  out["counts"] = {{"workers_idle", idle},
-                   {"workers_busy", busy},
-                   {"workers_lost", lost},
-                   {"jobs_running", running},
-                   {"jobs_queued", queued},
-                   {"jobs_finished", finished},
-                   {"tasks_queued", impl_->service->QueueDepth()}};
-  return Dump(out);
+  json counts = {{"workers_idle", idle},
+                 {"workers_busy", busy},
+                 {"workers_lost", lost},
+                 {"jobs_running", running},
+                 {"jobs_queued", queued},
+                 {"jobs_finished", finished},
+                 {"tasks_queued", impl_->service->QueueDepth()}};
+  absl::StrAppend(&text, ",\"jobs\":", Dump(jobs), ",\"counts\":", Dump(counts), "}");
+  return text;
 }
 
 absl::StatusOr<std::string> DashboardData::Curve(const std::string& workload,

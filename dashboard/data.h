@@ -43,6 +43,9 @@ struct DataOptions {
   std::string db_path;            // the daemon's database; opened again here, read-only use
   std::string library_figures;    // optional JSON-lines file (see above)
   int recent_finished_jobs = 20;  // final jobs shown besides the running ones
+  // State() is built again at most this often: viewers polling at once share one build (a
+  // fleet of hundreds of workers makes it a few milliseconds). 0: every call.
+  int state_cache_ms = 200;
 };
 
 class DashboardData {
@@ -52,6 +55,7 @@ class DashboardData {
                                                                const DataOptions& options);
   ~DashboardData();
 
+  // Built at most every state_cache_ms (see DataOptions).
   std::string State();
   // InvalidArgument for a malformed workload; `job_id` (optional) marks where that job began.
   absl::StatusOr<std::string> Curve(const std::string& workload, const std::string& device_class,
@@ -70,6 +74,7 @@ class DashboardData {
 
  private:
   explicit DashboardData(std::unique_ptr<Impl> impl);
+  std::string BuildState();
   std::unique_ptr<Impl> impl_;
 };
 

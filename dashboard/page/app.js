@@ -17,6 +17,9 @@ const ui = {
   records: new Map(),    // job id -> {at, data}
   curves: new Map(),     // "job|task" -> {at, data}
   cancelling: new Set(),
+  liveRank: new Map(),   // job id -> its rank among the jobs still going (newest first)
+  drawn: new WeakMap(),  // element -> the HTML it shows (unchanged parts are not redrawn)
+  redrawPending: false,
 };
 // Figures for tests and for anyone curious: how long the last redraw took.
 window.latheStats = { renders: 0, lastRenderMs: 0, maxRenderMs: 0, lastFetchMs: 0 };
@@ -34,7 +37,15 @@ function fmtLatency(us) {
   return (us / 1e6).toFixed(2) + " s";
 }
 function fmtGflops(g) { return g == null || !(g > 0) ? "—" : g.toFixed(1); }
-function fmtInt(n) { return Number(n || 0).toLocaleString("en-US"); }
+// One formatter each: toLocaleString() builds a new one per call, which hundreds of workers
+// per redraw make the slowest part of the page.
+const NUMBER = new Intl.NumberFormat("en-US");
+const DATE_TIME = new Intl.DateTimeFormat(undefined, {
+  year: "numeric", month: "2-digit", day: "2-digit",
+  hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false,
+});
+const TIME = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+function fmtInt(n) { return NUMBER.format(Number(n || 0)); }
 function fmtDuration(s) {
   if (s == null) return "—";
   s = Math.max(0, Math.round(s));
@@ -53,7 +64,7 @@ function fmtAgo(ms, now) {
 }
 function fmtTime(ms) {
   if (!ms) return "—";
-  return new Date(ms).toLocaleString(undefined, { hour12: false });
+  return DATE_TIME.format(new Date(ms));
 }
 function pct(done, total) { return total > 0 ? Math.min(100, (100 * done) / total) : 0; }
 function bar(done, total, cls) {
@@ -82,9 +93,9 @@ function renderSummary(st) {
     ["Workers busy", c.workers_busy], ["Workers idle", c.workers_idle], ["Workers lost", c.workers_lost],
     ["Jobs running", c.jobs_running], ["Jobs queued", c.jobs_queued], ["Tasks queued", c.tasks_queued],
   ];
-  document.getElementById("summary").innerHTML = cards
+  setHtml(document.getElementById("summary"), cards
     .map(([k, v]) => `<div class="card"><div class="label">${esc(k)}</div><div class="value">${fmtInt(v)}</div></div>`)
-    .join("");
+    .join(""));
 }
 
 function leaseText(w, now) {
@@ -105,8 +116,8 @@ function renderWorkers(st) {
       <td title="${esc(fmtTime(w.last_seen_ms))}">${esc(fmtAgo(w.last_seen_ms, st.now_ms))}</td>
       <td>${leaseText(w, st.now_ms)}</td>
     </tr>`);
-  const body = document.querySelector("#workers tbody");
-  body.innerHTML = rows.length ? rows.join("") : '<tr><td colspan="7" class="empty">No worker has registered yet: start <code>lathe-worker --tuner HOST:PORT</code>.</td></tr>';
+  const html = rows.length ? rows.join("") : '<tr><td colspan="7" class="empty">No worker has registered yet: start <code>lathe-worker --tuner HOST:PORT</code>.</td></tr>';
+  setHtml(document.querySelector("#workers tbody"), html);
   const c = st.counts;
   document.getElementById("workers-count").textContent =
     `${st.workers.length} registered · ${c.workers_busy} busy · ${c.workers_idle} idle · ${c.workers_lost} lost`;
@@ -114,9 +125,12 @@ function renderWorkers(st) {
 
 // --- jobs ---
 
+// Open unless the user closed it: the newest OPEN_LIVE jobs still going (each open job costs
+// a curve and its records every few seconds; a fleet may run dozens).
+const OPEN_LIVE = 4;
 function isOpen(job) {
   if (ui.open.has(job.id)) return ui.open.get(job.id);
-  return job.state === "running" || job.state === "queued";
+  return (ui.liveRank.get(job.id) ?? Infinity) < OPEN_LIVE;
 }
 
 // "op:k=v,..." with the op in bold and a line-break opportunity after every comma.
@@ -185,16 +199,35 @@ function jobHtml(job, now) {
 
 function renderJobs(st) {
   const el = document.getElementById("jobs");
+  ui.liveRank.clear();
   for (const job of st.jobs) {
     if (!ui.selected.has(job.id) && job.tasks.length) ui.selected.set(job.id, 0);
+    if (job.state === "running" || job.state === "queued") ui.liveRank.set(job.id, ui.liveRank.size);
   }
-  el.innerHTML = st.jobs.length
-    ? st.jobs.map((j) => jobHtml(j, st.now_ms)).join("")
-    : '<div class="panel empty">No jobs yet: submit one with <code>lathe tune --tuner HOST:PORT --workload SPEC</code> or the Python client.</div>';
+  if (!st.jobs.length) {
+    setHtml(el, '<div class="panel empty">No jobs yet: submit one with <code>lathe tune --tuner HOST:PORT --workload SPEC</code> or the Python client.</div>');
+  } else {
+    // One card per job: the container is rebuilt when the jobs shown change, else only the
+    // cards whose contents changed.
+    const ids = st.jobs.map((j) => j.id).join("\n");
+    if (el.dataset.ids !== ids) {
+      el.innerHTML = st.jobs.map((j) => `<div class="job-slot" data-slot="${esc(j.id)}"></div>`).join("");
+      el.dataset.ids = ids;
+    }
+    const slots = el.children;
+    st.jobs.forEach((j, k) => setHtml(slots[k], jobHtml(j, st.now_ms)));
+  }
   const c = st.counts;
   document.getElementById("jobs-count").textContent =
     `${c.jobs_running} running · ${c.jobs_queued} queued · ${c.jobs_finished} finished` +
     (c.jobs_finished > st.jobs.filter((j) => !["running", "queued"].includes(j.state)).length ? " (newest shown)" : "");
+}
+
+// Sets an element's HTML unless it already shows exactly that.
+function setHtml(el, html) {
+  if (ui.drawn.get(el) === html) return;
+  el.innerHTML = html;
+  ui.drawn.set(el, html);
 }
 
 // --- a task's curve and best record ---
@@ -309,7 +342,7 @@ async function refreshDetails(st) {
     if (!rec || (live && stale(rec, best, RECORDS_MS, now))) {
       ui.records.set(job.id, Object.assign(rec || {}, { at: now, progress: best }));
       getJson("/api/records?job=" + encodeURIComponent(job.id))
-        .then((data) => { ui.records.set(job.id, { at: now, progress: best, data }); redraw(); })
+        .then((data) => { ui.records.set(job.id, { at: now, progress: best, data }); scheduleRedraw(); })
         .catch((e) => { ui.records.set(job.id, { at: now, progress: best, error: e.message }); });
     }
     const i = ui.selected.get(job.id);
@@ -321,8 +354,8 @@ async function refreshDetails(st) {
       ui.curves.set(key, Object.assign(cur || {}, { at: now, progress: done }));
       const q = new URLSearchParams({ workload: job.tasks[i].workload, device_class: job.device_class, job: job.id });
       getJson("/api/curve?" + q)
-        .then((data) => { ui.curves.set(key, { at: now, progress: done, data }); redraw(); })
-        .catch((e) => { ui.curves.set(key, { at: now, progress: done, data: { error: e.message } }); redraw(); });
+        .then((data) => { ui.curves.set(key, { at: now, progress: done, data }); scheduleRedraw(); })
+        .catch((e) => { ui.curves.set(key, { at: now, progress: done, data: { error: e.message } }); scheduleRedraw(); });
     }
   }
 }
@@ -334,8 +367,15 @@ function renderStatus() {
     el.textContent = `lathed unreachable (${ui.failing}); retrying — last update ${ui.lastOk ? fmtAgo(ui.lastOk, Date.now()) : "never"}`;
   } else {
     el.className = "status";
-    el.textContent = `live · updated ${new Date(ui.lastOk).toLocaleTimeString(undefined, { hour12: false })}`;
+    el.textContent = `live · updated ${TIME.format(new Date(ui.lastOk))}`;
   }
+}
+
+// Answers arriving together are drawn together, once per frame.
+function scheduleRedraw() {
+  if (ui.redrawPending) return;
+  ui.redrawPending = true;
+  requestAnimationFrame(() => { ui.redrawPending = false; redraw(); });
 }
 
 function redraw() {

@@ -22,6 +22,7 @@ class DashboardDataTest : public ServiceTest {
     dashboard::DataOptions o;
     o.db_path = db_path_;
     o.library_figures = figures;
+    o.state_cache_ms = 0;  // every State() sees the change just made
     auto d = dashboard::DashboardData::Create(service_.get(), o);
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? std::move(*d) : nullptr;
@@ -42,7 +43,9 @@ TEST_F(DashboardDataTest, StateShowsWorkersLeasesAndJobProgress) {
   EXPECT_TRUE(empty["jobs"].empty());
 
   const std::string worker = RegisterWorker("host-a");
-  RegisterWorker("host-b");
+  // Whatever a worker calls its host comes back intact (the workers are written by hand).
+  const std::string odd_host = "host \"b\" \\ \n\t\x01 \u2713";
+  const std::string idle = RegisterWorker(odd_host);
   const std::string job = Submit(/*trials=*/16, /*batch=*/8);
   v1::LeaseResponse l = Lease(worker, 4);
   ASSERT_EQ(l.tasks_size(), 4);
@@ -59,6 +62,13 @@ TEST_F(DashboardDataTest, StateShowsWorkersLeasesAndJobProgress) {
   EXPECT_EQ(busy["leased_tasks"], 4);
   EXPECT_EQ(busy["lease_jobs"], json::array({job}));
   EXPECT_GT(busy["last_seen_ms"].get<int64_t>(), 0);
+  for (const json& w : st["workers"]) {
+    if (w["id"] == idle) {
+      EXPECT_EQ(w["host"], odd_host);
+      EXPECT_EQ(w["leased_tasks"], 0);
+      EXPECT_TRUE(w["lease_jobs"].empty());
+    }
+  }
   EXPECT_EQ(st["counts"]["workers_busy"], 1);
   EXPECT_EQ(st["counts"]["workers_idle"], 1);
   ASSERT_EQ(st["jobs"].size(), 1u);
@@ -88,6 +98,22 @@ TEST_F(DashboardDataTest, StateShowsWorkersLeasesAndJobProgress) {
   // One task of weight 1: the objective is its best latency.
   EXPECT_DOUBLE_EQ(j["objective_us"].get<double>(), t["best_latency_us"].get<double>());
   EXPECT_EQ(st["counts"]["jobs_finished"], 1);
+}
+
+TEST_F(DashboardDataTest, ViewersPollingAtOnceShareOneBuildOfTheState) {
+  StartServer(Options());
+  dashboard::DataOptions o;
+  o.db_path = db_path_;
+  o.state_cache_ms = 60000;
+  auto data = dashboard::DashboardData::Create(service_.get(), o);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const std::string first = (*data)->State();
+  RegisterWorker("host-a");
+  EXPECT_EQ((*data)->State(), first);  // within the minute: the same answer
+  o.state_cache_ms = 0;
+  auto fresh = dashboard::DashboardData::Create(service_.get(), o);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(json::parse((*fresh)->State())["workers"].size(), 1u);
 }
 
 TEST_F(DashboardDataTest, CurveIsTheBestLatencyOverTheTrialsInMeasurementOrder) {
