@@ -15,7 +15,7 @@ from . import workload as wl
 from .types import Record, _time
 
 # The newest schema version this code reads (db/database.h kSchemaVersion).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Database:
@@ -67,6 +67,33 @@ class Database:
             "WHERE w.key = ? AND r.error_class = 'ok' GROUP BY d.name ORDER BY d.name", (key,))
         return dict(rows)
 
+    def _match_stored(self, canon):
+        """(stored spec, "") of the op's one stored spec with the same keys and
+        values as `canon` (for specs this client cannot put in canonical form: see
+        workload.py), else (None, why nothing matched)."""
+        op, params = wl.parse(canon)
+        key = wl.key(canon)
+        miss = f"no records for workload {canon} (key {key}) on any device class"
+        rows = self._query("SELECT spec FROM workloads WHERE substr(spec, 1, ?) = ?",
+                           (len(op) + 1, op + ":"))
+        same, near = [], []
+        for (spec,) in rows:
+            try:
+                sop, sparams = wl.parse(spec)
+                sparams = wl.canonical_params(sop, sparams)
+            except errors.BadSpec:
+                continue
+            if sparams == params:
+                same.append(spec)
+            elif all(sparams.get(k) == v for k, v in params.items()):
+                near.append(spec)
+        if len(same) == 1:
+            return same[0], ""
+        if near:
+            miss += ("; stored specs of this op that hold every key given: " + "; ".join(near[:5])
+                     + " (write the spec in full, as `lathe query` prints it)")
+        return None, miss
+
     def best(self, workload, device_class=None):
         """The best Record of `workload` on `device_class`, or None. Without a device class,
         the only one holding ok records of the workload is used; AmbiguousDeviceClass names
@@ -80,7 +107,11 @@ class Database:
         key = wl.key(canon)
         stored = self._query("SELECT spec FROM workloads WHERE key = ?", (key,))
         if not stored:
-            return None, f"no records for workload {canon} (key {key}) on any device class"
+            found, why = self._match_stored(canon)
+            if found is None:
+                return None, why
+            canon, key = found, wl.key(found)
+            stored = [(found,)]
         if stored[0][0] != canon:
             return None, (f"workload key {key} belongs to '{stored[0][0]}' in the database, "
                           f"not {canon}; its records are not used")

@@ -162,6 +162,18 @@ def test_canonical_form_matches_the_daemon(fleet):
         "conv2d:n=1,c=4,h=8,w=8,k=4,r=1,s=1,groups=4,layout=nhwc,epilogue=relu",
         "pool2d:n=1,c=2,h=8,w=8,r=2,s=2,stride=2,kind=avg", "softmax:m=4,n=8",
         "layer_norm:m=4,n=8", "layer_norm:m=4,n=8,eps=0.001",
+        "matmul:m=4,n=8,k=2,transpose_b=1,transpose_a=0",
+        "batch_matmul:b=2,m=4,n=8,k=16,bcast=none,transpose_a=1",
+        "conv2d:n=1,c=4,h=9,w=9,k=4,r=3,s=3,stride=2x2,pad=1x1x1x1,dilation=1x2",
+        "conv2d:n=1,c=4,h=9,w=9,k=4,r=3,s=3,pad=0x1,epilogue=bias",
+        "conv2d_transpose:n=1,c=4,h=4,w=4,k=2,r=2,s=2,stride=2",
+        "pool2d:n=1,c=2,h=8,w=8,r=3,s=3,pad=1,count_include_pad=1",
+        "pool2d:n=1,c=2,h=8,w=8,r=3,s=3,pad=1,kind=avg,count_include_pad=0",
+        "softmax:m=4,n=8,inner=1", "softmax:m=4,n=8,inner=3",
+        "ewise:a=2x3,b=2x3,binary=add", "ewise:a=002x3,epilogue=relu",
+        "transpose:shape=2x3x4,perm=0x2x1", "slice:shape=4x4,begin=1x0,size=2x4",
+        "concat:axis=1,inputs=1x2x4+1x3x4", "resize:n=1,c=2,h=4,w=4,oh=8,ow=8,mode=linear",
+        "reduce:shape=2x3x4,axes=2,kind=sum",
     ]
     for spec in specs:
         resp = c._stub.QueryBest(service_pb2.QueryBestRequest(workload=spec),
