@@ -83,7 +83,7 @@ json JobJson(const v1::JobStatus& st, const JobRates& rates, int64_t now_ms) {
   int64_t done = 0, budget = 0;
   double objective = 0;
   bool all_best = st.workloads_size() > 0;
-  bool retiming = false, trials_finished = true;
+  bool retiming = false;
   for (const v1::WorkloadProgress& p : st.workloads()) {
     const double weight = TaskWeight(p);
     json errors = json::object();
@@ -101,7 +101,6 @@ json JobJson(const v1::JobStatus& st, const JobRates& rates, int64_t now_ms) {
          {"remeasure_pending", p.remeasure_pending()}});
     done += p.trials_done();
     budget += p.trials_target();
-    if (p.trials_done() < p.trials_target()) trials_finished = false;
     if (p.remeasure_pending() > 0) retiming = true;
     if (p.best_latency_us() > 0) {
       objective += weight * p.best_latency_us();
@@ -118,6 +117,8 @@ json JobJson(const v1::JobStatus& st, const JobRates& rates, int64_t now_ms) {
   json objective_us = all_best ? json(objective) : json(nullptr);
   if (std::optional<double> o = DoubleField(st, "objective_us"); o && *o > 0) objective_us = *o;
 
+  // Multi-task jobs give their tasks no targets: the job's budget says when trials are done.
+  const bool trials_finished = budget > 0 && done >= budget;
   std::string phase = StateName(st.state());
   if (st.state() == v1::RUNNING) phase = trials_finished && retiming ? "re-timing" : "tuning";
   json rate = nullptr, eta = nullptr;

@@ -141,6 +141,16 @@ function workloadHtml(w) {
   return `<b>${esc(op)}</b>:` + rest.split(",").map(esc).join(",<wbr>");
 }
 
+// A task's trials: of its own target, or (a multi-task job, whose scheduler spreads one
+// budget and gives tasks no target) its share of the job's trials so far.
+function trialsCell(job, t) {
+  if (t.trials_target > 0) {
+    return `<div class="trials"><span class="txt num">${fmtInt(t.trials_done)} / ${fmtInt(t.trials_target)}</span>${bar(t.trials_done, t.trials_target)}</div>`;
+  }
+  const share = pct(t.trials_done, job.trials_done);
+  return `<div class="trials" title="${share.toFixed(0)}% of the job's trials so far"><span class="txt num">${fmtInt(t.trials_done)} (${share.toFixed(0)}%)</span>${bar(t.trials_done, job.trials_done)}</div>`;
+}
+
 function taskRow(job, t, i) {
   const errs = Object.entries(t.errors || {}).filter(([k]) => k !== "ok");
   const errText = errs.length ? errs.map(([k, n]) => `${esc(k)} ${fmtInt(n)}`).join(", ") : "";
@@ -151,7 +161,7 @@ function taskRow(job, t, i) {
   return `<tr class="task${sel}" data-job="${esc(job.id)}" data-task="${i}" tabindex="0" aria-selected="${sel ? "true" : "false"}">
       <td class="mono workload">${workloadHtml(t.workload)}</td>
       <td class="num">${Number(t.weight).toPrecision(3).replace(/\.?0+$/, "")}</td>
-      <td><div class="trials"><span class="txt num">${fmtInt(t.trials_done)} / ${fmtInt(t.trials_target)}</span>${bar(t.trials_done, t.trials_target)}</div></td>
+      <td>${trialsCell(job, t)}</td>
       <td class="num">${fmtLatency(t.best_latency_us)}</td>
       <td class="num">${fmtGflops(t.best_gflops)}</td>
       <td class="errors">${errText}</td>

@@ -7,7 +7,9 @@ Skips, saying why, without selenium, chromium or chromedriver."""
 
 import os
 import shutil
+import json
 import signal
+import subprocess
 import tempfile
 import time
 
@@ -24,6 +26,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 WORKLOAD = "matmul:m=64,n=64,k=64"
+SECOND = "matmul:m=32,n=128,k=64"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,17 @@ def browser():
 @pytest.fixture(scope="module")
 def fleet():
     workdir = tempfile.mkdtemp(prefix="lathe_browser_")
-    d = Daemon(workdir, extra=["--http", "127.0.0.1:0"])
+    # The library's figure for WORKLOAD on this machine, as `lathe tune --json` measures it
+    # (OpenBLAS, when this build has the baselines): the curve draws it.
+    figures = os.path.join(workdir, "figures.jsonl")
+    with open(figures, "w") as f:
+        lathe_bin = os.environ.get("LATHE_BIN")
+        if lathe_bin:
+            r = subprocess.run([lathe_bin, "tune", "--workload", WORKLOAD, "--trials", "1",
+                                "--db", os.path.join(workdir, "embedded.db"), "--json"],
+                               capture_output=True, text=True, timeout=120)
+            f.write(r.stdout)
+    d = Daemon(workdir, extra=["--http", "127.0.0.1:0", "--library-figures", figures])
     workers = [d.start_worker(0), d.start_worker(1)]
     yield d, workers
     d.stop()
@@ -111,7 +124,9 @@ def test_dashboard_in_a_browser(browser, fleet, shots):
 
     # A job with far more trials than the test lasts, measured by both workers.
     client = lathe.Client(d.address, token=TOKEN, timeout=20)
-    job = client.submit(WORKLOAD, trials=5000, batch=4, min_repeat_ms=5, seed=1)
+    # Two weighted tasks sharing one budget (each kernel's weight: how often it runs).
+    job = client.submit({WORKLOAD: 2.0, SECOND: 1.0}, trials=5000, batch=4, min_repeat_ms=5,
+                        seed=1)
 
     b.find_element(By.ID, "token").send_keys(TOKEN)
     b.find_element(By.ID, "login").click()
@@ -132,7 +147,14 @@ def test_dashboard_in_a_browser(browser, fleet, shots):
     # The curve and the best record of the task (selected by default).
     wait(b, "the tuning curve", lambda x: x.find_elements(By.CSS_SELECTOR, f"{card} .chart svg path.curve"))
     wait(b, "the best record", lambda x: "best ok record" in text_of(x, f"{card} .record"))
-    time.sleep(1.5)  # a few more trials and a rate for the estimate
+    with open(os.path.join(d.dir, "figures.jsonl")) as f:
+        measured = [json.loads(line) for line in f if line.strip().startswith("{")]
+    if any(m.get("library_gflops") for m in measured):
+        wait(b, "the library's line on the curve",
+             lambda x: x.find_elements(By.CSS_SELECTOR, f"{card} .chart svg line.lib"))
+    assert "2" in text_of(b, f"{card} tr.task[data-task='0'] td:nth-child(2)")  # its weight
+    time.sleep(5.5)  # more trials, and the trials/min behind the estimate of the time left
+    assert text_of(b, f"{card} .eta") not in ("", "estimating…"), text_of(b, card)
     b.save_screenshot(os.path.join(shots, "dashboard-light.png"))
     scheme(b, "dark")
     time.sleep(0.5)

@@ -116,6 +116,39 @@ TEST_F(DashboardDataTest, ViewersPollingAtOnceShareOneBuildOfTheState) {
   EXPECT_EQ(json::parse((*fresh)->State())["workers"].size(), 1u);
 }
 
+TEST_F(DashboardDataTest, MultiTaskJobShowsWeightsBudgetAndObjective) {
+  StartServer(Options());
+  const std::string worker = RegisterWorker("host-a");
+  v1::SubmitJobRequest req;
+  v1::TaskSpec* a = req.mutable_spec()->add_tasks();
+  a->set_workload(kSpec);
+  a->set_weight(2);
+  v1::TaskSpec* b = req.mutable_spec()->add_tasks();
+  b->set_workload("matmul:m=8,n=16,k=16");
+  b->set_weight(1);
+  req.mutable_spec()->set_device_class(kDeviceClass);
+  req.mutable_spec()->set_trials(16);
+  req.mutable_spec()->set_batch(4);
+  req.mutable_spec()->set_min_repeat_ms(1);
+  v1::SubmitJobResponse resp;
+  ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), req, &resp).ok());
+  std::vector<std::string> seen;
+  RunWorker(worker, resp.job_id(), &seen);
+  ASSERT_EQ(Job(resp.job_id()).state(), v1::DONE);
+  auto data = Data();
+  ASSERT_NE(data, nullptr);
+  const json j = json::parse(data->State())["jobs"][0];
+  EXPECT_EQ(j["trials_budget"], 16);
+  EXPECT_EQ(j["trials_done"], 16);
+  ASSERT_EQ(j["tasks"].size(), 2u);
+  EXPECT_EQ(j["tasks"][0]["weight"], 2.0);
+  EXPECT_EQ(j["tasks"][1]["weight"], 1.0);
+  const double objective = 2 * j["tasks"][0]["best_latency_us"].get<double>() +
+                           j["tasks"][1]["best_latency_us"].get<double>();
+  EXPECT_NEAR(j["objective_us"].get<double>(), objective, 1e-6 * objective);
+  EXPECT_EQ(j["phase"], "done");
+}
+
 TEST_F(DashboardDataTest, CurveIsTheBestLatencyOverTheTrialsInMeasurementOrder) {
   StartServer(Options());
   const std::string worker = RegisterWorker("host-a");
