@@ -29,7 +29,7 @@ _OPS = {
                ("w", "pos", None, ""), ("k", "pos", None, ""), ("r", "pos", None, ""),
                ("s", "pos", None, ""), ("stride", "pair", "1", ""), ("pad", "pads", "0", ""),
                ("dilation", "pair", "1", ""), ("groups", "pos", "1", ""),
-               ("layout", "choice", "nchw", ""), _EPI],
+               ("layout", "choice", "nchw", ""), _EPI, ("kblock", "pos", None, "opt")],
     "conv2d_transpose": [("n", "pos", None, ""), ("c", "pos", None, ""), ("h", "pos", None, ""),
                          ("w", "pos", None, ""), ("k", "pos", None, ""), ("r", "pos", None, ""),
                          ("s", "pos", None, ""), ("stride", "pair", "1", ""),

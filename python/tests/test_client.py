@@ -174,6 +174,8 @@ def test_canonical_form_matches_the_daemon(fleet):
         "transpose:shape=2x3x4,perm=0x2x1", "slice:shape=4x4,begin=1x0,size=2x4",
         "concat:axis=1,inputs=1x2x4+1x3x4", "resize:n=1,c=2,h=4,w=4,oh=8,ow=8,mode=linear",
         "reduce:shape=2x3x4,axes=2,kind=sum",
+        "conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,layout=nchw8c,kblock=016",
+        "pool2d:n=1,c=16,h=8,w=8,r=2,s=2,layout=nchw8c",
     ]
     for spec in specs:
         resp = c._stub.QueryBest(service_pb2.QueryBestRequest(workload=spec),
