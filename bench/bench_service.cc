@@ -25,7 +25,10 @@
 // --search-threads N and --search-nice N (the in-process daemon's search; lathed's defaults:
 // every core but one, nice 10; `--search-threads 0 --search-nice 0` is the daemon before
 // those existed), --part2-population N and --part2-generations N (part 2's search rounds,
-// default 512 and 1; lathed's are 2048 and 4), --parts LIST (of 1,2a,2b,3; default all).
+// default 512 and 1; lathed's are 2048 and 4), --parts LIST (of 1,2a,2b,3,4; default all),
+// --dashboard-jobs N (part 4's running jobs, default 20).
+//   4. the dashboard's data endpoints and best_many under --workers simulated workers and
+//      --dashboard-jobs jobs (bench/bench_dashboard.h).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -51,6 +54,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_dashboard.h"
 #include "bench/bench_util.h"
 #include "codegen/host.h"
 #include "lathe/v1/service.grpc.pb.h"
@@ -613,9 +617,9 @@ void RealWorkers(int trials, int min_repeat_ms, int rounds) {
 
 int main(int argc, char** argv) {
   int workers = 500, seconds = 10, candidates = 3000, real_trials = 48, measure_ms = 1000;
-  int real_ms = 20, real_rounds = 1;
+  int real_ms = 20, real_rounds = 1, dashboard_jobs = 20;
   bool skip_real = false;
-  std::string parts = "1,2a,2b,3";
+  std::string parts = "1,2a,2b,3,4";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
@@ -643,6 +647,8 @@ int main(int argc, char** argv) {
       g_part2_generations = std::max(1, next());
     } else if (a == "--parts" && i + 1 < argc) {
       parts = argv[++i];
+    } else if (a == "--dashboard-jobs") {
+      dashboard_jobs = std::max(1, next());
     } else if (a == "--skip-real") {
       skip_real = true;
     } else if (a == "--quick") {
@@ -655,8 +661,8 @@ int main(int argc, char** argv) {
           stderr,
           "usage: bench_service [--workers N] [--seconds S] [--measure-ms M] [--candidates N] "
           "[--real-trials N] [--skip-real] [--quick] [--search-threads N] [--search-nice N] "
-          "[--parts 1,2a,2b,3] [--real-ms M] [--real-rounds N] [--part2-population N] "
-          "[--part2-generations N]\n");
+          "[--parts 1,2a,2b,3,4] [--real-ms M] [--real-rounds N] [--part2-population N] "
+          "[--part2-generations N] [--dashboard-jobs N]\n");
       return 2;
     }
   }
@@ -676,5 +682,9 @@ int main(int argc, char** argv) {
   if (part("2a")) ManyWorkers(workers, seconds, measure_ms, /*prefill=*/true);
   if (part("2b")) ManyWorkers(workers, seconds, measure_ms, /*prefill=*/false);
   if (part("3") && !skip_real) RealWorkers(real_trials, real_ms, real_rounds);
+  if (part("4")) {
+    lathe::bench::DashboardUnderLoad(workers, dashboard_jobs, seconds, measure_ms, g_search_threads,
+                                     g_search_nice);
+  }
   return 0;
 }

@@ -142,6 +142,11 @@ class Database {
   // resumes without measuring a candidate twice.
   absl::StatusOr<std::vector<std::string>> MeasuredTraces(const std::string& workload_key,
                                                           const std::string& device_class);
+  // Every record of the workload on the device class (any error class), in the order they
+  // were measured (measured_at, then insertion): the trials of its tuning curve. Empty for an
+  // unknown workload or device class.
+  absl::StatusOr<std::vector<TimelinePoint>> Timeline(const std::string& workload_key,
+                                                      const std::string& device_class);
   // The record with this candidate id, or nullopt.
   absl::StatusOr<std::optional<Record>> GetByCandidateId(const std::string& candidate_id);
   // The canonical spec stored for a workload key, or nullopt when the key is unknown.

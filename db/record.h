@@ -85,6 +85,14 @@ struct Stats {
   int64_t schema_version = 0;
 };
 
+// One measurement in a workload's history (Database::Timeline): what a tuning curve needs.
+struct TimelinePoint {
+  int64_t measured_at_ms = 0;
+  double median_us = 0;  // 0 for failed candidates without timings
+  ErrorClass error_class = ErrorClass::kOk;
+  double flops = 0;
+};
+
 // The result of inserting one record.
 struct InsertResult {
   int64_t id = 0;         // row id of the record

@@ -508,6 +508,37 @@ absl::StatusOr<std::vector<std::string>> Database::MeasuredTraces(const std::str
   return std::vector<std::string>(traces.begin(), traces.end());
 }
 
+absl::StatusOr<std::vector<TimelinePoint>> Database::Timeline(const std::string& workload_key,
+                                                              const std::string& device_class) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Connection& conn = *impl_->conn;
+  absl::StatusOr<std::optional<int64_t>> wid = internal::FindWorkloadId(conn, workload_key);
+  if (!wid.ok()) return wid.status();
+  absl::StatusOr<std::optional<int64_t>> did = internal::FindDeviceClassId(conn, device_class);
+  if (!did.ok()) return did.status();
+  std::vector<TimelinePoint> points;
+  if (!wid->has_value() || !did->has_value()) return points;
+  absl::StatusOr<Statement> stmt = conn.Prepare(
+      "SELECT measured_at, median_us, error_class, flops FROM records "
+      "WHERE workload_id = ? AND device_class_id = ? ORDER BY measured_at, id");
+  if (!stmt.ok()) return stmt.status();
+  stmt->BindInt64(1, **wid).BindInt64(2, **did);
+  while (true) {
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    TimelinePoint p;
+    p.measured_at_ms = stmt->ColumnInt64(0);
+    p.median_us = stmt->ColumnDouble(1);
+    absl::StatusOr<ErrorClass> ec = ParseErrorClass(stmt->ColumnText(2));
+    if (!ec.ok()) return ec.status();
+    p.error_class = *ec;
+    p.flops = stmt->ColumnDouble(3);
+    points.push_back(p);
+  }
+  return points;
+}
+
 absl::StatusOr<std::optional<Record>> Database::GetByCandidateId(const std::string& candidate_id) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   absl::StatusOr<Statement> stmt =

@@ -16,6 +16,9 @@ PACKAGES=(
   libopenblas-dev libdnnl-dev
   libgoogle-perftools-dev
   libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-venv
+  libcpp-httplib-dev libssl-dev openssl
+  python3 python3-grpcio python3-protobuf python3-pytest
+  python3-selenium chromium chromium-driver
 )
 
 missing=()

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "dashboard/server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "tuner/grpc_server.h"
@@ -18,6 +19,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"lathed: the lathe tuner daemon (jobs, workers, tuning database)"};
   std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
+  std::string http_addr, library_figures;
   int heartbeat_ms = 10000, lease_ms = 120000;
   int search_threads = lathe::tuner::DefaultSearchThreads(), search_nice = 10;
   int remeasure_top = 5;
@@ -34,6 +36,13 @@ int main(int argc, char** argv) {
   key->needs(cert);
   ca->needs(cert);
   app.add_option("--metrics", metrics_addr, "HOST:PORT to serve Prometheus /metrics on");
+  app.add_option("--http", http_addr,
+                 "HOST:PORT to serve the web dashboard on (off by default; same token and TLS "
+                 "certificate as gRPC)");
+  app.add_option("--library-figures", library_figures,
+                 "JSON-lines file of library figures (lines of `lathe tune --json`) that the "
+                 "dashboard draws beside the tuning curves")
+      ->check(CLI::ExistingFile);
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval told to workers")
       ->check(CLI::Range(100, 3600000));
   app.add_option("--lease-ms", lease_ms, "lease duration without a heartbeat")
@@ -112,17 +121,40 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lathed: %s\n", std::string(server.status().message()).c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
+  std::unique_ptr<lathe::dashboard::DashboardServer> dashboard;
+  if (!http_addr.empty()) {
+    lathe::dashboard::ServerOptions dopts;
+    dopts.listen = http_addr;
+    dopts.token = gopts.token;
+    dopts.tls_cert_pem = gopts.tls_cert_pem;
+    dopts.tls_key_pem = gopts.tls_key_pem;
+    dopts.tls_client_ca_pem = gopts.tls_client_ca_pem;
+    dopts.data.db_path = db_path;
+    dopts.data.library_figures = library_figures;
+    absl::StatusOr<std::unique_ptr<lathe::dashboard::DashboardServer>> d =
+        lathe::dashboard::DashboardServer::Start(service->get(), dopts);
+    if (!d.ok()) {
+      std::fprintf(stderr, "lathed: dashboard: %s\n", std::string(d.status().message()).c_str());
+      (*server)->Shutdown(std::chrono::milliseconds(0));
+      (*server)->Wait();
+      (*service)->Shutdown();
+      return d.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    dashboard = std::move(*d);
+  }
   std::printf("lathed: listening on %s\n", (*server)->address().c_str());
+  if (dashboard) std::printf("lathed: dashboard on %s\n", dashboard->url().c_str());
   if (metrics->port() != 0) std::printf("lathed: metrics on port %d\n", metrics->port());
   std::fflush(stdout);
   spdlog::info(
-      "event=started listen={} db=\"{}\" auth={} tls={}", (*server)->address(), db_path,
-      gopts.token.empty() ? "none" : "token",
+      "event=started listen={} http={} db=\"{}\" auth={} tls={}", (*server)->address(),
+      dashboard ? dashboard->url() : "off", db_path, gopts.token.empty() ? "none" : "token",
       gopts.tls_cert_pem.empty() ? "off" : (gopts.tls_client_ca_pem.empty() ? "on" : "mtls"));
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("event=stopping signal={}", sig);
+  if (dashboard) dashboard->Stop();
   (*server)->Shutdown(std::chrono::milliseconds(5000));
   (*server)->Wait();
   (*service)->Shutdown();

@@ -274,4 +274,24 @@ absl::StatusOr<lathe::v1::QueryBestResponse> TunerClient::QueryBest(
   return resp;
 }
 
+absl::StatusOr<std::vector<lathe::v1::QueryBestResponse>> TunerClient::QueryBestMany(
+    const std::vector<std::string>& workloads, const std::string& device_class) {
+  lathe::v1::QueryBestManyRequest req;
+  for (const std::string& w : workloads) {
+    lathe::v1::QueryBestRequest* q = req.add_queries();
+    q->set_workload(w);
+    q->set_device_class(device_class);
+  }
+  lathe::v1::QueryBestManyResponse resp;
+  absl::Status s =
+      impl_->Call("query best (many)", &lathe::v1::Tuner::Stub::QueryBestMany, req, &resp);
+  if (!s.ok()) return s;
+  if (resp.results_size() != req.queries_size()) {
+    return absl::InternalError(absl::StrCat("lathed at ", address(), " answered ",
+                                            resp.results_size(), " of ", req.queries_size(),
+                                            " queries"));
+  }
+  return std::vector<lathe::v1::QueryBestResponse>(resp.results().begin(), resp.results().end());
+}
+
 }  // namespace lathe::tuner

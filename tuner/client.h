@@ -75,6 +75,10 @@ class TunerClient {
   // not an error: found = false with the daemon's explanation.
   absl::StatusOr<lathe::v1::QueryBestResponse> QueryBest(const std::string& workload,
                                                          const std::string& device_class);
+  // QueryBest of every workload in one call (device_class for all of them), in order.
+  // InvalidArgument naming the first malformed workload.
+  absl::StatusOr<std::vector<lathe::v1::QueryBestResponse>> QueryBestMany(
+      const std::vector<std::string>& workloads, const std::string& device_class);
 
  private:
   struct Impl;

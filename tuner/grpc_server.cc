@@ -110,6 +110,10 @@ class TunerImpl final : public v1::Tuner::Service {
                          v1::QueryBestResponse* resp) override {
     return Handle(*auth_, ctx, resp, [&] { return s_->QueryBest(*req); });
   }
+  grpc::Status QueryBestMany(grpc::ServerContext* ctx, const v1::QueryBestManyRequest* req,
+                             v1::QueryBestManyResponse* resp) override {
+    return Handle(*auth_, ctx, resp, [&] { return s_->QueryBestMany(*req); });
+  }
 
  private:
   TunerService* s_;

@@ -644,6 +644,27 @@ v1::ListWorkersResponse LeaseRegistry::ListWorkers() {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
   const std::set<std::string> busy = s.BusyWorkers();
+  // Each worker's leases with unreported tasks: their task count, soonest deadline and jobs.
+  struct Held {
+    int tasks = 0;
+    Clock::time_point deadline = Clock::time_point::max();
+    std::set<std::string> jobs;
+  };
+  std::map<std::string, Held> held;
+  for (const auto& [lease_id, l] : s.leases) {
+    if (l.tasks.empty()) continue;
+    Held& h = held[l.worker_id];
+    h.tasks += static_cast<int>(l.tasks.size());
+    h.deadline = std::min(h.deadline, l.deadline);
+    for (const std::string& c : l.tasks) {
+      auto t = s.tasks.find(c);
+      if (t != s.tasks.end()) h.jobs.insert(t->second.d.task.job_id());
+    }
+  }
+  const Clock::time_point now = Clock::now();
+  const int64_t now_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
   v1::ListWorkersResponse resp;
   for (const auto& [id, w] : s.workers) {
     v1::WorkerInfo* info = resp.add_workers();
@@ -655,6 +676,15 @@ v1::ListWorkersResponse LeaseRegistry::ListWorkers() {
     info->set_state(w.lost ? "lost" : busy.count(id) > 0 ? "busy" : "idle");
     info->set_measured(w.measured);
     info->set_last_seen_ms(w.last_seen_ms);
+    info->set_lathe_version(w.version);
+    auto h = held.find(id);
+    if (h != held.end()) {
+      info->set_leased_tasks(h->second.tasks);
+      info->set_lease_deadline_ms(
+          now_unix_ms +
+          std::chrono::duration_cast<std::chrono::milliseconds>(h->second.deadline - now).count());
+      for (const std::string& j : h->second.jobs) info->add_lease_job_ids(j);
+    }
   }
   return resp;
 }

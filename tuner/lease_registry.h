@@ -116,6 +116,8 @@ class LeaseRegistry {
   // Tasks of workload index `workload` of job `job_id` waiting in a queue (not leased); of
   // every workload of the job when `workload` < 0.
   int QueuedOf(const std::string& job_id, int workload = -1);
+  // Every registered worker: its state, results reported and current leases (tasks not
+  // reported yet, the soonest deadline, their jobs).
   lathe::v1::ListWorkersResponse ListWorkers();
   // The device classes of registered, not lost workers: CPU ones (`cpu`) or the others.
   std::set<std::string> DeviceClasses(bool cpu);

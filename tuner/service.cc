@@ -466,6 +466,25 @@ absl::StatusOr<v1::ListWorkersResponse> TunerService::ListWorkers(const v1::List
   return s_->registry.ListWorkers();
 }
 
+namespace {
+
+void FillQueryBest(const std::string& canonical, const db::LookupResult& found,
+                   v1::QueryBestResponse* resp) {
+  resp->set_workload(canonical);
+  resp->set_device_class(found.device_class);
+  resp->set_explanation(found.explanation);
+  if (!found.record.has_value()) return;
+  const db::Record& r = *found.record;
+  resp->set_found(true);
+  resp->set_latency_us(r.median_us);
+  resp->set_gflops(r.Gflops());
+  resp->set_trace_json(r.trace_json);
+  resp->set_measured_at_ms(r.measured_at_ms);
+  resp->set_worker(r.worker);
+}
+
+}  // namespace
+
 absl::StatusOr<v1::QueryBestResponse> TunerService::QueryBest(const v1::QueryBestRequest& req) {
   if (req.workload().empty()) return absl::InvalidArgumentError("empty workload");
   absl::StatusOr<ir::Workload> w = ir::MakeWorkload(req.workload());
@@ -482,17 +501,46 @@ absl::StatusOr<v1::QueryBestResponse> TunerService::QueryBest(const v1::QueryBes
   absl::StatusOr<db::LookupResult> found = db::Lookup(*s_->db, {w->canonical, w->key}, dc);
   if (!found.ok()) return found.status();
   v1::QueryBestResponse resp;
-  resp.set_workload(w->canonical);
-  resp.set_device_class(found->device_class);
-  resp.set_explanation(found->explanation);
-  if (found->record.has_value()) {
-    const db::Record& r = *found->record;
-    resp.set_found(true);
-    resp.set_latency_us(r.median_us);
-    resp.set_gflops(r.Gflops());
-    resp.set_trace_json(r.trace_json);
-    resp.set_measured_at_ms(r.measured_at_ms);
-    resp.set_worker(r.worker);
+  FillQueryBest(w->canonical, *found, &resp);
+  return resp;
+}
+
+// One device-class derivation for the whole call, and the spec parser (canonical form, key)
+// rather than the whole workload definition that QueryBest builds: 1,000 queries in one call
+// are a model's worth of operators, answered well under the 200 ms a compiler waits.
+absl::StatusOr<v1::QueryBestManyResponse> TunerService::QueryBestMany(
+    const v1::QueryBestManyRequest& req) {
+  if (req.queries_size() > kMaxQueryBestMany) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(req.queries_size(), " queries in one call (at most ", kMaxQueryBestMany, ")"));
+  }
+  std::optional<std::string> default_dc;
+  v1::QueryBestManyResponse resp;
+  resp.mutable_results()->Reserve(req.queries_size());
+  for (int i = 0; i < req.queries_size(); ++i) {
+    const v1::QueryBestRequest& q = req.queries(i);
+    if (q.workload().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("queries[", i, "]: empty workload"));
+    }
+    absl::StatusOr<ir::WorkloadSpec> spec = ir::ParseWorkloadSpec(q.workload());
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("queries[", i, "]: workload '", q.workload(),
+                                                     "': ", spec.status().message()));
+    }
+    std::string dc = q.device_class();
+    if (dc.empty()) {
+      if (!default_dc.has_value()) {
+        absl::StatusOr<std::string> d = s_->DeriveDeviceClass("cpu");
+        if (!d.ok()) return d.status();
+        default_dc = *d;
+      }
+      dc = *default_dc;
+    }
+    const std::string canonical = spec->ToString();
+    absl::StatusOr<db::LookupResult> found =
+        db::Lookup(*s_->db, {canonical, ir::WorkloadKey(canonical)}, dc);
+    if (!found.ok()) return found.status();
+    FillQueryBest(canonical, *found, resp.add_results());
   }
   return resp;
 }

@@ -117,6 +117,11 @@ class TunerService {
       const lathe::v1::ListWorkersRequest& req);
   // InvalidArgument for a malformed workload; a miss is found=false with an explanation.
   absl::StatusOr<lathe::v1::QueryBestResponse> QueryBest(const lathe::v1::QueryBestRequest& req);
+  // QueryBest of each query, in order; InvalidArgument naming the index of a malformed
+  // workload, or for more than kMaxQueryBestMany queries.
+  absl::StatusOr<lathe::v1::QueryBestManyResponse> QueryBestMany(
+      const lathe::v1::QueryBestManyRequest& req);
+  static constexpr int kMaxQueryBestMany = 10000;
 
   // --- workers ---
   absl::StatusOr<lathe::v1::RegisterResponse> Register(const lathe::v1::RegisterRequest& req);

@@ -93,6 +93,39 @@ TEST(DatabaseTest, BestIsLowestOkMedian) {
   EXPECT_EQ(stats->schema_version, kSchemaVersion);
 }
 
+// The dashboard's tuning curve: every record of a workload on a device class, failures
+// included, in the order they were measured (not inserted).
+TEST(DatabaseTest, TimelineListsTrialsInMeasurementOrder) {
+  TempDir dir;
+  auto db = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  Record late = MakeRecord("late", "1", kCpu2, 10);
+  late.measured_at_ms = 3000;
+  Record early = MakeRecord("early", "1", kCpu2, 30);
+  early.measured_at_ms = 1000;
+  Record failed = MakeRecord("failed", "1", kCpu2, 0, ErrorClass::kCompileError);
+  failed.measured_at_ms = 2000;
+  Record other_class = MakeRecord("other", "1", kCpu4, 5);
+  other_class.measured_at_ms = 1500;
+  for (const Record& r : {late, early, failed, other_class}) ASSERT_TRUE(db->Insert(r).ok());
+
+  absl::StatusOr<std::vector<TimelinePoint>> t = db->Timeline("key-1", kCpu2);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 3u);
+  EXPECT_EQ((*t)[0].measured_at_ms, 1000);
+  EXPECT_EQ((*t)[0].median_us, 30);
+  EXPECT_EQ((*t)[1].error_class, ErrorClass::kCompileError);
+  EXPECT_EQ((*t)[2].median_us, 10);
+  EXPECT_EQ((*t)[2].flops, late.flops);
+
+  t = db->Timeline("key-1", "cpu:unknown:avx2:2c");
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->empty());
+  t = db->Timeline("no-such-key", kCpu2);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->empty());
+}
+
 TEST(DatabaseTest, TopOfRelatedWorkloadsTakesTheBestOfEachOtherWorkloadOfTheOp) {
   TempDir dir;
   auto db = OpenOrDie(dir.File("t.db"));
