@@ -2,6 +2,12 @@
 // over a tuning database; SIGTERM or SIGINT stop it gracefully (no new calls, calls in
 // flight finish within 5 s, job threads stop, the database is closed; unfinished jobs resume
 // on the next start).
+//
+// Secure by default off loopback: a --listen address other than a loopback one (127.0.0.0/8,
+// ::1, localhost) without a token or mTLS is refused, since anyone who reaches the port could
+// submit jobs and lease work; --insecure accepts it with a warning at every start. A token
+// without TLS off loopback is accepted with a warning (it travels in plain text).
+#include <arpa/inet.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -15,12 +21,31 @@
 #include "tuner/metrics.h"
 #include "tuner/service.h"
 
+namespace {
+
+// True when the host of HOST:PORT (IPv6 in brackets) can only be reached from this machine:
+// 127.0.0.0/8, ::1 or localhost. Anything else, a wildcard or a name included, is not.
+bool IsLoopbackListen(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"lathed: the lathe tuner daemon (jobs, workers, tuning database)"};
   std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
   int heartbeat_ms = 10000, lease_ms = 120000;
   int search_threads = lathe::tuner::DefaultSearchThreads(), search_nice = 10;
   int remeasure_top = 5;
+  bool insecure = false;
   app.add_option("--listen", listen, "HOST:PORT to serve gRPC on (port 0 picks one)")->required();
   app.add_option("--db", db_path, "tuning database (SQLite file; created when missing)")
       ->required();
@@ -48,6 +73,9 @@ int main(int argc, char** argv) {
                  "at the end of a job, re-time each workload's best N records never re-timed, "
                  "for 5x the job's min_repeat_ms (default 5; 0: off)")
       ->check(CLI::Range(0, 1000));
+  app.add_flag("--insecure", insecure,
+               "serve a non-loopback --listen address without a token or mTLS (anyone who "
+               "reaches the port may submit jobs and lease work); warned about at every start");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -79,6 +107,21 @@ int main(int argc, char** argv) {
   if (!tls_cert.empty() && !read(tls_cert, false, &gopts.tls_cert_pem)) return 2;
   if (!tls_key.empty() && !read(tls_key, false, &gopts.tls_key_pem)) return 2;
   if (!tls_client_ca.empty() && !read(tls_client_ca, false, &gopts.tls_client_ca_pem)) return 2;
+
+  // Secure by default off loopback (see the file comment).
+  const bool loopback = IsLoopbackListen(listen);
+  const bool authenticated = !gopts.token.empty() || !gopts.tls_client_ca_pem.empty();
+  if (!loopback && !authenticated && !insecure) {
+    std::fprintf(stderr,
+                 "lathed: refusing to serve %s without authentication: anyone who reaches it "
+                 "could submit jobs and lease work. Give a token (e.g. `umask 077; head -c 32 "
+                 "/dev/urandom | base64 > /etc/lathe/token`, then --token-file /etc/lathe/token "
+                 "here and on every worker and client), or require client certificates "
+                 "(--tls-cert F --tls-key F --tls-client-ca F), or listen on 127.0.0.1; "
+                 "--insecure serves it open all the same\n",
+                 listen.c_str());
+    return 2;
+  }
 
   std::unique_ptr<lathe::tuner::Metrics> metrics;
   {
@@ -119,6 +162,17 @@ int main(int argc, char** argv) {
       "event=started listen={} db=\"{}\" auth={} tls={}", (*server)->address(), db_path,
       gopts.token.empty() ? "none" : "token",
       gopts.tls_cert_pem.empty() ? "off" : (gopts.tls_client_ca_pem.empty() ? "on" : "mtls"));
+  if (!loopback && !authenticated) {
+    spdlog::warn(
+        "event=insecure listen={}: no token and no client certificates (--insecure); anyone "
+        "who reaches this address may submit jobs and lease work",
+        (*server)->address());
+  } else if (!loopback && gopts.tls_cert_pem.empty()) {
+    spdlog::warn(
+        "event=plaintext_token listen={}: the token travels in plain text and can be read on "
+        "the network; add --tls-cert and --tls-key (and --tls-ca on the workers and clients)",
+        (*server)->address());
+  }
 
   int sig = 0;
   sigwait(&signals, &sig);
