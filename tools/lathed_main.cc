@@ -7,7 +7,13 @@
 // ::1, localhost) without a token or mTLS is refused, since anyone who reaches the port could
 // submit jobs and lease work; --insecure accepts it with a warning at every start. A token
 // without TLS off loopback is accepted with a warning (it travels in plain text).
+//
+// --health HOST:PORT serves the standard gRPC health service alone, in plain text, on a port
+// of its own, for probes that cannot speak TLS (Kubernetes' gRPC probes): SERVING while the
+// daemon serves, NOT_SERVING once it stops. Nothing else is reachable on that port.
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -42,6 +48,7 @@ bool IsLoopbackListen(const std::string& listen) {
 int main(int argc, char** argv) {
   CLI::App app{"lathed: the lathe tuner daemon (jobs, workers, tuning database)"};
   std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
+  std::string health_addr;
   int heartbeat_ms = 10000, lease_ms = 120000;
   int search_threads = lathe::tuner::DefaultSearchThreads(), search_nice = 10;
   int remeasure_top = 5;
@@ -59,6 +66,9 @@ int main(int argc, char** argv) {
   key->needs(cert);
   ca->needs(cert);
   app.add_option("--metrics", metrics_addr, "HOST:PORT to serve Prometheus /metrics on");
+  app.add_option("--health", health_addr,
+                 "HOST:PORT to serve the gRPC health service alone on, in plain text (for probes "
+                 "that cannot speak TLS; port 0 picks one)");
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval told to workers")
       ->check(CLI::Range(100, 3600000));
   app.add_option("--lease-ms", lease_ms, "lease duration without a heartbeat")
@@ -155,7 +165,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lathed: %s\n", std::string(server.status().message()).c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
+  // The health-only server: built after the main one, whose Start enabled gRPC's default
+  // health service (every server built since has one).
+  std::unique_ptr<grpc::Server> health;
+  int health_port = 0;
+  if (!health_addr.empty()) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort(health_addr, grpc::InsecureServerCredentials(), &health_port);
+    health = b.BuildAndStart();
+    if (health == nullptr || health_port == 0) {
+      std::fprintf(stderr, "lathed: cannot serve health on %s\n", health_addr.c_str());
+      return 1;
+    }
+    health->GetHealthCheckService()->SetServingStatus(true);
+  }
   std::printf("lathed: listening on %s\n", (*server)->address().c_str());
+  if (health) std::printf("lathed: health on port %d\n", health_port);
   if (metrics->port() != 0) std::printf("lathed: metrics on port %d\n", metrics->port());
   std::fflush(stdout);
   spdlog::info(
@@ -177,9 +202,11 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("event=stopping signal={}", sig);
+  if (health) health->GetHealthCheckService()->SetServingStatus(false);
   (*server)->Shutdown(std::chrono::milliseconds(5000));
   (*server)->Wait();
   (*service)->Shutdown();
+  if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->reset();
   service->reset();
   spdlog::info("event=stopped");
