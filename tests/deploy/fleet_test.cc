@@ -169,7 +169,8 @@ class Fleet {
   // A worker in host `w` (in the tuner's host on loopback) with the certificate `cert` (a
   // name under the certificate directory `cert_dir`; empty: none).
   Process* StartWorker(const WorkerHost& w, const std::string& cert = "",
-                       const std::string& cert_dir = "") {
+                       const std::string& cert_dir = "",
+                       const std::vector<std::string>& extra = {}) {
     const std::string tuner = (loopback_ ? "127.0.0.1" : w.tuner_ip) + ":" + std::to_string(port());
     const std::string name = cert.empty() ? "nocert" : cert;
     std::vector<std::string> argv = {LATHE_WORKER_BIN,
@@ -322,7 +323,9 @@ class FleetTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     g->net.reset();
-    if (!g->dir.empty() && !::testing::UnitTest::GetInstance()->Failed()) {
+    // LATHE_FLEET_KEEP=1 keeps the logs and databases of a passing run too.
+    if (!g->dir.empty() && !::testing::UnitTest::GetInstance()->Failed() &&
+        std::getenv("LATHE_FLEET_KEEP") == nullptr) {
       std::error_code ec;
       std::filesystem::remove_all(g->dir, ec);
     }
@@ -373,6 +376,38 @@ TEST_F(FleetTest, JobCompletesAcrossDelayedLinks) {
       "%lld\n",
       kTrials, loop_s[0], loop_s[1], kTrials / loop, kDelayMs, wan_s[0], wan_s[1], kTrials / wan,
       loop / wan, expiries, static_cast<long long>(dups));
+}
+
+// One worker alone, on loopback and across its 80 ms round-trip link: with no other worker to
+// overlap with, what the link costs is what one worker's lease cycle (lease, measure the
+// lease's tasks, report) fails to hide, at the default lease depth (4 tasks) and at 16
+// (--batch). Order: loopback, link, link (16), loopback. Prints the ratios; no assertion.
+TEST_F(FleetTest, OneWorkerAcrossItsLinkAgainstLoopback) {
+  constexpr int kOneTrials = 64;
+  std::vector<double> loop_s;
+  double wan4 = 0, wan16 = 0;
+  for (int run = 0; run < 4; ++run) {
+    const bool loopback = run == 0 || run == 3;
+    Fleet f("one" + std::to_string(run), loopback);
+    ASSERT_TRUE(f.StartDaemon());
+    std::vector<std::string> extra;
+    if (run == 2) extra = {"--batch", "16"};
+    ASSERT_NE(f.StartWorker(kWorkers[0], kWorkers[0].host, "", extra), nullptr);
+    auto client = f.Client();
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(f.WaitForWorkers(*client, 1, 20));
+    std::optional<Outcome> o = RunJob(*client, Job(kOneTrials), 300);
+    ASSERT_TRUE(o.has_value());
+    if (loopback) loop_s.push_back(o->seconds);
+    if (run == 1) wan4 = o->seconds;
+    if (run == 2) wan16 = o->seconds;
+    ExpectNoLossNoDuplicate(f, kOneTrials);
+  }
+  const double loop = (loop_s[0] + loop_s[1]) / 2;
+  std::printf(
+      "[fleet] one worker, %d trials: loopback %.1f s and %.1f s (%.2f trials/s); across its "
+      "link, leases of 4 tasks %.1f s (%.2fx loopback), of 16 tasks %.1f s (%.2fx)\n",
+      kOneTrials, loop_s[0], loop_s[1], kOneTrials / loop, wan4, loop / wan4, wan16, loop / wan16);
 }
 
 // w2's link goes down for 30 s mid-job: its lease expires and its tasks move to the others;
