@@ -187,13 +187,17 @@ class Fleet {
       argv.insert(argv.end(),
                   {"--tls-cert", d + "/" + cert + ".pem", "--tls-key", d + "/" + cert + ".key"});
     }
+    argv.insert(argv.end(), extra.begin(), extra.end());
     return Keep(
         g->net->Spawn(loopback_ ? "tuner" : w.host, argv, dir_ + "/worker-" + name + ".log"));
   }
 
-  bool StartWorkers() {
+  // `extra`: more flags for the worker of a host.
+  bool StartWorkers(const std::map<std::string, std::vector<std::string>>& extra = {}) {
     for (const WorkerHost& w : kWorkers) {
-      Process* p = StartWorker(w, w.host);
+      auto more = extra.find(w.host);
+      Process* p = StartWorker(w, w.host, "",
+                               more == extra.end() ? std::vector<std::string>{} : more->second);
       if (p == nullptr) return false;
       workers_[w.host] = p;
     }
@@ -204,8 +208,9 @@ class Fleet {
   // Starts lathed and the three workers; returns the client once they are all registered
   // (null, with a test failure, when something did not come up). Across links of 80 and 160 ms
   // round trip, with TLS, registering takes a few round trips.
-  std::unique_ptr<tuner::TunerClient> StartAll() {
-    if (!StartDaemon() || !StartWorkers()) return nullptr;
+  std::unique_ptr<tuner::TunerClient> StartAll(
+      const std::map<std::string, std::vector<std::string>>& extra = {}) {
+    if (!StartDaemon() || !StartWorkers(extra)) return nullptr;
     std::unique_ptr<tuner::TunerClient> client = Client();
     if (client == nullptr || !WaitForWorkers(*client, 3, 20)) return nullptr;
     return client;
@@ -423,7 +428,7 @@ TEST_F(FleetTest, WorkerLinkDownForThirtySeconds) {
   // Long enough (about a minute here) that the job still runs when the link is back.
   constexpr int kOutageTrials = 4 * kTrials;
   Fleet f("outage", false);
-  auto client = f.StartAll();
+  auto client = f.StartAll({{"w2", {"--log-level", "debug"}}});
   ASSERT_NE(client, nullptr);
   std::atomic<bool> cut{false};
   std::thread outage;
@@ -432,9 +437,20 @@ TEST_F(FleetTest, WorkerLinkDownForThirtySeconds) {
         if (cut.load() || e2e::TrialsDone(s) < 24) return;
         cut = true;
         outage = std::thread([&] {
+          // Cut the moment w2 has a fresh lease in hand (its debug log says so): the daemon
+          // holds that lease, and w2 measures its tasks with nowhere to report them.
+          const std::string tag = "debug lathe-worker: lease ";
+          const int before = Count(ReadAll(f.worker("w2")->log()), tag);
+          bool leased = false;
+          for (auto until = Clock::now() + std::chrono::seconds(20);
+               !leased && Clock::now() < until;) {
+            leased = Count(ReadAll(f.worker("w2")->log()), tag) > before;
+            if (!leased) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          EXPECT_TRUE(leased) << "w2 was never handed a lease";
           std::string error;
           EXPECT_TRUE(g->net->SetDown(g->w2_link, true, &error)) << error;
-          std::printf("[fleet] w2's link down\n");
+          std::printf("[fleet] w2's link down with a lease in hand\n");
           std::this_thread::sleep_for(std::chrono::seconds(30));
           EXPECT_TRUE(g->net->SetDown(g->w2_link, false, &error)) << error;
           std::printf("[fleet] w2's link back\n");
