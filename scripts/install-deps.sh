@@ -19,6 +19,9 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev openssl
   python3 python3-grpcio python3-protobuf python3-pytest
   python3-selenium chromium chromium-driver
+  # deploy/ and its tests: namespaces, links and NAT of the fleet test, TLS material, the
+  # image builder and smoke run, the unit checks
+  iproute2 nftables openssl curl python3 python3-yaml util-linux systemd
 )
 
 missing=()
@@ -37,6 +40,17 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "install-deps: all packages present"
+fi
+
+# kubectl renders deploy/kubernetes in the tests (`kubectl kustomize`): Debian's
+# kubernetes-client, unless a kubectl from elsewhere is already there.
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "install-deps: installing kubernetes-client (kubectl)"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    kubernetes-client || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+    $SUDO apt-get install -y -qq --no-install-recommends kubernetes-client; }
 fi
 
 if [[ ! -d /usr/local/cuda ]]; then

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -86,12 +87,18 @@ int main(int argc, char** argv) {
   CLI::App app{"lathe-worker: measures candidates for a lathed tuning daemon"};
   app.set_version_flag("--version", "lathe-worker 0.1.0");
   lathe::worker::WorkerOptions opt;
-  std::string token_file, tls_ca, log_level = "info";
+  std::string token_file, tls_ca, tls_cert, tls_key, log_level = "info";
   std::vector<std::string> devices;
   opt.spool_dir = DefaultSpool();
   app.add_option("--tuner", opt.tuner, "the lathed daemon, HOST:PORT")->required();
   app.add_option("--token-file", token_file, "file holding the daemon's shared token");
-  app.add_option("--tls-ca", tls_ca, "PEM CA certificates: connect with TLS");
+  auto* ca = app.add_option("--tls-ca", tls_ca, "PEM CA certificates: connect with TLS");
+  auto* cert = app.add_option("--tls-cert", tls_cert,
+                              "PEM certificate of this worker, for a daemon that requires client "
+                              "certificates (lathed --tls-client-ca)");
+  auto* key = app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
+  cert->needs(key)->needs(ca);
+  key->needs(cert);
   app.add_option("--device", devices,
                  "device to register: cpu (default), cuda (GPU 0) or cuda:N; repeatable. Each "
                  "device measures in its own child process");
@@ -127,6 +134,14 @@ int main(int argc, char** argv) {
   if (!tls_ca.empty() && !ReadWholeFile(tls_ca, &opt.tls_ca_pem)) {
     std::fprintf(stderr, "lathe-worker: cannot read the CA file %s\n", tls_ca.c_str());
     return kFailure;
+  }
+
+  for (auto [path, out, what] : {std::tuple{&tls_cert, &opt.tls_cert_pem, "certificate"},
+                                 std::tuple{&tls_key, &opt.tls_key_pem, "key"}}) {
+    if (!path->empty() && !ReadWholeFile(*path, out)) {
+      std::fprintf(stderr, "lathe-worker: cannot read the TLS %s file %s\n", what, path->c_str());
+      return kFailure;
+    }
   }
 
   auto selected = lathe::worker::SelectDevices(devices);

@@ -2,6 +2,18 @@
 // over a tuning database; SIGTERM or SIGINT stop it gracefully (no new calls, calls in
 // flight finish within 5 s, job threads stop, the database is closed; unfinished jobs resume
 // on the next start).
+//
+// Secure by default off loopback: a --listen address other than a loopback one (127.0.0.0/8,
+// ::1, localhost) without a token or mTLS is refused, since anyone who reaches the port could
+// submit jobs and lease work; --insecure accepts it with a warning at every start. A token
+// without TLS off loopback is accepted with a warning (it travels in plain text).
+//
+// --health HOST:PORT serves the standard gRPC health service alone, in plain text, on a port
+// of its own, for probes that cannot speak TLS (Kubernetes' gRPC probes): SERVING while the
+// daemon serves, NOT_SERVING once it stops. Nothing else is reachable on that port.
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -16,13 +28,33 @@
 #include "tuner/metrics.h"
 #include "tuner/service.h"
 
+namespace {
+
+// True when the host of HOST:PORT (IPv6 in brackets) can only be reached from this machine:
+// 127.0.0.0/8, ::1 or localhost. Anything else, a wildcard or a name included, is not.
+bool IsLoopbackListen(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"lathed: the lathe tuner daemon (jobs, workers, tuning database)"};
   std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
   std::string http_addr, library_figures;
+  std::string health_addr;
   int heartbeat_ms = 10000, lease_ms = 120000;
   int search_threads = lathe::tuner::DefaultSearchThreads(), search_nice = 10;
   int remeasure_top = 5;
+  bool insecure = false;
   app.add_option("--listen", listen, "HOST:PORT to serve gRPC on (port 0 picks one)")->required();
   app.add_option("--db", db_path, "tuning database (SQLite file; created when missing)")
       ->required();
@@ -43,6 +75,9 @@ int main(int argc, char** argv) {
                  "JSON-lines file of library figures (lines of `lathe tune --json`) that the "
                  "dashboard draws beside the tuning curves")
       ->check(CLI::ExistingFile);
+  app.add_option("--health", health_addr,
+                 "HOST:PORT to serve the gRPC health service alone on, in plain text (for probes "
+                 "that cannot speak TLS; port 0 picks one)");
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval told to workers")
       ->check(CLI::Range(100, 3600000));
   app.add_option("--lease-ms", lease_ms, "lease duration without a heartbeat")
@@ -57,6 +92,9 @@ int main(int argc, char** argv) {
                  "at the end of a job, re-time each workload's best N records never re-timed, "
                  "for 5x the job's min_repeat_ms (default 5; 0: off)")
       ->check(CLI::Range(0, 1000));
+  app.add_flag("--insecure", insecure,
+               "serve a non-loopback --listen address without a token or mTLS (anyone who "
+               "reaches the port may submit jobs and lease work); warned about at every start");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -88,6 +126,21 @@ int main(int argc, char** argv) {
   if (!tls_cert.empty() && !read(tls_cert, false, &gopts.tls_cert_pem)) return 2;
   if (!tls_key.empty() && !read(tls_key, false, &gopts.tls_key_pem)) return 2;
   if (!tls_client_ca.empty() && !read(tls_client_ca, false, &gopts.tls_client_ca_pem)) return 2;
+
+  // Secure by default off loopback (see the file comment).
+  const bool loopback = IsLoopbackListen(listen);
+  const bool authenticated = !gopts.token.empty() || !gopts.tls_client_ca_pem.empty();
+  if (!loopback && !authenticated && !insecure) {
+    std::fprintf(stderr,
+                 "lathed: refusing to serve %s without authentication: anyone who reaches it "
+                 "could submit jobs and lease work. Give a token (e.g. `umask 077; head -c 32 "
+                 "/dev/urandom | base64 > /etc/lathe/token`, then --token-file /etc/lathe/token "
+                 "here and on every worker and client), or require client certificates "
+                 "(--tls-cert F --tls-key F --tls-client-ca F), or listen on 127.0.0.1; "
+                 "--insecure serves it open all the same\n",
+                 listen.c_str());
+    return 2;
+  }
 
   std::unique_ptr<lathe::tuner::Metrics> metrics;
   {
@@ -142,22 +195,50 @@ int main(int argc, char** argv) {
     }
     dashboard = std::move(*d);
   }
+  // The health-only server: built after the main one, whose Start enabled gRPC's default
+  // health service (every server built since has one).
+  std::unique_ptr<grpc::Server> health;
+  int health_port = 0;
+  if (!health_addr.empty()) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort(health_addr, grpc::InsecureServerCredentials(), &health_port);
+    health = b.BuildAndStart();
+    if (health == nullptr || health_port == 0) {
+      std::fprintf(stderr, "lathed: cannot serve health on %s\n", health_addr.c_str());
+      return 1;
+    }
+    health->GetHealthCheckService()->SetServingStatus(true);
+  }
   std::printf("lathed: listening on %s\n", (*server)->address().c_str());
   if (dashboard) std::printf("lathed: dashboard on %s\n", dashboard->url().c_str());
+  if (health) std::printf("lathed: health on port %d\n", health_port);
   if (metrics->port() != 0) std::printf("lathed: metrics on port %d\n", metrics->port());
   std::fflush(stdout);
   spdlog::info(
       "event=started listen={} http={} db=\"{}\" auth={} tls={}", (*server)->address(),
       dashboard ? dashboard->url() : "off", db_path, gopts.token.empty() ? "none" : "token",
       gopts.tls_cert_pem.empty() ? "off" : (gopts.tls_client_ca_pem.empty() ? "on" : "mtls"));
+  if (!loopback && !authenticated) {
+    spdlog::warn(
+        "event=insecure listen={}: no token and no client certificates (--insecure); anyone "
+        "who reaches this address may submit jobs and lease work",
+        (*server)->address());
+  } else if (!loopback && gopts.tls_cert_pem.empty()) {
+    spdlog::warn(
+        "event=plaintext_token listen={}: the token travels in plain text and can be read on "
+        "the network; add --tls-cert and --tls-key (and --tls-ca on the workers and clients)",
+        (*server)->address());
+  }
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("event=stopping signal={}", sig);
   if (dashboard) dashboard->Stop();
+  if (health) health->GetHealthCheckService()->SetServingStatus(false);
   (*server)->Shutdown(std::chrono::milliseconds(5000));
   (*server)->Wait();
   (*service)->Shutdown();
+  if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->reset();
   service->reset();
   spdlog::info("event=stopped");

@@ -115,19 +115,35 @@ absl::StatusOr<std::unique_ptr<TunerClient>> TunerClient::Connect(const ClientOp
   }
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (options.tls_ca.empty()) {
+    if (!options.tls_cert.empty() || !options.tls_key.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs TLS: give the daemon's CA");
+    }
     creds = grpc::InsecureChannelCredentials();
   } else {
     absl::StatusOr<std::string> pem = ReadFile(options.tls_ca, "TLS CA file");
     if (!pem.ok()) return absl::InvalidArgumentError(pem.status().message());
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = *pem;
+    if (options.tls_cert.empty() != options.tls_key.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs both its file and its key");
+    }
+    if (!options.tls_cert.empty()) {
+      absl::StatusOr<std::string> cert = ReadFile(options.tls_cert, "TLS certificate file");
+      if (!cert.ok()) return absl::InvalidArgumentError(cert.status().message());
+      absl::StatusOr<std::string> key = ReadFile(options.tls_key, "TLS key file");
+      if (!key.ok()) return absl::InvalidArgumentError(key.status().message());
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
     creds = grpc::SslCredentials(ssl);
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   // Reconnect quickly after the daemon restarts (gRPC's default backoff grows to 2 minutes).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  // gRPC reads this one as the least time a connection attempt is given, not as a backoff:
+  // 200 ms is too short for a TLS handshake across a slow link. gRPC's default.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   impl->channel = grpc::CreateCustomChannel(options.address, creds, args);
   // Wait until connected: a refused connection fails at once (gRPC keeps a channel in

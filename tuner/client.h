@@ -31,6 +31,10 @@ struct ClientOptions {
   std::string token_file;  // file holding the shared secret (surrounding whitespace ignored)
   std::string tls_ca;      // PEM file of the CA that signed the daemon's certificate; empty:
                            // plaintext
+  // PEM files of this client's certificate and key, for a daemon that requires client
+  // certificates (lathed --tls-client-ca); both or neither, and only with tls_ca.
+  std::string tls_cert;
+  std::string tls_key;
   int timeout_ms = 10000;  // deadline of each unary call and of Connect
   // Watch: how long to keep trying to re-open the stream after the daemon went away (it may
   // be restarting); 0 gives up at once.

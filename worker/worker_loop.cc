@@ -113,6 +113,12 @@ class Worker::Impl {
   absl::Status Init() {
     if (opt_.devices.empty()) return absl::InvalidArgumentError("no device to register");
     if (opt_.tuner.empty()) return absl::InvalidArgumentError("no tuner address");
+    if (opt_.tls_cert_pem.empty() != opt_.tls_key_pem.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs both its file and its key");
+    }
+    if (!opt_.tls_cert_pem.empty() && opt_.tls_ca_pem.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs TLS: give the daemon's CA");
+    }
     if (opt_.hostname.empty()) opt_.hostname = Hostname();
     opt_.lease_batch = std::max(1, opt_.lease_batch);
     if (!opt_.spool_dir.empty()) {
@@ -141,7 +147,10 @@ class Worker::Impl {
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, opt_.backoff_min_ms);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, opt_.backoff_min_ms);
+    // gRPC reads this one as the least time a connection attempt is given (its
+    // MIN_CONNECT_TIMEOUT), not as a backoff: at 100 ms a TLS handshake across a link of 80 ms
+    // round trip never completed (found by tests/deploy/fleet_test.cc). gRPC's default.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20000);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, opt_.backoff_max_ms);
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);
@@ -151,6 +160,8 @@ class Worker::Impl {
     } else {
       grpc::SslCredentialsOptions ssl;
       ssl.pem_root_certs = opt_.tls_ca_pem;
+      ssl.pem_cert_chain = opt_.tls_cert_pem;
+      ssl.pem_private_key = opt_.tls_key_pem;
       creds = grpc::SslCredentials(ssl);
     }
     channel_ = grpc::CreateCustomChannel(opt_.tuner, creds, args);
@@ -594,7 +605,7 @@ class Worker::Impl {
       spdlog::error("cannot read the spool: {}", contents.status().ToString());
       return;
     }
-    int64_t n = 0, rejected = 0;
+    int64_t n = 0, rejected = 0, accepted = 0, duplicates = 0;
     for (lathe::v1::ReportRequest& batch : contents->batches) {
       batch.set_worker_id(worker_id());
       lathe::v1::ReportResponse resp;
@@ -616,11 +627,17 @@ class Worker::Impl {
       }
       n += batch.results_size();
       rejected += resp.rejected();
+      accepted += resp.accepted();
+      duplicates += resp.duplicates();
     }
     if (auto st = spool_->DropThrough(contents->end); !st.ok()) {
       spdlog::error("cannot shrink the spool: {}", st.ToString());
     }
-    if (n > 0) spdlog::info("re-sent {} spooled result(s) to {}", n, opt_.tuner);
+    // Already stored: the daemon had them measured again after this worker's lease expired.
+    if (n > 0) {
+      spdlog::info("re-sent {} spooled result(s) to {} ({} stored, {} already stored)", n,
+                   opt_.tuner, accepted, duplicates);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     stats_.reported += n;
     stats_.resent += n;

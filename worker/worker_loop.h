@@ -49,6 +49,10 @@ struct WorkerOptions {
   std::string tuner;       // the daemon, HOST:PORT
   std::string token;       // sent as `authorization: Bearer <token>`; empty: none
   std::string tls_ca_pem;  // PEM root certificates: TLS to the daemon; empty: plaintext
+  // PEM certificate chain and key presented to a daemon that requires client certificates
+  // (mTLS, lathed --tls-client-ca); both or neither, and only with tls_ca_pem.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
   std::vector<Device> devices;
   int64_t max_tasks = 0;       // return from Run() after this many tasks were measured (0: never)
   int lease_batch = 4;         // tasks asked for per lease
