@@ -69,14 +69,14 @@ absl::StatusOr<std::string> FindHostCompiler() {
   return *found;
 }
 
-std::vector<std::string> ModuleCompileFlags() {
+std::vector<std::string> ModuleCompileFlags(OptLevel opt) {
   // -O1: a fraction of -O2's compile time, most of its speed on this straight-line code.
   // The sanitizer checks need no runtime: the platform header defines their handlers, and
   // --as-needed drops the runtime library the driver adds.
   return {"-x",
           "c++",
           "-std=c++17",
-          "-O1",
+          opt == OptLevel::kFast ? "-O0" : "-O1",
           "-fPIC",
           "-shared",
           "-fno-strict-aliasing",
@@ -86,11 +86,12 @@ std::vector<std::string> ModuleCompileFlags() {
           "-Wl,--as-needed"};
 }
 
-absl::Status CompileModule(const std::string& source_path, const std::string& output_path) {
+absl::Status CompileModule(const std::string& source_path, const std::string& output_path,
+                           OptLevel opt) {
   auto cxx = FindHostCompiler();
   if (!cxx.ok()) return cxx.status();
   std::vector<std::string> args = {*cxx};
-  for (const std::string& f : ModuleCompileFlags()) args.push_back(f);
+  for (const std::string& f : ModuleCompileFlags(opt)) args.push_back(f);
   args.insert(args.end(), {"-o", output_path, source_path});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -20,15 +20,20 @@ namespace lathe::gpuemu {
 // there is none ($LATHE_EMU_CXX naming a missing or non-executable file is an error too).
 absl::StatusOr<std::string> FindHostCompiler();
 
+// How much the host compiler optimises a module: kFast compiles fastest (tests that emulate
+// many small schedules), kOptimized runs fastest (workers, `lathe verify`).
+enum class OptLevel { kFast, kOptimized };
+
 // The flags a module is compiled with (after the compiler, before the input and output):
-// a shared object, optimised, with the sanitizer checks whose handlers the platform header
+// a shared object at `opt`, with the sanitizer checks whose handlers the platform header
 // defines.
-std::vector<std::string> ModuleCompileFlags();
+std::vector<std::string> ModuleCompileFlags(OptLevel opt = OptLevel::kOptimized);
 
 // Compiles the C++ file `source_path` into the shared object `output_path`. InvalidArgument
 // carrying the compiler's messages (at most the first 8 KiB) when it fails; FailedPrecondition
 // without a compiler; Internal when it cannot be started.
-absl::Status CompileModule(const std::string& source_path, const std::string& output_path);
+absl::Status CompileModule(const std::string& source_path, const std::string& output_path,
+                           OptLevel opt = OptLevel::kOptimized);
 
 }  // namespace lathe::gpuemu
 

@@ -45,7 +45,7 @@ bool KernelUsesBarriers(const std::string& cuda_text, const std::string& name) {
 }
 
 absl::StatusOr<std::unique_ptr<EmuModule>> EmuModule::Build(
-    const std::string& cuda_text, const std::vector<KernelSignature>& kernels) {
+    const std::string& cuda_text, const std::vector<KernelSignature>& kernels, OptLevel opt) {
   auto cxx = FindHostCompiler();
   if (!cxx.ok()) return cxx.status();
   auto dir = MakeTempDir();
@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<EmuModule>> EmuModule::Build(
     if (!f) return absl::InternalError("cannot write " + src);
   }
   auto t0 = std::chrono::steady_clock::now();
-  absl::Status built = CompileModule(src, so);
+  absl::Status built = CompileModule(src, so, opt);
   m->compile_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   unlink(src.c_str());

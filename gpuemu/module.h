@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpuemu/host_compiler.h"
 #include "gpuemu/launch.h"
 #include "gpuemu/platform.h"
 
@@ -28,7 +29,8 @@ class EmuModule {
   // there is no host compiler; InvalidArgument with the compiler's messages when the text
   // does not compile; Internal when the module cannot be loaded.
   static absl::StatusOr<std::unique_ptr<EmuModule>> Build(
-      const std::string& cuda_text, const std::vector<KernelSignature>& kernels);
+      const std::string& cuda_text, const std::vector<KernelSignature>& kernels,
+      OptLevel opt = OptLevel::kOptimized);
   ~EmuModule();
   EmuModule(const EmuModule&) = delete;
   EmuModule& operator=(const EmuModule&) = delete;

@@ -16,12 +16,17 @@ std::vector<KernelSignature> Signatures(const codegen::cuda::LaunchPlan& plan) {
 
 absl::StatusOr<std::unique_ptr<EmuProgram>> EmuProgram::Build(
     const codegen::cuda::CudaSource& src) {
-  std::unique_ptr<EmuProgram> p(new EmuProgram);
-  p->plan_ = src.plan;
   auto m = EmuModule::Build(src.source, Signatures(src.plan));
   if (!m.ok()) return m.status();
-  p->module_ = std::move(*m);
-  for (const codegen::cuda::TempBuffer& t : src.plan.temporaries) {
+  return FromModule(src.plan, std::move(*m));
+}
+
+absl::StatusOr<std::unique_ptr<EmuProgram>> EmuProgram::FromModule(
+    codegen::cuda::LaunchPlan plan, std::shared_ptr<EmuModule> module) {
+  std::unique_ptr<EmuProgram> p(new EmuProgram);
+  p->plan_ = std::move(plan);
+  p->module_ = std::move(module);
+  for (const codegen::cuda::TempBuffer& t : p->plan_.temporaries) {
     auto b = EmuBuffer::Allocate(t.bytes, t.name);
     if (!b.ok()) return b.status();
     p->temps_.push_back(std::move(*b));

@@ -23,6 +23,10 @@ class EmuProgram {
   // Builds the module of `src.source` and allocates the plan's temporaries. Fails as
   // EmuModule::Build.
   static absl::StatusOr<std::unique_ptr<EmuProgram>> Build(const codegen::cuda::CudaSource& src);
+  // A program whose kernels are in `module`, built with those of other programs (one host
+  // compile for many schedules: their kernels named apart, one prelude).
+  static absl::StatusOr<std::unique_ptr<EmuProgram>> FromModule(
+      codegen::cuda::LaunchPlan plan, std::shared_ptr<EmuModule> module);
 
   // Runs every kernel of the plan with `args` (the plan's arguments, in order, named after
   // them for reports); temporaries start as NaN bytes, as uninitialised device memory may.
@@ -36,7 +40,7 @@ class EmuProgram {
  private:
   EmuProgram() = default;
   codegen::cuda::LaunchPlan plan_;
-  std::unique_ptr<EmuModule> module_;
+  std::shared_ptr<EmuModule> module_;
   std::vector<std::unique_ptr<EmuBuffer>> temps_;
 };
 
