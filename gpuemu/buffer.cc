@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -35,6 +36,12 @@ size_t PageSize() {
   return page;
 }
 
+// Inaccessible bytes on each side of a buffer: an index off by up to 16K elements faults.
+size_t GuardBytes() { return std::max<size_t>(PageSize(), 64 * 1024); }
+
+// Faults this far from a buffer are still named after it (the nearest one).
+constexpr uintptr_t kNearBytes = 64 << 20;
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EmuBuffer>> EmuBuffer::Allocate(int64_t bytes, std::string name) {
@@ -43,14 +50,15 @@ absl::StatusOr<std::unique_ptr<EmuBuffer>> EmuBuffer::Allocate(int64_t bytes, st
   const size_t rounded = (static_cast<size_t>(bytes) + 15) / 16 * 16;
   const size_t body = (rounded + page - 1) / page * page;
   std::unique_ptr<EmuBuffer> b(new EmuBuffer);
-  b->map_bytes_ = body + 2 * page;
+  const size_t guard = GuardBytes();
+  b->map_bytes_ = body + 2 * guard;
   void* m = mmap(nullptr, b->map_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) {
     return absl::ResourceExhaustedError(
         absl::StrCat("emulated buffer '", name, "' of ", bytes, " bytes: mmap: ", std::strerror(errno)));
   }
   b->map_ = static_cast<char*>(m);
-  b->lo_ = b->map_ + page;
+  b->lo_ = b->map_ + guard;
   b->hi_ = b->lo_ + body;
   if (body > 0 && mprotect(b->lo_, body, PROT_READ | PROT_WRITE) != 0) {
     return absl::InternalError(absl::StrCat("mprotect: ", std::strerror(errno)));
@@ -107,21 +115,24 @@ absl::Status EmuBuffer::CheckCanaries() {
 
 std::string DescribeAddress(uintptr_t address) {
   std::lock_guard<std::mutex> lock(RegistryMutex());
-  auto& reg = Registry();
-  auto it = reg.upper_bound(address);
-  if (it != reg.begin()) {
-    --it;
-    const Registered& r = it->second;
-    if (address >= r.map_lo && address < r.map_hi) {
-      const EmuBuffer* b = r.buffer;
-      intptr_t offset = static_cast<intptr_t>(address) -
-                        reinterpret_cast<intptr_t>(reinterpret_cast<const char*>(b->data()));
-      int64_t element = offset >= 0 ? offset / 4 : -((-offset + 3) / 4);
-      return absl::StrCat("element ", element, " of buffer '", b->name(), "' (", b->bytes() / 4,
-                          " elements): ", offset < 0 ? "before its start" : "past its end");
+  // The buffer whose mapping holds the address, else the nearest one.
+  const EmuBuffer* best = nullptr;
+  uintptr_t best_distance = kNearBytes;
+  for (const auto& [lo, r] : Registry()) {
+    uintptr_t d = address < r.map_lo ? r.map_lo - address
+                  : address >= r.map_hi ? address - r.map_hi + 1
+                                        : 0;
+    if (d < best_distance || (d == 0 && !best)) {
+      best = r.buffer;
+      best_distance = d;
     }
   }
-  return absl::StrCat("address 0x", absl::Hex(address), ", in no buffer");
+  if (!best) return absl::StrCat("address 0x", absl::Hex(address), ", in no buffer");
+  intptr_t offset = static_cast<intptr_t>(address) -
+                    reinterpret_cast<intptr_t>(reinterpret_cast<const char*>(best->data()));
+  int64_t element = offset >= 0 ? offset / 4 : -((-offset + 3) / 4);
+  return absl::StrCat("element ", element, " of buffer '", best->name(), "' (", best->bytes() / 4,
+                      " elements): ", offset < 0 ? "before its start" : "past its end");
 }
 
 }  // namespace lathe::gpuemu

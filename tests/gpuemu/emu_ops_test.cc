@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "../codegen/op_specs.h"
 #include "codegen/cuda/cuda_build.h"
@@ -102,6 +103,68 @@ TEST(EmuOpsTest, EveryDefaultScheduleAgreesWithTheReference) {
     cases.push_back({spec, data.back().get(), sch->trace(), std::move(*src)});
   }
   VerifyTogether("default schedules", cases, /*nvrtc=*/true, OptLevel::kFast);
+}
+
+// `src` with every occurrence of `from` in its kernels replaced by `to`.
+cuda::CudaSource Edited(cuda::CudaSource src, const std::string& from, const std::string& to) {
+  std::string& k = src.kernels;
+  for (size_t at = k.find(from); at != std::string::npos; at = k.find(from, at + to.size())) {
+    k.replace(at, from.size(), to);
+  }
+  src.source = src.prelude + src.kernels;
+  return src;
+}
+
+VerifyReport VerifyText(const cuda::CudaSource& src, const ReferenceData& data) {
+  auto module = EmuModule::Build(src.source, Signatures(src.plan), OptLevel::kFast);
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return {};
+  return VerifyCompiled(src, std::move(*module), data);
+}
+
+// The emulator is a test that can fail: generated kernels broken by hand are caught.
+TEST(EmuOpsTest, BrokenGeneratedKernelsAreCaught) {
+  SKIP_WITHOUT_EMULATOR();
+  auto w = ir::MakeWorkload("matmul:m=64,n=48,k=40,epilogue=bias");
+  ASSERT_TRUE(w.ok());
+  auto data = MakeReferenceData(*w);
+  ASSERT_TRUE(data.ok());
+  // A schedule that stages inputs in shared memory, fenced by barriers.
+  std::optional<cuda::CudaSource> staged;
+  for (uint64_t seed = 0; seed < 200 && !staged; ++seed) {
+    auto sch = cuda::RandomGpuSchedule(*w, seed);
+    ASSERT_TRUE(sch.ok());
+    auto src = cuda::BuildCudaSource(*sch, "s");
+    ASSERT_TRUE(src.ok());
+    if (src->kernels.find("__syncthreads();") != std::string::npos &&
+        cuda::CheckLaunchLimits(src->plan).ok()) {
+      staged = std::move(*src);
+    }
+  }
+  ASSERT_TRUE(staged.has_value());
+  ASSERT_TRUE(VerifyText(*staged, *data).ok()) << staged->kernels;
+
+  VerifyReport no_barrier = VerifyText(Edited(*staged, "__syncthreads();", ""), *data);
+  EXPECT_EQ(no_barrier.outcome, Outcome::kWrongAnswer) << no_barrier.message;
+  EXPECT_NE(no_barrier.message.find("first bad element ["), std::string::npos)
+      << no_barrier.message;
+
+  auto def = cuda::DefaultGpuSchedule(*w);
+  ASSERT_TRUE(def.ok());
+  auto src = cuda::BuildCudaSource(*def, "d");
+  ASSERT_TRUE(src.ok());
+  // Off by one in the bias index: a wrong answer whose first bad element is named.
+  VerifyReport off_by_one = VerifyText(Edited(*src, "bias[", "bias[1 + "), *data);
+  EXPECT_NE(off_by_one.outcome, Outcome::kOk);
+  EXPECT_TRUE(off_by_one.outcome == Outcome::kWrongAnswer ||
+              off_by_one.outcome == Outcome::kRuntimeError)
+      << off_by_one.message;
+  // Reading one row past A: an illegal address naming the buffer.
+  VerifyReport oob = VerifyText(Edited(*src, "A[", "A[40 + "), *data);
+  EXPECT_EQ(oob.outcome, Outcome::kRuntimeError) << oob.message;
+  EXPECT_NE(oob.message.find("read of element 2560 of buffer 'A' (2560 elements): past its end"),
+            std::string::npos)
+      << oob.message;
 }
 
 // `count` random GPU schedules of `spec` (seeds from 0, skipping those over the launch
