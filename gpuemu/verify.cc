@@ -1,5 +1,6 @@
 #include "gpuemu/verify.h"
 
+#include <cctype>
 #include <chrono>
 #include <cstring>
 
@@ -53,6 +54,23 @@ void Emulate(VerifyReport& r, std::unique_ptr<EmuProgram> program, const Referen
   absl::Status same = ir::CheckOutput(got, data.reference, data.workload.output()->shape,
                                       ir::kDefaultTolerance, &r.compare);
   if (!same.ok()) return fail(Outcome::kWrongAnswer, same.message());
+}
+
+// `src` with every `name[` in its kernels (the identifier alone) moved `offset` elements on.
+codegen::cuda::CudaSource ShiftReads(codegen::cuda::CudaSource src, const std::string& name,
+                                     int64_t offset) {
+  std::string& k = src.kernels;
+  const std::string from = name + "[";
+  const std::string to = absl::StrCat(name, "[", offset, " + ");
+  for (size_t at = k.find(from); at != std::string::npos; at = k.find(from, at + 1)) {
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(k[at - 1])) || k[at - 1] == '_')) {
+      continue;
+    }
+    k.replace(at, from.size(), to);
+    at += to.size() - 1;
+  }
+  src.source = src.prelude + src.kernels;
+  return src;
 }
 
 }  // namespace
@@ -119,6 +137,10 @@ VerifyReport VerifySchedule(const ir::Schedule& sch, const ReferenceData& data,
       return fail(Outcome::kOverLimits, st.message());
     }
   }
+  if (options.test_read_past_first_input && !data.args.empty()) {
+    *src =
+        ShiftReads(std::move(*src), src->plan.args[0], static_cast<int64_t>(data.args[0].size()));
+  }
   auto program = EmuProgram::Build(*src);
   if (!program.ok()) {
     return fail(absl::IsFailedPrecondition(program.status()) ? Outcome::kUnavailable
@@ -129,9 +151,8 @@ VerifyReport VerifySchedule(const ir::Schedule& sch, const ReferenceData& data,
   return r;
 }
 
-VerifyReport VerifyCompiled(const codegen::cuda::CudaSource& src,
-                            std::shared_ptr<EmuModule> module, const ReferenceData& data,
-                            const VerifyOptions& options) {
+VerifyReport VerifyCompiled(const codegen::cuda::CudaSource& src, std::shared_ptr<EmuModule> module,
+                            const ReferenceData& data, const VerifyOptions& options) {
   VerifyReport r;
   r.plan = src.plan;
   auto sm = codegen::cuda::SmResourcesFor(options.arch);

@@ -39,6 +39,9 @@ struct VerifyOptions {
   std::string arch = "sm_90";
   // Skip NVRTC and ptxas (tests that check many schedules compile them together instead).
   bool skip_nvrtc = false;
+  // Test-only: every read of the first argument in the kernels' text is moved past its end,
+  // as a candidate that reads out of bounds would (after NVRTC has checked the real text).
+  bool test_read_past_first_input = false;
 };
 
 enum class Outcome {
@@ -48,7 +51,7 @@ enum class Outcome {
   kOverLimits,       // ptxas's figures over the architecture's limits
   kRuntimeError,     // an illegal address, a sanitizer check, barrier divergence
   kWrongAnswer,
-  kUnavailable,      // this machine cannot emulate (no host compiler, no NVRTC)
+  kUnavailable,  // this machine cannot emulate (no host compiler, no NVRTC)
 };
 const char* OutcomeName(Outcome o);
 
@@ -74,9 +77,8 @@ VerifyReport VerifySchedule(const ir::Schedule& sch, const ReferenceData& data,
 // The same for a schedule whose kernels are already compiled into `module` (together with
 // those of other schedules) from `src`; NVRTC is skipped (compile such batches with NVRTC
 // once as well).
-VerifyReport VerifyCompiled(const codegen::cuda::CudaSource& src,
-                            std::shared_ptr<EmuModule> module, const ReferenceData& data,
-                            const VerifyOptions& options = {});
+VerifyReport VerifyCompiled(const codegen::cuda::CudaSource& src, std::shared_ptr<EmuModule> module,
+                            const ReferenceData& data, const VerifyOptions& options = {});
 
 // Runs an ok report's program once more on its buffers; milliseconds of wall time.
 absl::StatusOr<double> RunAgain(VerifyReport& report);

@@ -21,6 +21,7 @@
 #include "ir/reference.h"
 #include "ir/schedule.h"
 #include "ir/trace.h"
+#include "worker/measure_emulated.h"
 #include "worker/measurer.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
@@ -162,7 +163,14 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   auto t0 = Clock::now();
   auto trace = ir::TraceFromJson(req.trace_json());
   if (!trace.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(trace.status().message()));
-  if (trace->target.rfind("cuda", 0) == 0) return MeasureCuda(req, d, *trace);
+  if (trace->target.rfind("cuda", 0) == 0) {
+    // The parent's choice: the GPU emulator for an architecture, or a GPU.
+    const char* emu = std::getenv("LATHE_MEASURE_EMU");
+    if (emu && *emu) {
+      return MeasureEmulated(req, d.workload, d.args, d.reference, *trace, emu);
+    }
+    return MeasureCuda(req, d, *trace);
+  }
   auto sch = ir::ApplyTrace(d.workload, *trace);
   if (!sch.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(sch.status().message()));
   auto func = codegen::Lower(*sch, "candidate");

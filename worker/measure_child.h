@@ -17,7 +17,8 @@
 // exits after answering: its context is unusable. Without a driver or device the result is
 // runtime_error with a message starting with kNoGpuPrefix (the Measurer turns that into a
 // FailedPrecondition status). Test-only fault "illegal_access" makes the kernel store out of
-// bounds.
+// bounds. When $LATHE_MEASURE_EMU names an architecture ("sm_90"), cuda requests are measured
+// on the GPU emulator instead (measure_emulated.h), without a GPU.
 #ifndef LATHE_WORKER_MEASURE_CHILD_H_
 #define LATHE_WORKER_MEASURE_CHILD_H_
 
