@@ -3,8 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -45,7 +45,8 @@ constexpr uintptr_t kNearBytes = 64 << 20;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EmuBuffer>> EmuBuffer::Allocate(int64_t bytes, std::string name) {
-  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("buffer '", name, "' of ", bytes, " bytes"));
+  if (bytes < 0)
+    return absl::InvalidArgumentError(absl::StrCat("buffer '", name, "' of ", bytes, " bytes"));
   const size_t page = PageSize();
   const size_t rounded = (static_cast<size_t>(bytes) + 15) / 16 * 16;
   const size_t body = (rounded + page - 1) / page * page;
@@ -54,8 +55,8 @@ absl::StatusOr<std::unique_ptr<EmuBuffer>> EmuBuffer::Allocate(int64_t bytes, st
   b->map_bytes_ = body + 2 * guard;
   void* m = mmap(nullptr, b->map_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("emulated buffer '", name, "' of ", bytes, " bytes: mmap: ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(absl::StrCat("emulated buffer '", name, "' of ", bytes,
+                                                     " bytes: mmap: ", std::strerror(errno)));
   }
   b->map_ = static_cast<char*>(m);
   b->lo_ = b->map_ + guard;
@@ -119,7 +120,7 @@ std::string DescribeAddress(uintptr_t address) {
   const EmuBuffer* best = nullptr;
   uintptr_t best_distance = kNearBytes;
   for (const auto& [lo, r] : Registry()) {
-    uintptr_t d = address < r.map_lo ? r.map_lo - address
+    uintptr_t d = address < r.map_lo    ? r.map_lo - address
                   : address >= r.map_hi ? address - r.map_hi + 1
                                         : 0;
     if (d < best_distance || (d == 0 && !best)) {

@@ -63,9 +63,9 @@ void NewContext(Context* c, char* stack, size_t size, void (*entry)(), Context* 
   // frame below the registers the first switch pops.
   uintptr_t top = (reinterpret_cast<uintptr_t>(stack) + size) & ~uintptr_t{15};
   uint64_t* p = reinterpret_cast<uint64_t*>(top);
-  *--p = 0;                                    // entry's (never used) return address
-  *--p = reinterpret_cast<uint64_t>(entry);    // where the first switch returns to
-  for (int i = 0; i < 6; ++i) *--p = 0;        // rbp, rbx, r12..r15
+  *--p = 0;                                  // entry's (never used) return address
+  *--p = reinterpret_cast<uint64_t>(entry);  // where the first switch returns to
+  for (int i = 0; i < 6; ++i) *--p = 0;      // rbp, rbx, r12..r15
   uint32_t mxcsr;
   uint16_t fpucw;
   asm volatile("stmxcsr %0" : "=m"(mxcsr));
@@ -232,8 +232,8 @@ struct StackPool {
     if (base) munmap(base, bytes);
     base = nullptr;
     bytes = stride * static_cast<size_t>(n);
-    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return false;
     base = static_cast<char*>(m);
     for (int i = 0; i < n; ++i) mprotect(base + stride * i, page, PROT_NONE);
@@ -243,11 +243,14 @@ struct StackPool {
   }
 };
 
-std::string Triple(const uint32_t v[3]) { return absl::StrCat("(", v[0], ",", v[1], ",", v[2], ")"); }
+std::string Triple(const uint32_t v[3]) {
+  return absl::StrCat("(", v[0], ",", v[1], ",", v[2], ")");
+}
 
 std::string Where(const Launch& l) {
   std::string out = absl::StrCat("kernel '", l.spec->kernel, "' block ", Triple(l.block));
-  if (l.current >= 0) absl::StrAppend(&out, " thread ", Triple(l.fibers[l.current].state.thread_idx));
+  if (l.current >= 0)
+    absl::StrAppend(&out, " thread ", Triple(l.fibers[l.current].state.thread_idx));
   return out;
 }
 
@@ -320,9 +323,10 @@ absl::Status RunBlock(Launch& l) {
         } else if (l.fibers[t].line != l.fibers[waiting].line) {
           l.current = -1;
           return absl::AbortedError(absl::StrCat(
-              "barrier divergence: ", Where(l), ": thread ", Triple(l.fibers[waiting].state.thread_idx),
-              " waits at __syncthreads() on line ", l.fibers[waiting].line, ", thread ",
-              Triple(l.fibers[t].state.thread_idx), " at the one on line ", l.fibers[t].line));
+              "barrier divergence: ", Where(l), ": thread ",
+              Triple(l.fibers[waiting].state.thread_idx), " waits at __syncthreads() on line ",
+              l.fibers[waiting].line, ", thread ", Triple(l.fibers[t].state.thread_idx),
+              " at the one on line ", l.fibers[t].line));
         }
       } else if (done < 0) {
         done = t;
@@ -354,7 +358,8 @@ absl::Status RunKernel(const ModuleEntries& module, const LaunchSpec& spec,
   int64_t blocks = spec.grid[0] * spec.grid[1] * spec.grid[2];
   for (int d = 0; d < 3; ++d) {
     if (spec.block[d] < 1 || spec.grid[d] < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("kernel '", spec.kernel, "': empty grid or block"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel '", spec.kernel, "': empty grid or block"));
     }
   }
   if (threads > 1024) {
@@ -395,7 +400,8 @@ absl::Status RunKernel(const ModuleEntries& module, const LaunchSpec& spec,
   absl::Status status;
   if (sigsetjmp(l.jmp, 1) != 0) {
     l.active = 0;
-    status = absl::AbortedError(l.reported ? absl::StrCat(Where(l), ": ", l.report) : DescribeFault(l));
+    status =
+        absl::AbortedError(l.reported ? absl::StrCat(Where(l), ": ", l.report) : DescribeFault(l));
   } else {
     l.active = 1;
     for (int64_t b = 0; b < blocks && status.ok(); ++b) {

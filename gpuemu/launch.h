@@ -40,7 +40,7 @@ struct ModuleEntries {
 };
 
 struct LaunchSpec {
-  std::string kernel;                     // for reports
+  std::string kernel;                      // for reports
   void (*entry)(float* const*) = nullptr;  // lathe_emu_entry_<kernel>
   bool uses_barriers = true;               // false: threads run as plain calls
   int64_t grid[3] = {1, 1, 1};

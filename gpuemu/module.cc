@@ -66,7 +66,8 @@ absl::StatusOr<std::unique_ptr<EmuModule>> EmuModule::Build(
   if (!built.ok()) return built;
   m->handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   unlink(so.c_str());
-  if (!m->handle_) return absl::InternalError(absl::StrCat("dlopen of the kernel module: ", dlerror()));
+  if (!m->handle_)
+    return absl::InternalError(absl::StrCat("dlopen of the kernel module: ", dlerror()));
   auto sym = [&](const std::string& n) { return dlsym(m->handle_, n.c_str()); };
   auto init = reinterpret_cast<void (*)(const EmuRuntimeApi*)>(sym("lathe_emu_init"));
   m->entries_.set_current =
@@ -101,9 +102,8 @@ absl::Status EmuModule::Launch(const std::string& name, const int64_t grid[3],
   auto it = kernels_.find(name);
   if (it == kernels_.end()) return absl::NotFoundError("no kernel '" + name + "' in the module");
   if (static_cast<int>(args.size()) != it->second.num_args) {
-    return absl::InvalidArgumentError(absl::StrCat("kernel '", name, "' takes ",
-                                                   it->second.num_args, " arguments, got ",
-                                                   args.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", name, "' takes ", it->second.num_args, " arguments, got ", args.size()));
   }
   LaunchSpec spec;
   spec.kernel = name;

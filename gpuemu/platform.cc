@@ -5,7 +5,8 @@
 namespace lathe::gpuemu {
 
 const std::string& PlatformHeader() {
-  static const std::string* kHeader = new std::string(R"(// lathe gpu emulator: the CUDA platform on the host
+  static const std::string* kHeader =
+      new std::string(R"(// lathe gpu emulator: the CUDA platform on the host
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,7 +129,8 @@ std::string TranslationUnit(const std::string& cuda_text, const std::string& fil
   if (!cuda_text.empty() && cuda_text.back() != '\n') out += "\n";
   absl::StrAppend(&out, "#line 1 \"", file_name, ".entries\"\n");
   for (const KernelSignature& k : kernels) {
-    absl::StrAppend(&out, "extern \"C\" __attribute__((visibility(\"default\"))) void lathe_emu_entry_",
+    absl::StrAppend(&out,
+                    "extern \"C\" __attribute__((visibility(\"default\"))) void lathe_emu_entry_",
                     k.name, "(float* const* a) { ", k.name, "(");
     for (int i = 0; i < k.num_args; ++i) absl::StrAppend(&out, i ? ", " : "", "a[", i, "]");
     absl::StrAppend(&out, "); }\n");

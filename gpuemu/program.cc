@@ -36,9 +36,8 @@ absl::StatusOr<std::unique_ptr<EmuProgram>> EmuProgram::FromModule(
 
 absl::Status EmuProgram::Run(const std::vector<EmuBuffer*>& args) {
   if (args.size() != plan_.args.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("program '", plan_.name, "' takes ",
-                                                   plan_.args.size(), " arguments, got ",
-                                                   args.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "program '", plan_.name, "' takes ", plan_.args.size(), " arguments, got ", args.size()));
   }
   std::map<std::string, EmuBuffer*> by_name;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -54,7 +53,8 @@ absl::Status EmuProgram::Run(const std::vector<EmuBuffer*>& args) {
     for (const std::string& a : k.args) {
       auto it = by_name.find(a);
       if (it == by_name.end()) {
-        return absl::InternalError(absl::StrCat("kernel '", k.name, "' reads unknown buffer '", a, "'"));
+        return absl::InternalError(
+            absl::StrCat("kernel '", k.name, "' reads unknown buffer '", a, "'"));
       }
       ptrs.push_back(it->second->data());
     }

@@ -25,8 +25,8 @@ class EmuProgram {
   static absl::StatusOr<std::unique_ptr<EmuProgram>> Build(const codegen::cuda::CudaSource& src);
   // A program whose kernels are in `module`, built with those of other programs (one host
   // compile for many schedules: their kernels named apart, one prelude).
-  static absl::StatusOr<std::unique_ptr<EmuProgram>> FromModule(
-      codegen::cuda::LaunchPlan plan, std::shared_ptr<EmuModule> module);
+  static absl::StatusOr<std::unique_ptr<EmuProgram>> FromModule(codegen::cuda::LaunchPlan plan,
+                                                                std::shared_ptr<EmuModule> module);
 
   // Runs every kernel of the plan with `args` (the plan's arguments, in order, named after
   // them for reports); temporaries start as NaN bytes, as uninitialised device memory may.

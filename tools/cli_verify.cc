@@ -1,11 +1,10 @@
 #include "tools/cli_verify.h"
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fmt/format.h"
 #include "ir/schedule.h"
@@ -91,7 +90,8 @@ int RunVerify(const VerifyCliOptions& o) {
     if (!t.ok()) return Fail(kCmd, o.trace_file + ": " + std::string(t.status().message()));
     auto sch = ir::ApplyTrace(*w, *t);
     if (!sch.ok()) {
-      return Fail(kCmd, o.trace_file + ": invalid schedule: " + std::string(sch.status().message()));
+      return Fail(kCmd,
+                  o.trace_file + ": invalid schedule: " + std::string(sch.status().message()));
     }
     schedules.push_back({o.trace_file, std::move(*sch)});
   } else if (o.random > 0) {
@@ -102,7 +102,8 @@ int RunVerify(const VerifyCliOptions& o) {
     std::mt19937_64 rng(o.seed);
     for (int i = 1; i <= o.random; ++i) {
       auto c = (*space)->Sample(rng);
-      if (!c.ok()) return Fail(kCmd, "sampling the gpu space: " + std::string(c.status().message()));
+      if (!c.ok())
+        return Fail(kCmd, "sampling the gpu space: " + std::string(c.status().message()));
       auto sch = (*space)->Apply(*c);
       if (!sch.ok()) return Fail(kCmd, std::string(sch.status().message()));
       schedules.push_back({fmt::format("random {}", i), std::move(*sch)});
@@ -152,12 +153,8 @@ int RunVerify(const VerifyCliOptions& o) {
   }
   const int total = static_cast<int>(schedules.size());
   if (o.json) {
-    json out = {{"workload", w->canonical},
-                {"target", o.target},
-                {"arch", *arch},
-                {"schedules", results},
-                {"agree", agree},
-                {"total", total},
+    json out = {{"workload", w->canonical}, {"target", o.target}, {"arch", *arch},
+                {"schedules", results},     {"agree", agree},     {"total", total},
                 {"ok", agree == total}};
     fmt::print("{}\n", out.dump());
   } else {
@@ -170,7 +167,8 @@ int RunVerify(const VerifyCliOptions& o) {
 #else  // !LATHE_HAVE_CUDA_BACKEND
 
 int RunVerify(const VerifyCliOptions&) {
-  return Fail("lathe verify", "this build has no cuda backend (configure with -DLATHE_BUILD_CUDA=ON)");
+  return Fail("lathe verify",
+              "this build has no cuda backend (configure with -DLATHE_BUILD_CUDA=ON)");
 }
 
 #endif  // LATHE_HAVE_CUDA_BACKEND

@@ -72,8 +72,8 @@ std::string Log(nvrtcProgram prog) {
 
 // Compiles for `--gpu-architecture=<prefix><digits>` and returns PTX or CUBIN; with `log`,
 // ptxas reports what each kernel uses there.
-absl::StatusOr<std::string> Compile(const std::string& source, const std::string& arch,
-                                    bool cubin, std::string* log = nullptr) {
+absl::StatusOr<std::string> Compile(const std::string& source, const std::string& arch, bool cubin,
+                                    std::string* log = nullptr) {
   auto digits = ParseArch(arch);
   if (!digits.ok()) return digits.status();
   std::string target = absl::StrCat(cubin ? "sm_" : "compute_", *digits);

@@ -127,8 +127,7 @@ absl::StatusOr<SmResources> SmResourcesFor(const std::string& arch) {
   return r;
 }
 
-Occupancy OccupancyOf(const SmResources& sm, int64_t threads, int registers,
-                      int64_t shared_bytes) {
+Occupancy OccupancyOf(const SmResources& sm, int64_t threads, int registers, int64_t shared_bytes) {
   Occupancy o;
   if (threads < 1) return o;
   int64_t warps = (threads + 31) / 32;
@@ -166,17 +165,16 @@ absl::Status CheckKernelResources(const LaunchPlan& plan,
     const KernelResources& r = *it;
     int64_t threads = k.threads_per_block();
     if (r.registers > sm.limits.max_regs_per_thread) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("kernel '", k.name, "' uses ", r.registers,
-                       " registers per thread (ptxas); the device allows ",
-                       sm.limits.max_regs_per_thread));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "kernel '", k.name, "' uses ", r.registers,
+          " registers per thread (ptxas); the device allows ", sm.limits.max_regs_per_thread));
     }
     int64_t per_block = RegistersPerBlock(r.registers, threads);
     if (per_block > sm.limits.max_regs_per_block) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "kernel '", k.name, "' uses ", r.registers, " registers per thread (ptxas) x ", threads,
-          " threads = ", per_block, " registers per block; the device has ",
-          sm.limits.max_regs_per_block));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("kernel '", k.name, "' uses ", r.registers,
+                       " registers per thread (ptxas) x ", threads, " threads = ", per_block,
+                       " registers per block; the device has ", sm.limits.max_regs_per_block));
     }
     if (r.shared_bytes > sm.limits.max_shared_per_block) {
       return absl::ResourceExhaustedError(
@@ -202,9 +200,9 @@ std::string ResourcesText(const LaunchPlan& plan, const std::vector<KernelResour
     if (it == resources.end()) continue;
     Occupancy o = OccupancyOf(sm, k.threads_per_block(), it->registers, it->shared_bytes);
     absl::StrAppend(&out, out.empty() ? "" : "; ", k.name, ": ", k.threads_per_block(),
-                    " threads, ", it->registers, " registers, ",
-                    it->spill_stores + it->spill_loads, " bytes spilled, ", it->shared_bytes,
-                    " bytes shared, ", o.blocks_per_sm, " blocks/SM (", o.limited_by, ")");
+                    " threads, ", it->registers, " registers, ", it->spill_stores + it->spill_loads,
+                    " bytes spilled, ", it->shared_bytes, " bytes shared, ", o.blocks_per_sm,
+                    " blocks/SM (", o.limited_by, ")");
   }
   return out;
 }

@@ -25,7 +25,7 @@ namespace {
 
 namespace cuda = codegen::cuda;
 
-#define SKIP_WITHOUT_EMULATOR()                                                 \
+#define SKIP_WITHOUT_EMULATOR()                                               \
   if (auto cxx = FindHostCompiler(); !cxx.ok()) GTEST_SKIP() << cxx.status(); \
   if (!cuda::HaveNvrtc()) GTEST_SKIP() << "this build has no NVRTC"
 
@@ -181,7 +181,8 @@ void VerifyRandomSchedules(const std::string& spec, int count, bool nvrtc, OptLe
     auto src = cuda::BuildCudaSource(*sch, "s" + std::to_string(seed));
     ASSERT_TRUE(src.ok()) << "seed " << seed << ": " << src.status();
     if (!cuda::CheckLaunchLimits(src->plan).ok()) continue;
-    cases.push_back({spec + " seed " + std::to_string(seed), &*data, sch->trace(), std::move(*src)});
+    cases.push_back(
+        {spec + " seed " + std::to_string(seed), &*data, sch->trace(), std::move(*src)});
   }
   ASSERT_EQ(static_cast<int>(cases.size()), count);
   VerifyTogether(spec, cases, nvrtc, opt);

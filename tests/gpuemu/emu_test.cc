@@ -87,10 +87,11 @@ TEST_F(EmuTest, MissingBarrierGivesAWrongAnswer) {
 }
 
 TEST_F(EmuTest, OffByOneIndexGivesAWrongAnswer) {
-  auto m = Build(TransposeKernel("t", kLoad, "  __syncthreads();",
-                                 "  out[(bx * 16 + ty) * 64 + by * 16 + tx] = 2.0f * tile[tx * 17 + "
-                                 "ty + (tx == 15 ? 0 : 1)];"),
-                 {{"t", 2}});
+  auto m =
+      Build(TransposeKernel("t", kLoad, "  __syncthreads();",
+                            "  out[(bx * 16 + ty) * 64 + by * 16 + tx] = 2.0f * tile[tx * 17 + "
+                            "ty + (tx == 15 ? 0 : 1)];"),
+            {{"t", 2}});
   ASSERT_TRUE(m);
   Buffers b;
   ASSERT_TRUE(m->Launch("t", kGrid, kBlock, b.args()).ok());
@@ -98,9 +99,10 @@ TEST_F(EmuTest, OffByOneIndexGivesAWrongAnswer) {
 }
 
 TEST_F(EmuTest, ReadPastTheEndIsAnIllegalAddress) {
-  auto m = Build(TransposeKernel("t", "  tile[ty * 17 + tx] = in[(by * 16 + ty) * 64 + bx * 16 + tx + 1];",
-                                 "  __syncthreads();", kStore),
-                 {{"t", 2}});
+  auto m = Build(
+      TransposeKernel("t", "  tile[ty * 17 + tx] = in[(by * 16 + ty) * 64 + bx * 16 + tx + 1];",
+                      "  __syncthreads();", kStore),
+      {{"t", 2}});
   ASSERT_TRUE(m);
   Buffers b;
   absl::Status st = m->Launch("t", kGrid, kBlock, b.args());
@@ -145,8 +147,9 @@ TEST_F(EmuTest, WriteJustPastAnOddSizedBufferIsFoundByItsCanary) {
 }
 
 TEST_F(EmuTest, IndexPastASharedArrayIsReportedWithItsLine) {
-  auto m = Build(TransposeKernel("t", "  tile[ty * 17 + tx + 17] = 0.0f;", "  __syncthreads();", kStore),
-                 {{"t", 2}});
+  auto m =
+      Build(TransposeKernel("t", "  tile[ty * 17 + tx + 17] = 0.0f;", "  __syncthreads();", kStore),
+            {{"t", 2}});
   ASSERT_TRUE(m);
   Buffers b;
   absl::Status st = m->Launch("t", kGrid, kBlock, b.args());
@@ -227,7 +230,8 @@ TEST_F(EmuTest, AFaultLeavesTheModuleUsable) {
 }
 
 TEST_F(EmuTest, CompileErrorCarriesTheCompilerMessage) {
-  auto m = EmuModule::Build("extern \"C\" __global__ void k() { undeclared_thing = 1; }\n", {{"k", 0}});
+  auto m =
+      EmuModule::Build("extern \"C\" __global__ void k() { undeclared_thing = 1; }\n", {{"k", 0}});
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("undeclared_thing"), std::string::npos) << m.status();

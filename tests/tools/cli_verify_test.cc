@@ -61,7 +61,8 @@ TEST_F(CliVerifyTest, DefaultScheduleAgreesAndShowsPtxasFigures) {
 }
 
 TEST_F(CliVerifyTest, RandomCandidatesAsJson) {
-  Result r = Lathe("verify --target cuda:sm_80 --workload softmax:m=5,n=17 --random 3 --seed 7 --json");
+  Result r =
+      Lathe("verify --target cuda:sm_80 --workload softmax:m=5,n=17 --random 3 --seed 7 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("\"agree\":3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"total\":3"), std::string::npos) << r.out;
@@ -88,7 +89,8 @@ TEST_F(CliVerifyTest, UsageErrorsExitTwo) {
   EXPECT_NE(r.out.find("cuda:sm_XX"), std::string::npos) << r.out;
   r = Lathe("verify --target cuda:sm_90 --workload matmul:m=8,n=8");
   EXPECT_EQ(r.code, 2) << r.out;
-  r = Lathe("verify --target cuda:sm_90 --workload matmul:m=8,n=8,k=8 --random 2 --schedule default");
+  r = Lathe(
+      "verify --target cuda:sm_90 --workload matmul:m=8,n=8,k=8 --random 2 --schedule default");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("mutually exclusive"), std::string::npos) << r.out;
   r = Lathe("verify --workload matmul:m=8,n=8,k=8");
