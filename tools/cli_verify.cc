@@ -73,8 +73,9 @@ int RunVerify(const VerifyCliOptions& o) {
   if (given > 1) {
     return Fail(kCmd, "--schedule, --trace and --random are mutually exclusive", kExitUsage);
   }
-  if (!o.schedule.empty() && o.schedule != "default") {
-    return Fail(kCmd, "unknown --schedule '" + o.schedule + "' (expected 'default')", kExitUsage);
+  if (!o.schedule.empty() && o.schedule != "default" && o.schedule != "rule") {
+    return Fail(kCmd, "unknown --schedule '" + o.schedule + "' (expected 'default' or 'rule')",
+                kExitUsage);
   }
   if (o.random < 0) return Fail(kCmd, fmt::format("--random {} (need >= 1)", o.random), kExitUsage);
   auto sm = cuda::SmResourcesFor(*arch);
@@ -94,11 +95,18 @@ int RunVerify(const VerifyCliOptions& o) {
                   o.trace_file + ": invalid schedule: " + std::string(sch.status().message()));
     }
     schedules.push_back({o.trace_file, std::move(*sch)});
-  } else if (o.random > 0) {
+  } else if (o.random > 0 || o.schedule == "rule") {
     auto target = tuner::GpuTargetFor(o.target);
     if (!target.ok()) return Fail(kCmd, std::string(target.status().message()), kExitUsage);
     auto space = tuner::CreateGpuSearchSpace(*w, *target);
     if (!space.ok()) return Fail(kCmd, std::string(space.status().message()));
+    if (o.schedule == "rule") {
+      std::vector<tuner::Candidate> picked = (*space)->Heuristic(1);
+      if (picked.empty()) return Fail(kCmd, "the gpu space has no rule-picked candidate here");
+      auto sch = (*space)->Apply(picked[0]);
+      if (!sch.ok()) return Fail(kCmd, std::string(sch.status().message()));
+      schedules.push_back({"rule", std::move(*sch)});
+    }
     std::mt19937_64 rng(o.seed);
     for (int i = 1; i <= o.random; ++i) {
       auto c = (*space)->Sample(rng);

@@ -131,7 +131,9 @@ int main(int argc, char** argv) {
       "verify", "prove GPU schedules correct without a GPU (NVRTC, ptxas and the emulator)");
   v->add_option("--target", verify.target, "cuda:sm_XX")->required();
   v->add_option("--workload", verify.workload, "workload spec")->required();
-  v->add_option("--schedule", verify.schedule, "'default': the untuned schedule (the default)");
+  v->add_option("--schedule", verify.schedule,
+                "'default': the untuned schedule (the default); 'rule': the search space's "
+                "rule-picked candidate");
   v->add_option("--trace", verify.trace_file, "verify this schedule trace (JSON)");
   v->add_option("--random", verify.random, "verify N candidates of the GPU search space");
   v->add_option("--seed", verify.seed, "seed of --random (default 1)");
