@@ -89,6 +89,18 @@ class Emitter {
   // A vectorized loop of 4 lanes as one float4 access where alignment is provable; false
   // (nothing emitted) when it is not.
   bool EmitVector4(const Stmt& s);
+  // A serial loop whose body fills shared tiles and then reads them, emitted with the tiles
+  // doubled: the next iteration's fill overlaps this one's reads, one barrier per iteration.
+  // False (nothing emitted) when the loop is not of that form or the doubled tiles do not fit.
+  bool EmitDoubleBuffered(const Stmt& s);
+  // Fails unless what `item` stores into shared memory is the same for every thread.
+  void CheckThreadInvariantFill(const Stmt& item, const std::string& names);
+  // `buffer[index]` (index already emitted), offset into the current half of a doubled tile.
+  std::string Access(const Buffer& b, const std::string& index) {
+    auto it = buf_offsets_.find(b.get());
+    if (it == buf_offsets_.end()) return absl::StrCat(BufName(b), "[", index, "]");
+    return absl::StrCat(BufName(b), "[", it->second, " + ", index, "]");
+  }
   void EmitAllocChain(const Stmt& s);
   void Barrier(const std::string& why);
   void Line(const std::string& text) { body_ += std::string(indent_ * 2, ' ') + text + "\n"; }
@@ -116,6 +128,10 @@ class Emitter {
   int divergent_ = 0;  // thread-dependent guards enclosing the current statement
   std::vector<std::pair<std::string, int64_t>> shared_decls_;
   std::set<const BufferNode*> used_, written_;
+  // Doubled tiles: the offset of the half in use, as C; the kernel's shared bytes before
+  // doubling, and those doubling has added.
+  std::unordered_map<const BufferNode*, std::string> buf_offsets_;
+  int64_t kernel_shared_bytes_ = 0, doubled_bytes_ = 0;
 };
 
 std::string Emitter::BufName(const Buffer& b) {
@@ -236,7 +252,7 @@ std::string Emitter::E(const Expr& e) {
         return "0";
       }
       used_.insert(e->buffer.get());
-      return absl::StrCat(BufName(e->buffer), "[", E(e->operands[0]), "]");
+      return Access(e->buffer, E(e->operands[0]));
     case ExprKind::kTensorRead:
     case ExprKind::kReduce:
       Fail(absl::InternalError(
@@ -313,8 +329,10 @@ void Emitter::EmitFor(const Stmt& s) {
       EmitVector4(s)) {
     return;
   }
-  bool unroll = s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVectorized ||
-                s->for_kind == ForKind::kThreadBinding;  // vthread
+  if (EmitDoubleBuffered(s)) return;
+  // vthread loops are left to the compiler: unrolled they copy everything inside them (a
+  // whole reduction, its tiles and barriers) once per virtual thread.
+  bool unroll = s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVectorized;
   if (unroll) Line(const_ext && ext <= 64 ? "#pragma unroll" : "#pragma unroll 8");
   Line(absl::StrCat("for (", IdxType(), " ", v, " = ", E(s->min), "; ", v, " < ", E(s->min), " + ",
                     E(s->extent), "; ++", v, ") {"));
@@ -417,8 +435,7 @@ bool Emitter::EmitVector4(const Stmt& s) {
   std::string load;
   if (src) {
     used_.insert(value->buffer.get());
-    load = absl::StrCat("*reinterpret_cast<const float4*>(&", BufName(value->buffer), "[", E(src),
-                        "])");
+    load = absl::StrCat("*reinterpret_cast<const float4*>(&", Access(value->buffer, E(src)), ")");
   }
   if (dst) {
     std::string rhs = load;
@@ -427,8 +444,8 @@ bool Emitter::EmitVector4(const Stmt& s) {
       for (int i = 0; i < 4; ++i) lanes.push_back(E(lane(value, i)));
       rhs = absl::StrCat("make_float4(", absl::StrJoin(lanes, ", "), ")");
     }
-    Line(absl::StrCat("*reinterpret_cast<float4*>(&", BufName(st->buffer), "[", E(dst),
-                      "]) = ", rhs, ";"));
+    Line(
+        absl::StrCat("*reinterpret_cast<float4*>(&", Access(st->buffer, E(dst)), ") = ", rhs, ";"));
     return true;
   }
   // A vector load scattered into scalar stores (a tile stored transposed).
@@ -438,9 +455,119 @@ bool Emitter::EmitVector4(const Stmt& s) {
   Line(absl::StrCat("const float4 ", t, " = ", load, ";"));
   static const char* const kLanes[4] = {"x", "y", "z", "w"};
   for (int i = 0; i < 4; ++i) {
-    Line(absl::StrCat(BufName(st->buffer), "[", E(lane(st->index, i)), "] = ", t, ".", kLanes[i],
-                      ";"));
+    Line(absl::StrCat(Access(st->buffer, E(lane(st->index, i))), " = ", t, ".", kLanes[i], ";"));
   }
+  --indent_;
+  Line("}");
+  return true;
+}
+
+// Inside a thread loop every thread runs the fill: what it fills must not depend on which
+// thread it is (the lowering infers a shared stage's region over the block's threads), or
+// threads would overwrite each other's regions.
+void Emitter::CheckThreadInvariantFill(const Stmt& item, const std::string& names) {
+  std::string used;
+  VisitStmt(
+      item,
+      [&](const Expr& root) {
+        Visit(root, [&](const Expr& e) {
+          if (e->kind == ExprKind::kVar && used.empty() &&
+              std::find(thread_vars_.begin(), thread_vars_.end(), e.get()) != thread_vars_.end()) {
+            used = e->name;
+          }
+        });
+      },
+      [](const Stmt&) {});
+  if (!used.empty()) {
+    Fail(absl::InvalidArgumentError("cuda codegen: shared buffer '" + names +
+                                    "' is filled with a region that depends on thread variable '" +
+                                    used + "', so each thread would fill a different one"));
+  }
+}
+
+bool Emitter::EmitDoubleBuffered(const Stmt& s) {
+  int64_t ext = 0, mn = 0;
+  if (s->for_kind != ForKind::kSerial || !AsConstInt(s->extent, &ext) || ext < 2 ||
+      !AsConstInt(s->min, &mn) || mn != 0 || divergent_ > 0) {
+    return false;
+  }
+  // The loop's body: shared tiles (only), filled by a prefix of the statements under them
+  // that stores nothing else, read by the rest, which store none of them.
+  std::vector<Buffer> tiles;
+  std::set<const BufferNode*> shared;
+  Stmt cur = s->body;
+  for (; cur && cur->kind == StmtKind::kAllocate; cur = cur->body) {
+    if (cur->buffer->scope != "shared") return false;
+    tiles.push_back(cur->buffer);
+    shared.insert(cur->buffer.get());
+  }
+  if (tiles.empty() || !cur) return false;
+  std::vector<Stmt> items = cur->kind == StmtKind::kSeq ? cur->seq : std::vector<Stmt>{cur};
+  size_t fills = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    bool into_tiles = false, elsewhere = false, allocates = false;
+    VisitStmt(
+        items[i], [](const Expr&) {},
+        [&](const Stmt& x) {
+          if (x->kind == StmtKind::kStore)
+            (shared.count(x->buffer.get()) ? into_tiles : elsewhere) = true;
+          if (x->kind == StmtKind::kAllocate && x->buffer->scope == "shared") allocates = true;
+        });
+    if (allocates) return false;
+    if (into_tiles && (elsewhere || i != fills)) return false;
+    if (into_tiles) ++fills;
+  }
+  if (fills == 0 || fills == items.size()) return false;
+  int64_t bytes = 0;
+  std::string names;
+  for (const Buffer& b : tiles) {
+    bytes += b->size() * b->dtype.bytes();
+    names += (names.empty() ? "" : ", ") + b->name;
+  }
+  // Where it fits: the doubled tiles within 32 KiB (two blocks per SM everywhere) and the
+  // kernel's static shared memory within 48 KiB.
+  if (2 * bytes > 32 * 1024 || kernel_shared_bytes_ + doubled_bytes_ + bytes > 48 * 1024) {
+    return false;
+  }
+  for (size_t i = 0; i < fills; ++i) {
+    CheckThreadInvariantFill(items[i], names);
+    if (!status_.ok()) return true;
+  }
+  // Halves a multiple of 4 elements apart: float4 accesses stay 16-byte aligned in both.
+  auto half = [](const Buffer& b) { return (b->size() + 3) / 4 * 4; };
+  doubled_bytes_ += bytes;
+  for (const Buffer& b : tiles) shared_decls_.push_back({BufName(b), half(b) + b->size()});
+  const std::string v = VarName(s->var), it = IdxType();
+  auto emit_fills = [&](const std::string& which) {
+    for (const Buffer& b : tiles) {
+      buf_offsets_[b.get()] = absl::StrCat("(", which, ") * ", half(b));
+    }
+    for (size_t i = 0; i < fills; ++i) S(items[i]);
+  };
+  // The first tiles, into the first half.
+  Line("{");
+  ++indent_;
+  Line(absl::StrCat("const ", it, " ", v, " = 0;"));
+  emit_fills("0");
+  --indent_;
+  Line("}");
+  Barrier(names);
+  Line(absl::StrCat("for (", it, " ", v, " = 0; ", v, " < ", ext, "; ++", v, ") {"));
+  ++indent_;
+  // The next iteration's tiles into the other half, while this one's are read.
+  const std::string next = v + "_next";
+  Line(absl::StrCat("if (", v, " + 1 < ", ext, ") {"));
+  ++indent_;
+  Line(absl::StrCat("const ", it, " ", next, " = ", v, " + 1;"));
+  var_names_[s->var.get()] = next;
+  emit_fills(next + " & 1");
+  var_names_[s->var.get()] = v;
+  --indent_;
+  Line("}");
+  for (const Buffer& b : tiles) buf_offsets_[b.get()] = absl::StrCat("(", v, " & 1) * ", half(b));
+  for (size_t i = fills; i < items.size(); ++i) S(items[i]);
+  for (const Buffer& b : tiles) buf_offsets_.erase(b.get());
+  Barrier(names);
   --indent_;
   Line("}");
   return true;
@@ -491,29 +618,8 @@ void Emitter::EmitAllocChain(const Stmt& s) {
           });
       if (!writes) continue;
       last = static_cast<int>(i);
-      // Inside a thread loop every thread runs the fill: what it fills must not depend on
-      // which thread it is (the lowering infers a shared stage's region over the block's
-      // threads), or threads would overwrite each other's regions.
-      std::string used;
-      VisitStmt(
-          items[i],
-          [&](const Expr& root) {
-            Visit(root, [&](const Expr& e) {
-              if (e->kind == ExprKind::kVar && used.empty() &&
-                  std::find(thread_vars_.begin(), thread_vars_.end(), e.get()) !=
-                      thread_vars_.end()) {
-                used = e->name;
-              }
-            });
-          },
-          [](const Stmt&) {});
-      if (!used.empty()) {
-        Fail(absl::InvalidArgumentError("cuda codegen: shared buffer '" + names +
-                                        "' is filled with a region that depends on "
-                                        "thread variable '" +
-                                        used + "', so each thread would fill a different one"));
-        return;
-      }
+      CheckThreadInvariantFill(items[i], names);
+      if (!status_.ok()) return;
     }
     Barrier(names);
     for (size_t i = 0; i < items.size(); ++i) {
@@ -541,7 +647,7 @@ void Emitter::S(const Stmt& s) {
       }
       used_.insert(s->buffer.get());
       written_.insert(s->buffer.get());
-      Line(absl::StrCat(BufName(s->buffer), "[", E(s->index), "] = ", E(s->value), ";"));
+      Line(absl::StrCat(Access(s->buffer, E(s->index)), " = ", E(s->value), ";"));
       return;
     case StmtKind::kIfThenElse:
       Line(absl::StrCat("if (", E(s->cond), ") {"));
@@ -626,6 +732,15 @@ absl::StatusOr<KernelLaunch> Emitter::EmitKernel(const Stmt& nest, int index, st
   shared_decls_.clear();
   used_.clear();
   written_.clear();
+  buf_offsets_.clear();
+  kernel_shared_bytes_ = doubled_bytes_ = 0;
+  VisitStmt(
+      nest, [](const Expr&) {},
+      [&](const Stmt& x) {
+        if (x->kind == StmtKind::kAllocate && x->buffer->scope == "shared") {
+          kernel_shared_bytes_ += x->buffer->size() * x->buffer->dtype.bytes();
+        }
+      });
   S(nest);
   if (!status_.ok()) return status_;
 

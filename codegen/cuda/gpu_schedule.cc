@@ -17,6 +17,8 @@ using ir::Schedule;
 using ir::Stage;
 
 constexpr int64_t kDefaultThreads = 256;
+// Statements an unrolled register-tile update may have (an 8x8 tile over a k-tile of 8).
+constexpr int64_t kMaxUnrolledBody = 512;
 
 std::vector<std::string> SpatialRoots(const Stage& s) {
   size_t n = s.tensor->axes.size();
@@ -232,11 +234,20 @@ absl::Status TileLocal(Schedule& sch, const std::string& name, const ReductionTi
     }
   }
   if (t.unroll_local) {
-    // The accumulator's loops and the inner reduce loops: registers need constant indices.
+    // The accumulator's loops (registers need constant indices), and the inner reduce loops
+    // too when the unrolled body stays small enough for NVRTC to compile quickly.
     for (const std::string& l : spatial) {
       if (auto st = sch.Unroll(*cw, l); !st.ok()) return st;
     }
-    if (!caches->empty()) {
+    int64_t body = 1;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      body *= SplitExtents(s->loops.at(axes[a]).extent,
+                           {t.spatial[a].vthread, t.spatial[a].thread, t.spatial[a].inner})[3];
+    }
+    for (size_t r = 0; r < reduce.size(); ++r) {
+      body *= std::min(t.reduce_inner[r], sch.FindStage(*cw)->loops.at(inner[r]).extent);
+    }
+    if (!caches->empty() && body <= kMaxUnrolledBody) {
       for (const std::string& l : inner) {
         if (auto st = sch.Unroll(*cw, l); !st.ok()) return st;
       }
