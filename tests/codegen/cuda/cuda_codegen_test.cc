@@ -143,8 +143,10 @@ TEST(CudaCodegenTest, CooperativeFetchInsideTheThreadLoop) {
   ASSERT_TRUE(src.ok()) << src.status();
   ASSERT_EQ(src->plan.kernels.size(), 1u);
   EXPECT_EQ(src->plan.kernels[0].block[0], 256);
-  // A 32-row by 8-column tile of A per k-step: what the block's 256 threads need.
-  EXPECT_EQ(src->plan.kernels[0].shared_bytes, 32 * 8 * 4) << src->source;
+  // A 32-row by 8-column tile of A per k-step (what the block's 256 threads need), doubled:
+  // the next k-step's tile is fetched while this one's is read.
+  EXPECT_EQ(src->plan.kernels[0].shared_bytes, 2 * 32 * 8 * 4) << src->source;
+  EXPECT_NE(src->source.find("_next = "), std::string::npos) << src->source;
 }
 
 TEST(CudaCodegenTest, FloorDivisionOfPossiblyNegativeOperandsUsesHelpers) {
