@@ -195,15 +195,28 @@ void Barrier(int line) {
   Switch(&f.ctx, &l->sched);
 }
 
-void Report(const char* what) {
-  Launch* l = t_launch;
+// Ends the running CUDA thread after a report (l->report set): the launch stops there.
+[[noreturn]] void EndThread(Launch* l) {
   l->reported = true;
-  l->report = what;
   if (l->direct) siglongjmp(l->jmp, 2);
   Fiber& f = l->fibers[l->current];
   f.run = Run::kDone;
   Switch(&f.ctx, &l->sched);  // the scheduler never resumes it
   __builtin_trap();
+}
+
+void Report(const char* what) {
+  Launch* l = t_launch;
+  l->report = what;
+  EndThread(l);
+}
+
+void Misaligned(const void* address, unsigned long bytes) {
+  Launch* l = t_launch;
+  l->report = absl::StrCat("misaligned address: a ", bytes, "-byte vector access to ",
+                           DescribeAddress(reinterpret_cast<uintptr_t>(address)),
+                           ", which requires ", bytes, " byte alignment");
+  EndThread(l);
 }
 
 void FiberMain() {
@@ -348,7 +361,7 @@ absl::Status RunBlock(Launch& l) {
 }  // namespace
 
 void InitModule(void (*init)(const EmuRuntimeApi*)) {
-  static const EmuRuntimeApi kApi = {Barrier, Report};
+  static const EmuRuntimeApi kApi = {Barrier, Report, Misaligned};
   init(&kApi);
 }
 

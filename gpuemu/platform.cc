@@ -23,10 +23,35 @@ const std::string& PlatformHeader() {
 
 struct uint3 { unsigned int x, y, z; };
 struct dim3 { unsigned int x, y, z; };
-struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
-struct __attribute__((aligned(8))) float2 { float x, y; };
-static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-static inline float2 make_float2(float x, float y) { return {x, y}; }
+static void lathe_emu_check_aligned(const void* p, unsigned long bytes);
+// A GPU faults on a vector access that is not aligned to its size: float4 checks every copy
+// to and from memory (its own address and the other's).
+struct __attribute__((aligned(16))) float4 {
+  float x, y, z, w;
+  float4() = default;
+  float4(float a, float b, float c, float d) : x(a), y(b), z(c), w(d) {}
+  float4(const float4& o) : x(o.x), y(o.y), z(o.z), w(o.w) { lathe_emu_check_aligned(&o, 16); }
+  float4& operator=(const float4& o) {
+    lathe_emu_check_aligned(this, 16);
+    lathe_emu_check_aligned(&o, 16);
+    x = o.x; y = o.y; z = o.z; w = o.w;
+    return *this;
+  }
+};
+struct __attribute__((aligned(8))) float2 {
+  float x, y;
+  float2() = default;
+  float2(float a, float b) : x(a), y(b) {}
+  float2(const float2& o) : x(o.x), y(o.y) { lathe_emu_check_aligned(&o, 8); }
+  float2& operator=(const float2& o) {
+    lathe_emu_check_aligned(this, 8);
+    lathe_emu_check_aligned(&o, 8);
+    x = o.x; y = o.y;
+    return *this;
+  }
+};
+static inline float4 make_float4(float x, float y, float z, float w) { return float4(x, y, z, w); }
+static inline float2 make_float2(float x, float y) { return float2(x, y); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline float __fdividef(float a, float b) { return a / b; }
@@ -34,7 +59,11 @@ static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
 
 // One emulated CUDA thread's indices (layout of lathe::gpuemu::EmuThreadState).
 struct lathe_emu_thread { uint3 thread_idx; uint3 block_idx; dim3 block_dim; dim3 grid_dim; };
-struct lathe_emu_api { void (*barrier)(int line); void (*report)(const char* what); };
+struct lathe_emu_api {
+  void (*barrier)(int line);
+  void (*report)(const char* what);
+  void (*misaligned)(const void* address, unsigned long bytes);
+};
 static const lathe_emu_thread* lathe_emu_cur;
 static lathe_emu_api lathe_emu_rt;
 #define threadIdx (lathe_emu_cur->thread_idx)
@@ -42,6 +71,9 @@ static lathe_emu_api lathe_emu_rt;
 #define blockDim (lathe_emu_cur->block_dim)
 #define gridDim (lathe_emu_cur->grid_dim)
 #define __syncthreads() lathe_emu_rt.barrier(__LINE__)
+static void lathe_emu_check_aligned(const void* p, unsigned long bytes) {
+  if ((uintptr_t)p % bytes != 0) lathe_emu_rt.misaligned(p, bytes);
+}
 
 extern "C" __attribute__((visibility("default"))) void lathe_emu_init(const lathe_emu_api* api) {
   lathe_emu_rt = *api;

@@ -14,9 +14,11 @@
 //   left by another block);
 // - __syncthreads() calls into the runtime with its source line, which switches fibers and
 //   checks that every thread of the block waits at the same barrier;
-// - the module is compiled with -fsanitize=alignment,bounds: its handlers (defined here, not
-//   in libubsan) report an index past a shared or per-thread array, or a misaligned vector
-//   access, with the kernel's source line, to the runtime, which ends the launch.
+// - the module is compiled with -fsanitize=bounds: its handlers (defined here, not in
+//   libubsan) report an index past a shared or per-thread array with the kernel's source line
+//   to the runtime, which ends the launch;
+// - float4 and float2 check the alignment of every copy to or from memory, and report a
+//   misaligned one (a GPU faults on it) naming the buffer and the element.
 #ifndef LATHE_GPUEMU_PLATFORM_H_
 #define LATHE_GPUEMU_PLATFORM_H_
 
@@ -40,6 +42,8 @@ struct EmuRuntimeApi {
   void (*barrier)(int line);
   // A sanitizer check failed in the module: `what` describes it (never returns).
   void (*report)(const char* what);
+  // A vector access of `bytes` at `address`, which is not aligned to them (never returns).
+  void (*misaligned)(const void* address, unsigned long bytes);
 };
 
 // The header's text: included first by the emulator's translation unit.
