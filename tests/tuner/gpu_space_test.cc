@@ -29,6 +29,7 @@
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "tuner/space_factory.h"
+#include "tuner/tune_common.h"
 
 namespace lathe::tuner {
 namespace {
@@ -280,6 +281,26 @@ TEST(SpaceFactoryTest, PicksTheSpaceByTarget) {
   auto dev = CreateSearchSpace(*w, "cuda:0");
   EXPECT_EQ(dev.status().code(), absl::StatusCode::kFailedPrecondition) << dev.status();
   EXPECT_NE(dev.status().message().find("driver"), std::string::npos) << dev.status();
+}
+
+// "cuda-emu:sm_XX", the GPU emulator: its own device class, the GPU space of the architecture.
+TEST(SpaceFactoryTest, TheEmulatedGpuIsItsOwnDeviceClass) {
+  auto w = ir::MakeWorkload("matmul:m=17,n=31,k=13");
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(IsEmulatedGpuTarget("cuda-emu:sm_90"));
+  EXPECT_FALSE(IsEmulatedGpuTarget("cuda:sm_90"));
+  EXPECT_FALSE(IsCudaTarget("cuda-emu:sm_90"));
+  auto space = CreateSearchSpace(*w, "cuda-emu:sm_90");
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::mt19937_64 rng(3);
+  auto c = (*space)->Sample(rng);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trace.target, "cuda");
+  auto by_class = SpaceForDeviceClass(*w, "cuda-emu:sm_80");
+  ASSERT_TRUE(by_class.ok()) << by_class.status();
+  EXPECT_TRUE((*by_class)->FromTrace(c->trace).ok());
+  EXPECT_EQ(CreateSearchSpace(*w, "cuda-emu:90").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SpaceFactoryTest, TargetsOfLocalTuning) {
