@@ -1,8 +1,9 @@
 // Every op's generated GPU schedules run on the emulator and agree with the reference: the
-// default schedule of every test workload (compiled together, checked by NVRTC and ptxas
-// against sm_90's limits too), and random GPU schedules, at least 50 per op in the default
-// suite (spread over the op's test workloads, compiled quickly; cuda_test compiles random
-// schedules with NVRTC) and 50 per workload under the e2e label (NVRTC and ptxas as well).
+// default schedule of every test workload (the CONTRACT ops and the model compiler's forms;
+// compiled together, checked by NVRTC and ptxas against sm_90's limits too), and random GPU
+// schedules, at least 50 per CONTRACT op and 10 per model op in the default suite (spread
+// over the op's test workloads, compiled quickly; cuda_test compiles random schedules with
+// NVRTC) and 50 per workload under the e2e label (NVRTC and ptxas as well).
 // The schedules of one workload are compiled together: one host compile, one NVRTC program.
 #include <gtest/gtest.h>
 
@@ -31,11 +32,22 @@ namespace cuda = codegen::cuda;
 
 std::string OpOf(const std::string& spec) { return spec.substr(0, spec.find(':')); }
 
-// How many random schedules each workload of `spec`'s op gets so that the op gets `per_op`.
-int PerWorkload(const std::string& spec, int per_op) {
+// How many random schedules each workload of `spec`'s op in `specs` gets so that the op gets
+// `per_op`.
+int PerWorkload(const std::string& spec, int per_op,
+                const std::vector<std::string>& specs = testing::OpTestSpecs()) {
   int n = 0;
-  for (const std::string& s : testing::OpTestSpecs()) n += OpOf(s) == OpOf(spec);
+  for (const std::string& s : specs) n += OpOf(s) == OpOf(spec);
   return (per_op + n - 1) / n;
+}
+
+// Every workload the CUDA backend is tested on: the CONTRACT ops and the forms the model
+// compiler brings (more epilogues, transposed and broadcast matmuls, elementwise and
+// data-movement ops, blocked layouts).
+std::vector<std::string> AllSpecs() {
+  std::vector<std::string> all = testing::OpTestSpecs();
+  for (const std::string& s : testing::ModelOpTestSpecs()) all.push_back(s);
+  return all;
 }
 
 // Schedules to verify together, each with its workload's reference data.
@@ -90,7 +102,7 @@ TEST(EmuOpsTest, EveryDefaultScheduleAgreesWithTheReference) {
   SKIP_WITHOUT_EMULATOR();
   std::vector<std::unique_ptr<ReferenceData>> data;
   std::vector<Case> cases;
-  for (const std::string& spec : testing::OpTestSpecs()) {
+  for (const std::string& spec : AllSpecs()) {
     auto w = ir::MakeWorkload(spec);
     ASSERT_TRUE(w.ok()) << w.status();
     auto d = MakeReferenceData(*w);
@@ -198,6 +210,18 @@ TEST_P(EmuOpTest, RandomSchedulesAgreeWithTheReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, EmuOpTest, ::testing::ValuesIn(testing::OpTestSpecs()),
                          [](const auto& info) { return testing::OpTestName(info.param); });
 
+// The model compiler's forms: 10 random schedules per op here, 50 per workload under e2e.
+class EmuModelOpTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EmuModelOpTest, RandomSchedulesAgreeWithTheReference) {
+  SKIP_WITHOUT_EMULATOR();
+  VerifyRandomSchedules(GetParam(), PerWorkload(GetParam(), 10, testing::ModelOpTestSpecs()),
+                        /*nvrtc=*/false, OptLevel::kFast);
+}
+
+INSTANTIATE_TEST_SUITE_P(ModelOps, EmuModelOpTest, ::testing::ValuesIn(testing::ModelOpTestSpecs()),
+                         [](const auto& info) { return testing::OpTestName(info.param); });
+
 // The long variant (label e2e): 50 random schedules per workload, NVRTC and ptxas too.
 class E2eEmuOpTest : public ::testing::TestWithParam<std::string> {};
 
@@ -206,7 +230,7 @@ TEST_P(E2eEmuOpTest, FiftyRandomSchedulesAgreeWithTheReference) {
   VerifyRandomSchedules(GetParam(), 50, /*nvrtc=*/true, OptLevel::kOptimized);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, E2eEmuOpTest, ::testing::ValuesIn(testing::OpTestSpecs()),
+INSTANTIATE_TEST_SUITE_P(Ops, E2eEmuOpTest, ::testing::ValuesIn(AllSpecs()),
                          [](const auto& info) { return testing::OpTestName(info.param); });
 
 }  // namespace
