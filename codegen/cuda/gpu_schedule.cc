@@ -381,6 +381,24 @@ class RandomGpu {
       threads *= tile.thread;
       tile.inner = Pick({1, 1, 2, 4, 8});
     }
+    // At most 64 outputs per thread (what registers hold; the search space estimates
+    // registers the same way).
+    auto per_thread = [&] {
+      int64_t n = 1;
+      for (const SpatialTile& tile : t.spatial) n *= tile.vthread * tile.inner;
+      return n;
+    };
+    while (per_thread() > 64) {
+      SpatialTile* big = &t.spatial[0];
+      for (SpatialTile& tile : t.spatial) {
+        if (tile.inner > big->inner) big = &tile;
+      }
+      if (big->inner > 1) {
+        big->inner /= 2;
+      } else {
+        for (SpatialTile& tile : t.spatial) tile.vthread = 1;
+      }
+    }
     for (size_t r = 0; r < ReduceRoots(s).size(); ++r) {
       t.reduce_inner.push_back(local ? Pick({1, 2, 4, 8}) : Pick({1, 2, 4, 8, 16}));
     }
