@@ -28,6 +28,7 @@
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/cuda/resources.h"
 #endif
 
 namespace lathe::worker {
@@ -355,9 +356,16 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
   if (auto st = cuda::CheckLaunchLimits(src->plan, g.info.limits); !st.ok()) {
     return fail(lathe::v1::INVALID_SCHEDULE, st.message());
   }
-  auto cubin = cuda::CompileToCubin(src->source, g.info.arch());
+  auto cubin = cuda::CompileToCubinWithResources(src->source, g.info.arch());
   if (!cubin.ok()) return fail(lathe::v1::COMPILE_ERROR, cubin.status().message());
-  auto prog = cuda::CudaProgram::Load(*g.ctx, *cubin, src->plan);
+  // Refused before it runs when ptxas's figures exceed what the device can launch.
+  if (auto sm = cuda::SmResourcesFor(g.info.arch()); sm.ok()) {
+    sm->limits = g.info.limits;
+    if (auto st = cuda::CheckKernelResources(src->plan, cubin->kernels, *sm); !st.ok()) {
+      return fail(lathe::v1::INVALID_SCHEDULE, st.message());
+    }
+  }
+  auto prog = cuda::CudaProgram::Load(*g.ctx, cubin->cubin, src->plan);
   if (!prog.ok()) {
     if (absl::IsResourceExhausted(prog.status())) {
       return fail(lathe::v1::INVALID_SCHEDULE, prog.status().message());

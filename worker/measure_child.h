@@ -9,7 +9,8 @@
 // Requests whose trace targets "cuda" are measured on the GPU named by $LATHE_MEASURE_GPU
 // (an ordinal, default 0; one child per GPU, the parent chooses): the trace is lowered to
 // CUDA C, checked against the device's launch limits (invalid_schedule), compiled by NVRTC
-// for the device's architecture (compile_error), loaded with the dlopen'd driver, run on the
+// for the device's architecture (compile_error), refused when ptxas's figures (registers,
+// shared memory) exceed what the device can launch (invalid_schedule, naming them), loaded with the dlopen'd driver, run on the
 // same seeded inputs and checked against the CPU reference, then timed with CUDA events
 // (warm-up, repeats until min_repeat_ms, 50 ms by default), the L2 cache flushed before each
 // timed run when flush_cache is set (a buffer twice the L2 size is overwritten). A sticky
