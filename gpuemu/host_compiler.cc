@@ -26,28 +26,29 @@ bool Executable(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
-absl::StatusOr<std::string> Find() {
-  if (const char* env = std::getenv("LATHE_EMU_CXX"); env && *env) {
-    std::string p = env;
-    if (p.find('/') == std::string::npos) {
-      // A bare name: look it up like the others.
-    } else if (Executable(p)) {
-      return p;
-    } else {
-      return absl::FailedPreconditionError(
-          absl::StrCat("LATHE_EMU_CXX='", p, "' is not an executable file"));
-    }
-  }
-  std::vector<std::string> names;
-  if (const char* env = std::getenv("LATHE_EMU_CXX"); env && *env) names.push_back(env);
-  for (const char* n : {"c++", "g++", "clang++"}) names.push_back(n);
+// `name` itself when it is a path, else the first executable of that name on $PATH.
+std::string Lookup(const std::string& name) {
+  if (name.find('/') != std::string::npos) return Executable(name) ? name : "";
   const char* path = std::getenv("PATH");
   std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
-  for (const std::string& n : names) {
-    for (absl::string_view d : absl::StrSplit(dirs, ':', absl::SkipEmpty())) {
-      std::string candidate = absl::StrCat(d, "/", n);
-      if (Executable(candidate)) return candidate;
-    }
+  for (absl::string_view d : absl::StrSplit(dirs, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(d, "/", name);
+    if (Executable(candidate)) return candidate;
+  }
+  return "";
+}
+
+absl::StatusOr<std::string> Find() {
+  // A compiler named by the user is the one used, or an error: never silently another.
+  if (const char* env = std::getenv("LATHE_EMU_CXX"); env && *env) {
+    std::string found = Lookup(env);
+    if (!found.empty()) return found;
+    return absl::FailedPreconditionError(
+        absl::StrCat("LATHE_EMU_CXX='", env, "' is not an executable file"));
+  }
+  for (const char* n : {"c++", "g++", "clang++"}) {
+    std::string found = Lookup(n);
+    if (!found.empty()) return found;
   }
   return absl::FailedPreconditionError(
       "the GPU emulator needs a host C++ compiler and found none (c++, g++ or clang++ on PATH): "
