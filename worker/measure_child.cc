@@ -87,11 +87,6 @@ absl::StatusOr<WorkloadData*> GetWorkload(const std::string& spec) {
   return (cache[spec] = std::move(d)).get();
 }
 
-bool FaultsEnabled() {
-  const char* e = std::getenv("LATHE_TEST_FAULTS");
-  return e && std::string(e) == "1";
-}
-
 void FlushCaches() {
   static std::vector<char> junk;
   const auto& cpu = codegen::HostCpu();
@@ -121,8 +116,16 @@ double MaxClockGhz() {
 // the child answers the current request, then exits, and the parent starts a new one.
 bool g_must_exit = false;
 
-// Fills the timing fields of `r` from the repeats (microseconds): every repeat, the median
-// and the coefficient of variation.
+lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData& d,
+                                     const ir::Trace& trace);
+
+}  // namespace
+
+bool FaultsEnabled() {
+  const char* e = std::getenv("LATHE_TEST_FAULTS");
+  return e && std::string(e) == "1";
+}
+
 void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r) {
   for (double u : us) r->add_repeats_us(u);
   std::vector<double> sorted = us;
@@ -136,11 +139,6 @@ void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r) {
   r->set_median_us(median);
   r->set_cv(mean > 0 ? std::sqrt(var) / mean : 0);
 }
-
-lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData& d,
-                                     const ir::Trace& trace);
-
-}  // namespace
 
 double HostPeakGflops() {
   const auto& cpu = codegen::HostCpu();

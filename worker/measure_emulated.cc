@@ -19,28 +19,6 @@
 
 namespace lathe::worker {
 
-namespace {
-
-bool FaultsEnabled() {
-  const char* e = std::getenv("LATHE_TEST_FAULTS");
-  return e && std::string(e) == "1";
-}
-
-void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r) {
-  for (double u : us) r->add_repeats_us(u);
-  std::vector<double> sorted = us;
-  std::sort(sorted.begin(), sorted.end());
-  double mean = 0, var = 0;
-  for (double u : us) mean += u;
-  mean /= static_cast<double>(us.size());
-  for (double u : us) var += (u - mean) * (u - mean);
-  var /= static_cast<double>(us.size());
-  r->set_median_us(sorted[sorted.size() / 2]);
-  r->set_cv(mean > 0 ? std::sqrt(var) / mean : 0);
-}
-
-}  // namespace
-
 #ifdef LATHE_HAVE_CUDA_BACKEND
 
 lathe::v1::MeasureResult MeasureEmulated(const lathe::v1::MeasureRequest& req,

@@ -1,7 +1,6 @@
 // `lathe verify` as a user runs it: GPU schedules checked by NVRTC, ptxas and the emulator,
 // exit 0 only when all agree, 1 naming the failing schedule, 2 for usage errors.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,26 +8,12 @@
 #include <fstream>
 #include <string>
 
+#include "tests/tools/run_lathe.h"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-// Runs `env lathe args` (shell-quoted), capturing stdout and stderr.
-Result Lathe(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + (env.empty() ? "" : " ") + std::string(LATHE_BIN) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = lathe::testing::CliResult;
+using lathe::testing::Lathe;
 
 bool CanEmulate() {
   // The emulator compiles with the host C++ compiler; NVRTC is built in.
