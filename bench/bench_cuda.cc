@@ -1,8 +1,9 @@
 // bench_cuda: lathe's CUDA kernels against cuBLAS (SGEMM) and cuDNN (convolution), measured
 // in the same run on GPU 0: SGEMM 4096^3 fp32 and a ResNet 3x3 convolution, each with
-// lathe's default GPU schedule and with the best of a short random search of the GPU search
-// space (tuner/gpu_space.h). Times are medians of CUDA-event timings with the L2 flushed
-// before every run; GFLOP/s count 2*m*n*k (resp. the convolution's multiply-adds x 2).
+// lathe's default GPU schedule, the GPU search space's rule-picked candidate, and the best of
+// a short search of the GPU search space (tuner/gpu_space.h). Times are medians of CUDA-event
+// timings with the L2 flushed before every run; GFLOP/s count 2*m*n*k (resp. the convolution's
+// multiply-adds x 2).
 //
 // cuBLAS and cuDNN are loaded with dlopen (like the driver), so the binary builds and starts
 // anywhere; without a GPU it prints "skipped: no GPU (...)" and exits 0. Both libraries run
@@ -388,21 +389,36 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
   if (!dt.ok()) return 1;
   PrintRow("lathe default schedule", w->flops, dt->median_ms, base_ms, dt->repeats);
 
-  // lathe, tuned: a short random search (half samples, half mutations of the best so far),
-  // each candidate checked, timed on 3 flushed runs.
   tuner::GpuTarget target;
   target.arch = info.arch();
   target.sm_count = info.sm_count;
   target.limits = info.limits;
   auto space = tuner::CreateGpuSearchSpace(*w, target);
   if (!space.ok()) return 1;
+
+  // lathe, rule-picked: the space's candidate shaped like a hand-written kernel, unmeasured.
+  std::vector<tuner::Candidate> rules = (*space)->Heuristic(4);
+  if (!rules.empty()) {
+    auto rp = Prepare(ctx, info, *rules[0].schedule, *b, &ref);
+    auto rt = rp.ok() ? TimeIt(ctx, flush, o.min_ms, launch(rp->get()))
+                      : absl::StatusOr<Timing>(rp.status());
+    if (rt.ok()) {
+      PrintRow("lathe rule-picked", w->flops, rt->median_ms, base_ms, rt->repeats);
+    } else {
+      std::printf("  lathe rule-picked: %s\n", rt.status().ToString().c_str());
+    }
+  }
+
+  // lathe, tuned: a short random search (the rule-picked candidates first, then half samples,
+  // half mutations of the best so far), each candidate checked, timed on 3 flushed runs.
   std::mt19937_64 rng(1);
   std::vector<std::pair<double, tuner::Candidate>> found;
   int failed = 0;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.trials; ++i) {
     absl::StatusOr<tuner::Candidate> c =
-        (found.empty() || i < o.trials / 2)
+        i < static_cast<int>(rules.size()) ? absl::StatusOr<tuner::Candidate>(rules[i])
+        : (found.empty() || i < o.trials / 2)
             ? (*space)->Sample(rng)
             : (*space)->Mutate(found[std::min<size_t>(rng() % 4, found.size() - 1)].second, rng);
     if (!c.ok()) continue;

@@ -206,6 +206,28 @@ absl::Status Lowerer::InferRegion(LStage& ls) {
     size_t p = std::find(tl.begin(), tl.end(), l) - tl.begin();
     if (p >= lpos) range_all(x);
   }
+  if (s.scope == "shared") {
+    // A block's threads fill a shared stage together, so its region is what every thread of
+    // the block needs: the threadIdx loops enclosing the attachment (of the target and of
+    // the stages it is attached in) range too. (GPU threads are not loops: each thread runs
+    // the fill, bound to its own part, at the same point.)
+    const LStage* cur = &tgt;
+    size_t upto = lpos;
+    for (int guard = 0; cur && guard < 1000; ++guard) {
+      const auto& leaves = cur->st->leaves;
+      for (size_t p = 0; p <= upto && p < leaves.size(); ++p) {
+        const LoopInfo& li = cur->st->loops.at(leaves[p]);
+        if (li.kind == ForKind::kThreadBinding && li.thread_tag.rfind("threadIdx.", 0) == 0) {
+          ranged[cur->var.at(leaves[p]).get()] = {IntImm(0), IntImm(cur->ext.at(leaves[p]) - 1)};
+        }
+      }
+      if (cur->st->attach != AttachKind::kAt) break;
+      const LStage& up = *by_name_.at(cur->st->attach_stage);
+      const auto& ul = up.st->leaves;
+      upto = std::find(ul.begin(), ul.end(), cur->st->attach_loop) - ul.begin();
+      cur = &up;
+    }
+  }
 
   std::vector<Expr> mins(ndim), maxs(ndim);
   bool unknown = false;

@@ -73,6 +73,8 @@ absl::StatusOr<std::string> ResolveDeviceClass(const std::string& target) {
     }
     return target;
   }
+  // The emulated GPU's records are keyed by its target.
+  if (target.rfind("cuda-emu:sm_", 0) == 0) return target;
   std::vector<std::string> parts = absl::StrSplit(target, ':');
   if (target == "cuda" || (target.rfind("cuda:", 0) == 0 && parts.size() == 2)) {
     return absl::UnimplementedError(absl::StrCat(

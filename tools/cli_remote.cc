@@ -110,8 +110,11 @@ int RunRemoteTune(const TuneCliOptions& o) {
   const bool multi = tasks->size() > 1;
   absl::StatusOr<ir::Workload> w = ir::MakeWorkload(tasks->front().workload);
   if (!w.ok()) return Fail(cmd, std::string(w.status().message()), kExitUsage);
-  if (o.target != "cpu" && o.target != "cuda" && o.target.rfind("cuda:", 0) != 0) {
-    return Fail(cmd, "unknown --target '" + o.target + "' (expected cpu or cuda[:N])", kExitUsage);
+  if (o.target != "cpu" && o.target != "cuda" && o.target.rfind("cuda:", 0) != 0 &&
+      o.target.rfind("cuda-emu:sm_", 0) != 0) {
+    return Fail(cmd,
+                "unknown --target '" + o.target + "' (expected cpu, cuda[:N] or cuda-emu:sm_XX)",
+                kExitUsage);
   }
   if (o.trials < 1) return Fail(cmd, fmt::format("--trials {} (need >= 1)", o.trials), kExitUsage);
   if (o.batch < 1) return Fail(cmd, fmt::format("--batch {} (need >= 1)", o.batch), kExitUsage);

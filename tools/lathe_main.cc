@@ -8,6 +8,7 @@
 #include "tools/cli_model.h"
 #include "tools/cli_remote.h"
 #include "tools/cli_tune.h"
+#include "tools/cli_verify.h"
 
 namespace {
 
@@ -125,6 +126,19 @@ int main(int argc, char** argv) {
   jb->get_option("--tuner")->required();
   jb->add_flag("--json", jobs.json, "print one JSON object");
 
+  lathe::tools::VerifyCliOptions verify;
+  CLI::App* v = app.add_subcommand(
+      "verify", "prove GPU schedules correct without a GPU (NVRTC, ptxas and the emulator)");
+  v->add_option("--target", verify.target, "cuda:sm_XX")->required();
+  v->add_option("--workload", verify.workload, "workload spec")->required();
+  v->add_option("--schedule", verify.schedule,
+                "'default': the untuned schedule (the default); 'rule': the search space's "
+                "rule-picked candidate");
+  v->add_option("--trace", verify.trace_file, "verify this schedule trace (JSON)");
+  v->add_option("--random", verify.random, "verify N candidates of the GPU search space");
+  v->add_option("--seed", verify.seed, "seed of --random (default 1)");
+  v->add_flag("--json", verify.json, "print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -174,5 +188,6 @@ int main(int argc, char** argv) {
   }
   if (wk->parsed()) return lathe::tools::RunWorkers(workers);
   if (jb->parsed()) return lathe::tools::RunJobs(jobs);
+  if (v->parsed()) return lathe::tools::RunVerify(verify);
   return kUsageError;
 }

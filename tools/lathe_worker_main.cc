@@ -100,8 +100,9 @@ int main(int argc, char** argv) {
   cert->needs(key)->needs(ca);
   key->needs(cert);
   app.add_option("--device", devices,
-                 "device to register: cpu (default), cuda (GPU 0) or cuda:N; repeatable. Each "
-                 "device measures in its own child process");
+                 "device to register: cpu (default), cuda (GPU 0), cuda:N or cuda-emu:sm_XX (the "
+                 "GPU emulator: checks GPU candidates without a GPU, its timings are not GPU "
+                 "performance); repeatable. Each device measures in its own child process");
   app.add_option("--max-tasks", opt.max_tasks,
                  "exit after measuring and reporting this many tasks (0: run until stopped)")
       ->check(CLI::NonNegativeNumber);

@@ -23,7 +23,7 @@ using ir::Stage;
 
 // Which decisions a slot's value matters under; the others are carried along unchanged so
 // that mutation only touches decisions that change the program.
-enum class Need { kAlways, kKept, kTiled, kLocal, kShared, kCross };
+enum class Need { kAlways, kKept, kTiled, kLocal, kStaged, kCross };
 
 struct Slot {
   std::string name;
@@ -52,7 +52,7 @@ struct StagePlan {
   // Reductions.
   int kind_slot = -1;
   std::vector<int> vt, th, in, k, smem;
-  int unroll_slot = -1, unroll_local_slot = -1, rf_slot = -1;
+  int unroll_slot = -1, unroll_local_slot = -1, rf_slot = -1, vec_slot = -1, layout_slot = -1;
   // Elementwise stages.
   int threads_slot = -1, inner_slot = -1;
 };
@@ -76,6 +76,7 @@ class GpuSpace : public SearchSpace {
   absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng,
                                    const KnownCandidates* known) const override;
   absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const override;
+  std::vector<Candidate> Heuristic(int max) const override;
 
  private:
   int AddSlot(std::string name, std::vector<int64_t> choices, int stage, Need need) {
@@ -89,6 +90,7 @@ class GpuSpace : public SearchSpace {
 
   ir::Workload workload_;
   GpuTarget target_;
+  std::vector<Stage> workload_stages_;  // the untransformed stages (axes, extents)
   std::vector<StagePlan> stages_;
   std::vector<Slot> slots_;
 };
@@ -103,6 +105,7 @@ absl::Status GpuSpace::Init() {
     }
   }
   if (sch.stages().empty()) return absl::InvalidArgumentError("workload has no stage");
+  workload_stages_ = sch.stages();
   int64_t max_threads = target_.limits.max_threads_per_block;
   for (const Stage& s : sch.stages()) {
     StagePlan p;
@@ -148,15 +151,19 @@ absl::Status GpuSpace::Init() {
                              Need::kTiled));
       // The per-thread tile of the last axis: consecutive elements of one thread.
       p.in.push_back(
-          AddSlot((last ? "vector." : "inner.") + n + "." + ax, {1, 1, 2, 4}, si, Need::kTiled));
+          AddSlot((last ? "vector." : "inner.") + n + "." + ax, {1, 1, 2, 4, 8}, si, Need::kTiled));
     }
     for (size_t r = nsp; r < s.root_loops.size(); ++r) {
       p.k.push_back(
           AddSlot("reduce." + n + "." + s.root_loops[r], {1, 2, 4, 8, 16}, si, Need::kTiled));
     }
+    // Inputs staged in shared memory, with register accumulation or alone.
     for (const std::string& t : p.inputs) {
-      p.smem.push_back(AddSlot("shared." + n + "." + t, {0, 1, 1, 1}, si, Need::kShared));
+      p.smem.push_back(AddSlot("shared." + n + "." + t, {0, 1, 1, 1}, si, Need::kStaged));
     }
+    // float4 cooperative fetches and output writes; shared copies stored reduce-axis-major.
+    p.vec_slot = AddSlot("vec4." + n, {1, 4}, si, Need::kTiled);
+    p.layout_slot = AddSlot("reduce_major." + n, {0, 1}, si, Need::kStaged);
     p.unroll_slot = AddSlot("unroll." + n, {0, 1}, si, Need::kAlways);
     p.unroll_local_slot = AddSlot("unroll_local." + n, {0, 1}, si, Need::kLocal);
     std::vector<int64_t> rf;
@@ -184,8 +191,8 @@ bool GpuSpace::Relevant(const std::vector<int64_t>& d, const Slot& s) const {
       return kind != kCross;
     case Need::kLocal:
       return kind == kLocal;
-    case Need::kShared:
-      return kind == kShared;
+    case Need::kStaged:
+      return kind == kShared || kind == kLocal;
     case Need::kCross:
       return kind == kCross;
   }
@@ -215,7 +222,7 @@ absl::StatusOr<Schedule> GpuSpace::Apply(const Candidate& c) const {
       t.spatial.push_back({d(p.vt[a]), d(p.th[a]), d(p.in[a])});
     }
     for (int k : p.k) t.reduce_inner.push_back(d(k));
-    if (kind == kShared) {
+    if (kind == kShared || kind == kLocal) {
       std::vector<std::string> reads = ir::ReadTensors(sch.FindStage(p.name)->tensor->body);
       std::set<std::string> read(reads.begin(), reads.end());
       for (size_t i = 0; i < p.inputs.size(); ++i) {
@@ -225,6 +232,8 @@ absl::StatusOr<Schedule> GpuSpace::Apply(const Candidate& c) const {
     t.unroll_inner = d(p.unroll_slot) != 0;
     t.unroll_local = d(p.unroll_local_slot) != 0;
     t.rf_threads = d(p.rf_slot);
+    t.vector = d(p.vec_slot);
+    t.reduce_major = d(p.layout_slot) != 0;
     LATHE_TRY(codegen::cuda::ApplyReductionTiling(sch, p.name, t));
   }
   return sch;
@@ -342,6 +351,78 @@ absl::StatusOr<Candidate> GpuSpace::Mutate(const Candidate& base, std::mt19937_6
     last = f.status();
   }
   return last;
+}
+
+// The largest choice of `slot` that is at most `want` (its smallest when none is).
+int64_t Closest(const std::vector<int64_t>& choices, int64_t want) {
+  int64_t best = *std::min_element(choices.begin(), choices.end());
+  for (int64_t c : choices) {
+    if (c <= want && c > best) best = c;
+  }
+  return best;
+}
+
+// The shape of a good hand-written GEMM kernel, scaled to the workload: each reduction's two
+// innermost spatial axes tiled `threads` x `threads` threads of `inner` x `inner` outputs each
+// in registers (a 128x128 block tile from 16x16 threads of 8x8), its longest reduce axis cut
+// into k-tiles of `ktile` staged in shared memory (every input, stored reduce-axis-major so a
+// thread reads its rows consecutively), fetched cooperatively `vec` elements at a time, every
+// per-thread loop unrolled; elementwise stages 256 threads.
+std::vector<Candidate> GpuSpace::Heuristic(int max) const {
+  struct Variant {
+    int64_t threads, inner, ktile, vec;
+  };
+  static constexpr Variant kVariants[] = {{16, 8, 8, 4},  {16, 4, 8, 4}, {8, 8, 8, 4},
+                                          {16, 8, 16, 4}, {8, 4, 16, 4}, {16, 8, 8, 1}};
+  std::vector<Candidate> out;
+  for (const Variant& v : kVariants) {
+    if (static_cast<int>(out.size()) >= max) break;
+    Candidate c;
+    c.sketch = 0;
+    for (const Slot& slot : slots_) c.decisions.push_back(slot.choices.front());
+    auto set = [&](int slot, int64_t want) {
+      if (slot >= 0) c.decisions[slot] = Closest(slots_[slot].choices, want);
+    };
+    for (const StagePlan& p : stages_) {
+      if (!p.reduction) {
+        set(p.threads_slot, 256);
+        set(p.inner_slot, 1);
+        continue;
+      }
+      c.decisions[p.kind_slot] = kLocal;
+      const size_t nsp = p.spatial.size();
+      for (size_t a = 0; a < nsp; ++a) {
+        set(p.vt[a], 1);
+        if (a + 2 < nsp) {  // leading axes (a batch): one per block
+          set(p.th[a], 1);
+          set(p.in[a], 1);
+          continue;
+        }
+        const int64_t e = p.spatial[a];
+        const int64_t inner = Closest(slots_[p.in[a]].choices, std::min(v.inner, e));
+        set(p.in[a], inner);
+        set(p.th[a], std::min(v.threads, (e + inner - 1) / inner));
+      }
+      const Stage& st = *std::find_if(workload_stages_.begin(), workload_stages_.end(),
+                                      [&](const Stage& x) { return x.name == p.name; });
+      const std::string longest = codegen::cuda::CrossThreadAxis(st);
+      for (size_t r = 0; r < p.k.size(); ++r) {
+        const std::string& axis = st.root_loops[nsp + r];
+        set(p.k[r], axis == longest ? std::min(v.ktile, st.loops.at(axis).extent) : 1);
+      }
+      for (int m : p.smem) set(m, 1);
+      set(p.vec_slot, v.vec);
+      set(p.layout_slot, 1);
+      set(p.unroll_slot, 1);
+      set(p.unroll_local_slot, 1);
+    }
+    bool seen = false;
+    for (const Candidate& o : out) seen = seen || o.decisions == c.decisions;
+    if (seen) continue;
+    auto f = Finish(std::move(c));
+    if (f.ok()) out.push_back(std::move(*f));
+  }
+  return out;
 }
 
 absl::StatusOr<Candidate> GpuSpace::FromTrace(const ir::Trace& trace) const {

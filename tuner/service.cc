@@ -26,6 +26,7 @@
 #include "tuner/lease_registry.h"
 #include "tuner/metrics.h"
 #include "tuner/space.h"
+#include "tuner/space_factory.h"
 #include "tuner/tune.h"
 #include "tuner/tune_common.h"
 
@@ -362,11 +363,14 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   if (spec.target().empty()) spec.set_target("cpu");
   const std::string& tgt = spec.target();
   int gpu = 0;
-  if (tgt != "cpu" && tgt != "cuda" &&
+  // "cuda-emu:sm_XX" (the GPU emulator) is its own device class.
+  const bool emulated = IsEmulatedGpuTarget(tgt);
+  if (tgt != "cpu" && tgt != "cuda" && !emulated &&
       !(absl::StartsWith(tgt, "cuda:") && absl::SimpleAtoi(tgt.substr(5), &gpu) && gpu >= 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("spec.target '", tgt, "' (expected cpu, cuda or cuda:N)"));
+        absl::StrCat("spec.target '", tgt, "' (expected cpu, cuda, cuda:N or cuda-emu:sm_XX)"));
   }
+  if (emulated && spec.device_class().empty()) spec.set_device_class(tgt);
   std::vector<ir::Workload> wls;
   for (int i = 0; i < spec.workloads_size(); ++i) {
     absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec.workloads(i));
@@ -391,7 +395,7 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   }
   const std::string dc = spec.device_class();
   if (absl::StatusOr<CpuTarget> cpu = CpuTargetForDeviceClass(dc);
-      !cpu.ok() && !IsGpuDeviceClass(dc)) {
+      !cpu.ok() && !IsGpuDeviceClass(dc) && !IsEmulatedGpuTarget(dc)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "spec.device_class: '", dc,
         "' is neither a CPU class (cpu:<model>:<isa>:<N>c) nor a GPU class (cuda:<name> (sm_XX))"));

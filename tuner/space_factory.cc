@@ -16,12 +16,23 @@ bool IsCudaTarget(const std::string& target) {
   return target == "cuda" || target.rfind("cuda:", 0) == 0;
 }
 
+bool IsEmulatedGpuTarget(const std::string& target) { return target.rfind("cuda-emu:", 0) == 0; }
+
 absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workload& workload,
                                                                const std::string& target) {
   if (target == "cpu") return SearchSpace::Create(workload, HostCpuTarget());
+  if (IsEmulatedGpuTarget(target)) {
+    std::string arch = target.substr(std::string("cuda-emu:").size());
+    if (arch.rfind("sm_", 0) != 0) {
+      return absl::InvalidArgumentError("target '" + target +
+                                        "' names no architecture (expected cuda-emu:sm_XX)");
+    }
+    return CreateSearchSpace(workload, "cuda:" + arch);
+  }
   if (!IsCudaTarget(target)) {
     return absl::InvalidArgumentError("unknown target '" + target +
-                                      "' (expected cpu, cuda, cuda:N or cuda:sm_XX)");
+                                      "' (expected cpu, cuda, cuda:N, cuda:sm_XX or "
+                                      "cuda-emu:sm_XX)");
   }
 #ifdef LATHE_HAVE_CUDA_BACKEND
   auto gpu = GpuTargetFor(target);

@@ -17,7 +17,13 @@ namespace lathe::tuner {
 // True for "cuda", "cuda:N" and "cuda:sm_XX" (by prefix; the rest is checked on creation).
 bool IsCudaTarget(const std::string& target);
 
-// The search space of `workload` for `target`. InvalidArgument for an unknown target;
+// True for "cuda-emu:..." (by prefix): the emulated GPU of an architecture, "cuda-emu:sm_XX",
+// which is both a target and the device class its records are keyed by (lathe's CUDA run on
+// a CPU by the GPU emulator; never mixed with, or counted as, GPU performance).
+bool IsEmulatedGpuTarget(const std::string& target);
+
+// The search space of `workload` for `target` ("cuda-emu:sm_XX": the GPU space of "cuda:sm_XX").
+// InvalidArgument for an unknown target;
 // Unimplemented for a cuda target in a build without the CUDA backend; for "cuda" and
 // "cuda:N", FailedPrecondition without a CUDA driver and OutOfRange without that device
 // ("cuda:sm_XX" needs neither: it builds for an architecture with H100 limits).

@@ -235,6 +235,8 @@ bool IsGpuDeviceClass(const std::string& device_class) {
 
 absl::StatusOr<std::unique_ptr<SearchSpace>> SpaceForDeviceClass(const ir::Workload& workload,
                                                                  const std::string& device_class) {
+  // "cuda-emu:sm_XX": the emulated GPU's class is its target.
+  if (IsEmulatedGpuTarget(device_class)) return CreateSearchSpace(workload, device_class);
   if (IsGpuDeviceClass(device_class)) {
     // "cuda:<name> (sm_XX)", as lathe-worker registers a GPU.
     const size_t open = device_class.rfind("(sm_");

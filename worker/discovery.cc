@@ -1,7 +1,9 @@
 #include "worker/discovery.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -12,6 +14,8 @@
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_driver.h"
+#include "codegen/cuda/nvrtc.h"
+#include "gpuemu/host_compiler.h"
 #endif
 
 namespace lathe::worker {
@@ -28,11 +32,51 @@ absl::StatusOr<DeviceSelector> ParseDeviceSelector(const std::string& text) {
   if (text.rfind("cuda:", 0) == 0) {
     int index = -1;
     if (absl::SimpleAtoi(text.substr(5), &index) && index >= 0) {
-      return DeviceSelector{"cuda", index};
+      return DeviceSelector{"cuda", index, ""};
     }
   }
+  if (text.rfind("cuda-emu:", 0) == 0) {
+    std::string arch = text.substr(9);
+    bool digits = arch.size() >= 5 && arch.rfind("sm_", 0) == 0;
+    for (size_t i = 3; digits && i < arch.size(); ++i) {
+      digits = std::isdigit(static_cast<unsigned char>(arch[i])) ||
+               (i + 1 == arch.size() && i >= 5 && arch[i] == 'a');
+    }
+    if (digits) return DeviceSelector{"cuda-emu", 0, arch};
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("bad device '", text, "': expected cpu, cuda or cuda:N"));
+      absl::StrCat("bad device '", text,
+                   "': expected cpu, cuda, cuda:N or cuda-emu:sm_XX (e.g. cuda-emu:sm_90)"));
+}
+
+bool IsEmulatedDeviceClass(const std::string& device_class) {
+  return device_class.rfind("cuda-emu:", 0) == 0;
+}
+
+Device DescribeEmulatedGpu(const std::string& arch) {
+  Device d;
+  d.info.set_device_class("cuda-emu:" + arch);
+  d.info.set_kind("cuda-emu");
+  d.info.set_index(0);
+  d.info.set_name("emulated " + arch);
+  d.info.set_cores(codegen::HostCpu().cores);
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  auto cxx = gpuemu::FindHostCompiler();
+  d.details = absl::StrCat("GPU emulator for ", arch, " (NVRTC ", codegen::cuda::NvrtcVersion(),
+                           ", host compiler ", cxx.ok() ? *cxx : "none",
+                           "): checks candidates, its timings are not GPU performance");
+  if (!codegen::cuda::HaveNvrtc()) {
+    d.why_not = "this build has no NVRTC to check the CUDA with";
+  } else if (!cxx.ok()) {
+    d.why_not = std::string(cxx.status().message());
+  } else {
+    d.can_measure = true;
+  }
+#else
+  d.details = "GPU emulator for " + arch;
+  d.why_not = "this lathe-worker was built without the CUDA backend";
+#endif
+  return d;
 }
 
 Device DescribeCpu() {
@@ -81,6 +125,9 @@ std::vector<Device> DiscoverGpus() {
 
 MeasurerOptions MeasurerOptionsFor(const Device& device, MeasurerOptions base) {
   if (device.info.kind() == "cuda") base.gpu_ordinal = static_cast<int>(device.info.index());
+  if (device.info.kind() == "cuda-emu") {
+    base.emulated_arch = device.info.device_class().substr(std::string("cuda-emu:").size());
+  }
   return base;
 }
 
@@ -95,12 +142,16 @@ absl::StatusOr<std::vector<Device>> SelectDevices(const std::vector<std::string>
 
   std::vector<Device> gpus;
   bool gpus_probed = false;
-  std::set<std::pair<std::string, int>> seen;
+  std::set<std::tuple<std::string, int, std::string>> seen;
   std::vector<Device> out;
   for (const DeviceSelector& sel : wanted) {
-    if (!seen.insert({sel.kind, sel.index}).second) continue;
+    if (!seen.insert({sel.kind, sel.index, sel.arch}).second) continue;
     if (sel.kind == "cpu") {
       out.push_back(DescribeCpu());
+      continue;
+    }
+    if (sel.kind == "cuda-emu") {
+      out.push_back(DescribeEmulatedGpu(sel.arch));
       continue;
     }
     if (!gpus_probed) {

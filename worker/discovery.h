@@ -1,10 +1,15 @@
 // \file
 // Device discovery for the measurement worker: the host CPU (model, vector ISA, cores,
-// caches, peak throughput) and the NVIDIA GPUs the CUDA driver reports, and the selection of
-// the devices a worker registers (`--device cpu|cuda|cuda:N`, repeatable).
+// caches, peak throughput), the NVIDIA GPUs the CUDA driver reports, the emulated GPU of an
+// architecture (`cuda-emu:sm_XX`: lathe's CUDA run on this CPU by the GPU emulator, which
+// proves candidates correct; its timings are the emulator's, never GPU performance, and its
+// device class keeps its records apart), and the selection of the devices a worker registers
+// (`--device cpu|cuda|cuda:N|cuda-emu:sm_XX`, repeatable).
 //
 // A GPU can measure (`can_measure`) when the CUDA driver loads and reports the device; its
-// measurement child must then be told which GPU to use: MeasurerOptionsFor.
+// measurement child must then be told which GPU to use: MeasurerOptionsFor. An emulated GPU
+// can measure when this build has NVRTC and a host C++ compiler is found (why_not says which
+// is missing).
 #ifndef LATHE_WORKER_DISCOVERY_H_
 #define LATHE_WORKER_DISCOVERY_H_
 
@@ -25,10 +30,11 @@ struct Device {
   std::string why_not;         // why it cannot measure, when it cannot
 };
 
-// A parsed `--device` value: "cpu", "cuda" (GPU 0) or "cuda:N".
+// A parsed `--device` value: "cpu", "cuda" (GPU 0), "cuda:N" or "cuda-emu:sm_XX".
 struct DeviceSelector {
-  std::string kind;  // "cpu" or "cuda"
+  std::string kind;  // "cpu", "cuda" or "cuda-emu"
   int index = 0;
+  std::string arch;  // cuda-emu: "sm_90"
 };
 
 // Parses one `--device` value; InvalidArgument naming the value when it is none of the above.
@@ -41,8 +47,14 @@ Device DescribeCpu();
 // CUDA backend was not built. Device class "cuda:<name> (sm_XX)".
 std::vector<Device> DiscoverGpus();
 
+// The emulated GPU of `arch` ("sm_90"): device class "cuda-emu:sm_90", kind "cuda-emu".
+Device DescribeEmulatedGpu(const std::string& arch);
+
+// Whether `device_class` is an emulated GPU's ("cuda-emu:sm_XX").
+bool IsEmulatedDeviceClass(const std::string& device_class);
+
 // The options of the measurer for `device`: `base` with the GPU ordinal of a cuda device
-// (one measurement child per GPU).
+// (one measurement child per GPU), or the architecture an emulated one emulates.
 MeasurerOptions MeasurerOptionsFor(const Device& device, MeasurerOptions base);
 
 // The devices named by `selectors` (each parsed with ParseDeviceSelector), in the order

@@ -21,12 +21,14 @@
 #include "ir/reference.h"
 #include "ir/schedule.h"
 #include "ir/trace.h"
+#include "worker/measure_emulated.h"
 #include "worker/measurer.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/cuda/resources.h"
 #endif
 
 namespace lathe::worker {
@@ -85,11 +87,6 @@ absl::StatusOr<WorkloadData*> GetWorkload(const std::string& spec) {
   return (cache[spec] = std::move(d)).get();
 }
 
-bool FaultsEnabled() {
-  const char* e = std::getenv("LATHE_TEST_FAULTS");
-  return e && std::string(e) == "1";
-}
-
 void FlushCaches() {
   static std::vector<char> junk;
   const auto& cpu = codegen::HostCpu();
@@ -119,8 +116,16 @@ double MaxClockGhz() {
 // the child answers the current request, then exits, and the parent starts a new one.
 bool g_must_exit = false;
 
-// Fills the timing fields of `r` from the repeats (microseconds): every repeat, the median
-// and the coefficient of variation.
+lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData& d,
+                                     const ir::Trace& trace);
+
+}  // namespace
+
+bool FaultsEnabled() {
+  const char* e = std::getenv("LATHE_TEST_FAULTS");
+  return e && std::string(e) == "1";
+}
+
 void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r) {
   for (double u : us) r->add_repeats_us(u);
   std::vector<double> sorted = us;
@@ -134,11 +139,6 @@ void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r) {
   r->set_median_us(median);
   r->set_cv(mean > 0 ? std::sqrt(var) / mean : 0);
 }
-
-lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData& d,
-                                     const ir::Trace& trace);
-
-}  // namespace
 
 double HostPeakGflops() {
   const auto& cpu = codegen::HostCpu();
@@ -162,7 +162,14 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   auto t0 = Clock::now();
   auto trace = ir::TraceFromJson(req.trace_json());
   if (!trace.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(trace.status().message()));
-  if (trace->target.rfind("cuda", 0) == 0) return MeasureCuda(req, d, *trace);
+  if (trace->target.rfind("cuda", 0) == 0) {
+    // The parent's choice: the GPU emulator for an architecture, or a GPU.
+    const char* emu = std::getenv("LATHE_MEASURE_EMU");
+    if (emu && *emu) {
+      return MeasureEmulated(req, d.workload, d.args, d.reference, *trace, emu);
+    }
+    return MeasureCuda(req, d, *trace);
+  }
   auto sch = ir::ApplyTrace(d.workload, *trace);
   if (!sch.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(sch.status().message()));
   auto func = codegen::Lower(*sch, "candidate");
@@ -347,9 +354,16 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
   if (auto st = cuda::CheckLaunchLimits(src->plan, g.info.limits); !st.ok()) {
     return fail(lathe::v1::INVALID_SCHEDULE, st.message());
   }
-  auto cubin = cuda::CompileToCubin(src->source, g.info.arch());
+  auto cubin = cuda::CompileToCubinWithResources(src->source, g.info.arch());
   if (!cubin.ok()) return fail(lathe::v1::COMPILE_ERROR, cubin.status().message());
-  auto prog = cuda::CudaProgram::Load(*g.ctx, *cubin, src->plan);
+  // Refused before it runs when ptxas's figures exceed what the device can launch.
+  if (auto sm = cuda::SmResourcesFor(g.info.arch()); sm.ok()) {
+    sm->limits = g.info.limits;
+    if (auto st = cuda::CheckKernelResources(src->plan, cubin->kernels, *sm); !st.ok()) {
+      return fail(lathe::v1::INVALID_SCHEDULE, st.message());
+    }
+  }
+  auto prog = cuda::CudaProgram::Load(*g.ctx, cubin->cubin, src->plan);
   if (!prog.ok()) {
     if (absl::IsResourceExhausted(prog.status())) {
       return fail(lathe::v1::INVALID_SCHEDULE, prog.status().message());

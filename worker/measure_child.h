@@ -9,17 +9,21 @@
 // Requests whose trace targets "cuda" are measured on the GPU named by $LATHE_MEASURE_GPU
 // (an ordinal, default 0; one child per GPU, the parent chooses): the trace is lowered to
 // CUDA C, checked against the device's launch limits (invalid_schedule), compiled by NVRTC
-// for the device's architecture (compile_error), loaded with the dlopen'd driver, run on the
-// same seeded inputs and checked against the CPU reference, then timed with CUDA events
-// (warm-up, repeats until min_repeat_ms, 50 ms by default), the L2 cache flushed before each
-// timed run when flush_cache is set (a buffer twice the L2 size is overwritten). A sticky
-// CUDA error (illegal address, launch failure) is reported as runtime_error and the child
+// for the device's architecture (compile_error), refused when ptxas's figures (registers,
+// shared memory) exceed what the device can launch (invalid_schedule, naming them), loaded with the
+// dlopen'd driver, run on the same seeded inputs and checked against the CPU reference, then timed
+// with CUDA events (warm-up, repeats until min_repeat_ms, 50 ms by default), the L2 cache flushed
+// before each timed run when flush_cache is set (a buffer twice the L2 size is overwritten). A
+// sticky CUDA error (illegal address, launch failure) is reported as runtime_error and the child
 // exits after answering: its context is unusable. Without a driver or device the result is
 // runtime_error with a message starting with kNoGpuPrefix (the Measurer turns that into a
 // FailedPrecondition status). Test-only fault "illegal_access" makes the kernel store out of
-// bounds.
+// bounds. When $LATHE_MEASURE_EMU names an architecture ("sm_90"), cuda requests are measured
+// on the GPU emulator instead (measure_emulated.h), without a GPU.
 #ifndef LATHE_WORKER_MEASURE_CHILD_H_
 #define LATHE_WORKER_MEASURE_CHILD_H_
+
+#include <vector>
 
 #include "lathe/v1/measure.pb.h"
 
@@ -33,6 +37,13 @@ int RunMeasureChild(int in_fd, int out_fd);
 
 // Measures one request in this process (what the child does for each frame).
 lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& request);
+
+// Whether the test-only faults of MeasureRequest.fault are honoured ($LATHE_TEST_FAULTS=1).
+bool FaultsEnabled();
+
+// Fills the timing fields of `r` from the repeats (microseconds, at least one): every repeat,
+// the median and the coefficient of variation.
+void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r);
 
 // The host's peak float32 throughput in GFLOP/s (vector lanes x 2 FMA units x 2 flops x
 // cores x maximum clock), the bound above which a timing is a measurement error.

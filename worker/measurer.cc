@@ -177,7 +177,8 @@ absl::Status Measurer::Spawn() {
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
   // The GPU first: getenv answers the first entry of a name.
-  std::vector<std::string> env = {absl::StrCat("LATHE_MEASURE_GPU=", options_.gpu_ordinal)};
+  std::vector<std::string> env = {absl::StrCat("LATHE_MEASURE_GPU=", options_.gpu_ordinal),
+                                  absl::StrCat("LATHE_MEASURE_EMU=", options_.emulated_arch)};
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   for (const std::string& e : options_.child_env) env.push_back(e);
   std::vector<char*> envp;
@@ -219,7 +220,7 @@ void Measurer::Kill() {
 absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
     const lathe::v1::MeasureRequest& request) {
   bool gpu = IsCudaRequest(request);
-  if (gpu) {
+  if (gpu && options_.emulated_arch.empty()) {
     if (absl::Status s = GpuPresent(options_.gpu_ordinal); !s.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat(kNoGpuPrefix, "cuda:", options_.gpu_ordinal, ": ", s.message()));
@@ -239,6 +240,8 @@ absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
       if (absl::StartsWith(result.error_msg(), kNoGpuPrefix)) {
         return absl::FailedPreconditionError(result.error_msg());
       }
+      // The emulator reports a candidate's fault without being harmed by it.
+      if (!options_.emulated_arch.empty()) return result;
       // The child's context may be poisoned (it exits after a sticky error): replace it now,
       // before the next candidate could meet a dead pipe.
       Kill();

@@ -30,6 +30,9 @@ struct MeasurerOptions {
   // The GPU (ordinal) that this measurer's child measures cuda candidates on; one Measurer
   // per GPU.
   int gpu_ordinal = 0;
+  // Non-empty ("sm_90"): cuda candidates are run on the GPU emulator for this architecture
+  // instead (the `cuda-emu:sm_XX` device), no GPU needed.
+  std::string emulated_arch;
 };
 
 class Measurer {

@@ -86,6 +86,21 @@ class Emitter {
   // --- statements ---
   void S(const Stmt& s);
   void EmitFor(const Stmt& s);
+  // A vectorized loop of 4 lanes as one float4 access where alignment is provable; false
+  // (nothing emitted) when it is not.
+  bool EmitVector4(const Stmt& s);
+  // A serial loop whose body fills shared tiles and then reads them, emitted with the tiles
+  // doubled: the next iteration's fill overlaps this one's reads, one barrier per iteration.
+  // False (nothing emitted) when the loop is not of that form or the doubled tiles do not fit.
+  bool EmitDoubleBuffered(const Stmt& s);
+  // Fails unless what `item` stores into shared memory is the same for every thread.
+  void CheckThreadInvariantFill(const Stmt& item, const std::string& names);
+  // `buffer[index]` (index already emitted), offset into the current half of a doubled tile.
+  std::string Access(const Buffer& b, const std::string& index) {
+    auto it = buf_offsets_.find(b.get());
+    if (it == buf_offsets_.end()) return absl::StrCat(BufName(b), "[", index, "]");
+    return absl::StrCat(BufName(b), "[", it->second, " + ", index, "]");
+  }
   void EmitAllocChain(const Stmt& s);
   void Barrier(const std::string& why);
   void Line(const std::string& text) { body_ += std::string(indent_ * 2, ' ') + text + "\n"; }
@@ -109,10 +124,14 @@ class Emitter {
   RangeMap ranges_;
   int64_t dims_[6] = {1, 1, 1, 1, 1, 1};
   std::set<std::string> active_tags_;
-  int thread_loops_ = 0;  // threadIdx loops enclosing the current statement
-  int divergent_ = 0;     // thread-dependent guards enclosing the current statement
+  std::vector<const ExprNode*> thread_vars_;  // threadIdx loop variables enclosing it
+  int divergent_ = 0;  // thread-dependent guards enclosing the current statement
   std::vector<std::pair<std::string, int64_t>> shared_decls_;
   std::set<const BufferNode*> used_, written_;
+  // Doubled tiles: the offset of the half in use, as C; the kernel's shared bytes before
+  // doubling, and those doubling has added.
+  std::unordered_map<const BufferNode*, std::string> buf_offsets_;
+  int64_t kernel_shared_bytes_ = 0, doubled_bytes_ = 0;
 };
 
 std::string Emitter::BufName(const Buffer& b) {
@@ -233,7 +252,7 @@ std::string Emitter::E(const Expr& e) {
         return "0";
       }
       used_.insert(e->buffer.get());
-      return absl::StrCat(BufName(e->buffer), "[", E(e->operands[0]), "]");
+      return Access(e->buffer, E(e->operands[0]));
     case ExprKind::kTensorRead:
     case ExprKind::kReduce:
       Fail(absl::InternalError(
@@ -249,7 +268,9 @@ std::string Emitter::E(const Expr& e) {
 }
 
 void Emitter::Barrier(const std::string& why) {
-  if (divergent_ > 0 || thread_loops_ > 0) {
+  // Thread loops are not loops on a GPU: a barrier inside one is reached by every thread,
+  // unless a guard (a thread loop shorter than the block, a condition) leaves some out.
+  if (divergent_ > 0) {
     Fail(absl::InvalidArgumentError("cuda codegen: shared buffer '" + why +
                                     "' is filled under thread-dependent control flow, where "
                                     "__syncthreads() is not allowed"));
@@ -270,7 +291,10 @@ void Emitter::EmitFor(const Stmt& s) {
                                       s->thread_tag + " has a non-constant extent"));
       return;
     }
-    if (active_tags_.count(s->thread_tag)) {
+    // A threadIdx loop inside another of the same tag (a shared stage filled cooperatively
+    // where the threads compute) is the same thread index: threads are not loops.
+    const bool nested = active_tags_.count(s->thread_tag) > 0;
+    if (nested && tag < 3) {
       Fail(absl::InvalidArgumentError("cuda codegen: loop '" + s->var->name + "' is bound to " +
                                       s->thread_tag + " inside another loop bound to it"));
       return;
@@ -288,9 +312,9 @@ void Emitter::EmitFor(const Stmt& s) {
       ++divergent_;
     }
     bool thread = tag >= 3;
-    if (thread) ++thread_loops_;
+    if (thread) thread_vars_.push_back(s->var.get());
     S(s->body);
-    if (thread) --thread_loops_;
+    if (thread) thread_vars_.pop_back();
     if (guard) {
       --divergent_;
       --indent_;
@@ -298,11 +322,17 @@ void Emitter::EmitFor(const Stmt& s) {
     }
     --indent_;
     Line("}");
-    active_tags_.erase(s->thread_tag);
+    if (!nested) active_tags_.erase(s->thread_tag);
     return;
   }
-  bool unroll = s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVectorized ||
-                s->for_kind == ForKind::kThreadBinding;  // vthread
+  if (s->for_kind == ForKind::kVectorized && const_ext && ext == 4 && const_min && mn == 0 &&
+      EmitVector4(s)) {
+    return;
+  }
+  if (EmitDoubleBuffered(s)) return;
+  // vthread loops are left to the compiler: unrolled they copy everything inside them (a
+  // whole reduction, its tiles and barriers) once per virtual thread.
+  bool unroll = s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVectorized;
   if (unroll) Line(const_ext && ext <= 64 ? "#pragma unroll" : "#pragma unroll 8");
   Line(absl::StrCat("for (", IdxType(), " ", v, " = ", E(s->min), "; ", v, " < ", E(s->min), " + ",
                     E(s->extent), "; ++", v, ") {"));
@@ -310,6 +340,237 @@ void Emitter::EmitFor(const Stmt& s) {
   S(s->body);
   --indent_;
   Line("}");
+}
+
+namespace {
+
+// A positive number that provably divides `e` (0 when `e` is the constant 0): the gcd of the
+// terms of a sum, the product of a product's factors' divisors.
+int64_t KnownDivisor(const Expr& e) {
+  auto gcd = [](int64_t a, int64_t b) {
+    while (b) {
+      int64_t t = a % b;
+      a = b;
+      b = t;
+    }
+    return a < 0 ? -a : a;
+  };
+  switch (e->kind) {
+    case ExprKind::kIntImm:
+      return e->int_value < 0 ? -e->int_value : e->int_value;
+    case ExprKind::kAdd:
+    case ExprKind::kSub:
+      return gcd(KnownDivisor(e->operands[0]), KnownDivisor(e->operands[1]));
+    case ExprKind::kMul: {
+      int64_t a = KnownDivisor(e->operands[0]), b = KnownDivisor(e->operands[1]);
+      if (a == 0 || b == 0) return 0;
+      return a > (int64_t{1} << 30) || b > (int64_t{1} << 30) ? 1 : a * b;
+    }
+    case ExprKind::kMod: {
+      // a mod c = a - c * floor(a / c): divisible by whatever divides both.
+      int64_t a = KnownDivisor(e->operands[0]), c = KnownDivisor(e->operands[1]);
+      return a == 0 ? 0 : gcd(a, c);
+    }
+    default:
+      return 1;
+  }
+}
+
+// `e` with floor division and modulo by constants that are multiples of `lanes` taken apart
+// where their dividend is rest + var, `rest` a multiple of `lanes` and var in [0, lanes):
+// (rest + var) / c = rest / c and (rest + var) % c = rest % c + var (var never carries into
+// the quotient). What a fused loop split by the vector width leaves in its indices.
+Expr Linearize(const Expr& e, const Expr& var, int64_t lanes, const RangeMap& ranges) {
+  if (e->operands.empty()) return e;
+  Expr x = MapOperands(e, [&](const Expr& o) { return Linearize(o, var, lanes, ranges); });
+  if ((x->kind != ExprKind::kDiv && x->kind != ExprKind::kMod) || !x->type.is_int()) return x;
+  int64_t c;
+  if (!AsConstInt(x->operands[1], &c) || c <= 0 || c % lanes != 0) return x;
+  Expr rest = Simplify(Sub(x->operands[0], var), ranges);
+  if (UsesVar(rest, var.get())) return x;
+  int64_t d = KnownDivisor(rest);
+  if (d != 0 && d % lanes != 0) return x;
+  if (x->kind == ExprKind::kDiv) return Div(rest, x->operands[1]);
+  return Add(Mod(rest, x->operands[1]), var);
+}
+
+// `index` as base + var when it steps by exactly one with `var` (in [0, lanes)): the base
+// (var = 0), or null.
+Expr UnitStrideBase(const Expr& index, const Expr& var, int64_t lanes, const RangeMap& ranges) {
+  Expr linear = Simplify(Linearize(Simplify(index, ranges), var, lanes, ranges), ranges);
+  Expr base = Simplify(Substitute(linear, {{var.get(), IntImm(0)}}), ranges);
+  Expr step = Simplify(Sub(linear, base), ranges);
+  if (step.get() != var.get()) return nullptr;
+  return base;
+}
+
+}  // namespace
+
+// Only the accesses proven to start at a multiple of 4 elements become float4 (buffers
+// themselves are 16-byte aligned: arguments by the allocator, shared and local arrays by
+// their declarations); each lane's value is otherwise computed as the scalar loop would.
+bool Emitter::EmitVector4(const Stmt& s) {
+  const Stmt& st = s->body;
+  if (!st || st->kind != StmtKind::kStore || st->predicate || st->value->type.is_vector()) {
+    return false;
+  }
+  const Expr& v = s->var;
+  auto aligned = [&](const Expr& index) -> Expr {
+    Expr base = UnitStrideBase(index, v, 4, ranges_);
+    if (!base) return nullptr;
+    int64_t d = KnownDivisor(base);
+    return d == 0 || d % 4 == 0 ? base : nullptr;
+  };
+  auto lane = [&](const Expr& e, int i) {
+    return Simplify(Substitute(e, {{v.get(), IntImm(i)}}), ranges_);
+  };
+  Expr dst = aligned(st->index);
+  const Expr& value = st->value;
+  Expr src = value->kind == ExprKind::kLoad && value->operands.size() == 1 && value->type.is_float()
+                 ? aligned(value->operands[0])
+                 : nullptr;
+  if (!dst && !src) return false;
+  used_.insert(st->buffer.get());
+  written_.insert(st->buffer.get());
+  std::string load;
+  if (src) {
+    used_.insert(value->buffer.get());
+    load = absl::StrCat("*reinterpret_cast<const float4*>(&", Access(value->buffer, E(src)), ")");
+  }
+  if (dst) {
+    std::string rhs = load;
+    if (!src) {
+      std::vector<std::string> lanes;
+      for (int i = 0; i < 4; ++i) lanes.push_back(E(lane(value, i)));
+      rhs = absl::StrCat("make_float4(", absl::StrJoin(lanes, ", "), ")");
+    }
+    Line(
+        absl::StrCat("*reinterpret_cast<float4*>(&", Access(st->buffer, E(dst)), ") = ", rhs, ";"));
+    return true;
+  }
+  // A vector load scattered into scalar stores (a tile stored transposed).
+  std::string t = VarName(v) + "_v4";
+  Line("{");
+  ++indent_;
+  Line(absl::StrCat("const float4 ", t, " = ", load, ";"));
+  static const char* const kLanes[4] = {"x", "y", "z", "w"};
+  for (int i = 0; i < 4; ++i) {
+    Line(absl::StrCat(Access(st->buffer, E(lane(st->index, i))), " = ", t, ".", kLanes[i], ";"));
+  }
+  --indent_;
+  Line("}");
+  return true;
+}
+
+// Inside a thread loop every thread runs the fill: what it fills must not depend on which
+// thread it is (the lowering infers a shared stage's region over the block's threads), or
+// threads would overwrite each other's regions.
+void Emitter::CheckThreadInvariantFill(const Stmt& item, const std::string& names) {
+  std::string used;
+  VisitStmt(
+      item,
+      [&](const Expr& root) {
+        Visit(root, [&](const Expr& e) {
+          if (e->kind == ExprKind::kVar && used.empty() &&
+              std::find(thread_vars_.begin(), thread_vars_.end(), e.get()) != thread_vars_.end()) {
+            used = e->name;
+          }
+        });
+      },
+      [](const Stmt&) {});
+  if (!used.empty()) {
+    Fail(absl::InvalidArgumentError("cuda codegen: shared buffer '" + names +
+                                    "' is filled with a region that depends on thread variable '" +
+                                    used + "', so each thread would fill a different one"));
+  }
+}
+
+bool Emitter::EmitDoubleBuffered(const Stmt& s) {
+  int64_t ext = 0, mn = 0;
+  if (s->for_kind != ForKind::kSerial || !AsConstInt(s->extent, &ext) || ext < 2 ||
+      !AsConstInt(s->min, &mn) || mn != 0 || divergent_ > 0) {
+    return false;
+  }
+  // The loop's body: shared tiles (only), filled by a prefix of the statements under them
+  // that stores nothing else, read by the rest, which store none of them.
+  std::vector<Buffer> tiles;
+  std::set<const BufferNode*> shared;
+  Stmt cur = s->body;
+  for (; cur && cur->kind == StmtKind::kAllocate; cur = cur->body) {
+    if (cur->buffer->scope != "shared") return false;
+    tiles.push_back(cur->buffer);
+    shared.insert(cur->buffer.get());
+  }
+  if (tiles.empty() || !cur) return false;
+  std::vector<Stmt> items = cur->kind == StmtKind::kSeq ? cur->seq : std::vector<Stmt>{cur};
+  size_t fills = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    bool into_tiles = false, elsewhere = false, allocates = false;
+    VisitStmt(
+        items[i], [](const Expr&) {},
+        [&](const Stmt& x) {
+          if (x->kind == StmtKind::kStore)
+            (shared.count(x->buffer.get()) ? into_tiles : elsewhere) = true;
+          if (x->kind == StmtKind::kAllocate && x->buffer->scope == "shared") allocates = true;
+        });
+    if (allocates) return false;
+    if (into_tiles && (elsewhere || i != fills)) return false;
+    if (into_tiles) ++fills;
+  }
+  if (fills == 0 || fills == items.size()) return false;
+  int64_t bytes = 0;
+  std::string names;
+  for (const Buffer& b : tiles) {
+    bytes += b->size() * b->dtype.bytes();
+    names += (names.empty() ? "" : ", ") + b->name;
+  }
+  // Where it fits: the doubled tiles within 32 KiB (two blocks per SM everywhere) and the
+  // kernel's static shared memory within 48 KiB.
+  if (2 * bytes > 32 * 1024 || kernel_shared_bytes_ + doubled_bytes_ + bytes > 48 * 1024) {
+    return false;
+  }
+  for (size_t i = 0; i < fills; ++i) {
+    CheckThreadInvariantFill(items[i], names);
+    if (!status_.ok()) return true;
+  }
+  // Halves a multiple of 4 elements apart: float4 accesses stay 16-byte aligned in both.
+  auto half = [](const Buffer& b) { return (b->size() + 3) / 4 * 4; };
+  doubled_bytes_ += bytes;
+  for (const Buffer& b : tiles) shared_decls_.push_back({BufName(b), half(b) + b->size()});
+  const std::string v = VarName(s->var), it = IdxType();
+  auto emit_fills = [&](const std::string& which) {
+    for (const Buffer& b : tiles) {
+      buf_offsets_[b.get()] = absl::StrCat("(", which, ") * ", half(b));
+    }
+    for (size_t i = 0; i < fills; ++i) S(items[i]);
+  };
+  // The first tiles, into the first half.
+  Line("{");
+  ++indent_;
+  Line(absl::StrCat("const ", it, " ", v, " = 0;"));
+  emit_fills("0");
+  --indent_;
+  Line("}");
+  Barrier(names);
+  Line(absl::StrCat("for (", it, " ", v, " = 0; ", v, " < ", ext, "; ++", v, ") {"));
+  ++indent_;
+  // The next iteration's tiles into the other half, while this one's are read.
+  const std::string next = v + "_next";
+  Line(absl::StrCat("if (", v, " + 1 < ", ext, ") {"));
+  ++indent_;
+  Line(absl::StrCat("const ", it, " ", next, " = ", v, " + 1;"));
+  var_names_[s->var.get()] = next;
+  emit_fills(next + " & 1");
+  var_names_[s->var.get()] = v;
+  --indent_;
+  Line("}");
+  for (const Buffer& b : tiles) buf_offsets_[b.get()] = absl::StrCat("(", v, " & 1) * ", half(b));
+  for (size_t i = fills; i < items.size(); ++i) S(items[i]);
+  for (const Buffer& b : tiles) buf_offsets_.erase(b.get());
+  Barrier(names);
+  --indent_;
+  Line("}");
+  return true;
 }
 
 // Allocations nest; the statement under a chain of them is usually a sequence of producer
@@ -326,13 +587,6 @@ void Emitter::EmitAllocChain(const Stmt& s) {
     std::string n = BufName(b);
     int64_t bytes = b->size() * b->dtype.bytes();
     if (b->scope == "shared") {
-      if (thread_loops_ > 0) {
-        Fail(absl::InvalidArgumentError(
-            "cuda codegen: shared buffer '" + b->name +
-            "' is allocated inside a threadIdx loop, so each thread would fill it with a "
-            "different region (compute it at a loop outside the thread loops)"));
-        return;
-      }
       shared_decls_.push_back({n, b->size()});
       shared.insert(b.get());
       names += (names.empty() ? "" : ", ") + b->name;
@@ -346,7 +600,7 @@ void Emitter::EmitAllocChain(const Stmt& s) {
       Line("{");
       ++indent_;
       ++opened;
-      Line(absl::StrCat(TypeName(b->dtype.Element()), " ", n, "[", b->size(), "];"));
+      Line(absl::StrCat(TypeName(b->dtype.Element()), " __align__(16) ", n, "[", b->size(), "];"));
     }
     cur = cur->body;
   }
@@ -362,7 +616,10 @@ void Emitter::EmitAllocChain(const Stmt& s) {
           [&](const Stmt& x) {
             if (x->kind == StmtKind::kStore && shared.count(x->buffer.get())) writes = true;
           });
-      if (writes) last = static_cast<int>(i);
+      if (!writes) continue;
+      last = static_cast<int>(i);
+      CheckThreadInvariantFill(items[i], names);
+      if (!status_.ok()) return;
     }
     Barrier(names);
     for (size_t i = 0; i < items.size(); ++i) {
@@ -390,7 +647,7 @@ void Emitter::S(const Stmt& s) {
       }
       used_.insert(s->buffer.get());
       written_.insert(s->buffer.get());
-      Line(absl::StrCat(BufName(s->buffer), "[", E(s->index), "] = ", E(s->value), ";"));
+      Line(absl::StrCat(Access(s->buffer, E(s->index)), " = ", E(s->value), ";"));
       return;
     case StmtKind::kIfThenElse:
       Line(absl::StrCat("if (", E(s->cond), ") {"));
@@ -470,10 +727,20 @@ absl::StatusOr<KernelLaunch> Emitter::EmitKernel(const Stmt& nest, int index, st
   indent_ = 1;
   ranges_.clear();
   active_tags_.clear();
-  thread_loops_ = divergent_ = 0;
+  thread_vars_.clear();
+  divergent_ = 0;
   shared_decls_.clear();
   used_.clear();
   written_.clear();
+  buf_offsets_.clear();
+  kernel_shared_bytes_ = doubled_bytes_ = 0;
+  VisitStmt(
+      nest, [](const Expr&) {},
+      [&](const Stmt& x) {
+        if (x->kind == StmtKind::kAllocate && x->buffer->scope == "shared") {
+          kernel_shared_bytes_ += x->buffer->size() * x->buffer->dtype.bytes();
+        }
+      });
   S(nest);
   if (!status_.ok()) return status_;
 
@@ -486,11 +753,15 @@ absl::StatusOr<KernelLaunch> Emitter::EmitKernel(const Stmt& nest, int index, st
   };
   for (const Buffer& b : f_.args) add_arg(b);
   for (const Buffer& b : temps_) add_arg(b);
-  std::string out =
-      absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", k.threads_per_block(), ") ",
-                   k.name, "(", absl::StrJoin(params, ", "), ") {\n");
+  // At least two blocks per SM for blocks of up to 256 threads: ptxas then keeps a register
+  // tile within 65536 / (2 x threads) registers (128 for 256 threads), so one block waiting
+  // at a barrier leaves another to run.
+  const int64_t threads = k.threads_per_block();
+  std::string bounds = threads <= 256 ? absl::StrCat(threads, ", 2") : absl::StrCat(threads);
+  std::string out = absl::StrCat("extern \"C\" __global__ void __launch_bounds__(", bounds, ") ",
+                                 k.name, "(", absl::StrJoin(params, ", "), ") {\n");
   for (const auto& [n, size] : shared_decls_) {
-    absl::StrAppend(&out, "  __shared__ float ", n, "[", size, "];\n");
+    absl::StrAppend(&out, "  __shared__ __align__(16) float ", n, "[", size, "];\n");
     k.shared_bytes += size * 4;
   }
   absl::StrAppend(&out, body_, "}\n\n");

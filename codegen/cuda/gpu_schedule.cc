@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ir/functor.h"
 
 namespace lathe::codegen::cuda {
 
@@ -15,6 +17,8 @@ using ir::Schedule;
 using ir::Stage;
 
 constexpr int64_t kDefaultThreads = 256;
+// Statements an unrolled register-tile update may have (an 8x8 tile over a k-tile of 8).
+constexpr int64_t kMaxUnrolledBody = 512;
 
 std::vector<std::string> SpatialRoots(const Stage& s) {
   size_t n = s.tensor->axes.size();
@@ -54,7 +58,7 @@ absl::StatusOr<std::pair<std::string, int64_t>> Tile(Schedule& sch, const std::s
                                                      const std::vector<SpatialTile>& tiles,
                                                      const std::vector<std::string>& middle,
                                                      const std::vector<std::string>& tail,
-                                                     bool unroll) {
+                                                     bool unroll, int64_t vector = 1) {
   if (tiles.size() != axes.size()) {
     return absl::InvalidArgumentError(absl::StrCat("stage '", name, "' has ", axes.size(),
                                                    " spatial axes, the tiling ", tiles.size()));
@@ -85,18 +89,121 @@ absl::StatusOr<std::pair<std::string, int64_t>> Tile(Schedule& sch, const std::s
   auto t = FuseAll(sch, name, level[2]);
   if (!t.ok()) return t.status();
   if (auto st = sch.Bind(name, *t, "threadIdx.x"); !st.ok()) return st;
+  std::vector<std::string> inner = level[3];
+  // The last axis's per-thread elements written `vector` at a time (float4 where the code
+  // generator proves the alignment).
+  const std::string& last = inner.back();
+  int64_t last_extent =
+      SplitExtents(sch.FindStage(name)->loops.at(axes.back()).extent,
+                   {tiles.back().vthread, tiles.back().thread, tiles.back().inner})[3];
+  if (vector > 1 && last_extent % vector == 0 && last_extent >= vector) {
+    auto v = sch.Split(name, last, {vector});
+    if (!v.ok()) return v.status();
+    inner.back() = (*v)[0];
+    if (auto st = sch.Vectorize(name, (*v)[1]); !st.ok()) return st;
+  }
   if (unroll) {
-    if (auto st = sch.Unroll(name, level[3].back()); !st.ok()) return st;
+    // Every per-thread loop: a register tile's indices must be constants.
+    for (const std::string& l : inner) {
+      if (sch.FindStage(name)->loops.at(l).kind == ir::ForKind::kSerial) {
+        if (auto st = sch.Unroll(name, l); !st.ok()) return st;
+      }
+    }
   }
   return std::make_pair(*t, threads);
+}
+
+// The order of a shared copy's dimensions that puts those its consumer `reader` indexes by
+// reduce variables alone first (a tile of A[i,k] stored [k][i]: a thread's rows are then
+// consecutive for each k); empty when that is the order it has.
+std::vector<std::string> ReduceMajorOrder(const Schedule& sch, const std::string& copy,
+                                          const std::string& reader) {
+  const Stage* c = sch.FindStage(copy);
+  const Stage* r = sch.FindStage(reader);
+  std::set<const ir::ExprNode*> reduce;
+  for (const ir::IterVar& a : r->tensor->reduce_axes()) reduce.insert(a->var.get());
+  size_t ndim = c->tensor->axes.size();
+  std::vector<bool> reduce_only(ndim, false);
+  bool found = false;
+  ir::Visit(r->tensor->body, [&](const ir::Expr& x) {
+    if (found || x->kind != ir::ExprKind::kTensorRead || x->name != copy) return;
+    found = true;
+    for (size_t d = 0; d < ndim && d < x->operands.size(); ++d) {
+      bool any = false, other = false;
+      ir::Visit(x->operands[d], [&](const ir::Expr& v) {
+        if (v->kind != ir::ExprKind::kVar) return;
+        (reduce.count(v.get()) ? any : other) = true;
+      });
+      reduce_only[d] = any && !other;
+    }
+  });
+  std::vector<std::string> order, rest;
+  for (size_t d = 0; d < ndim; ++d) {
+    (reduce_only[d] ? order : rest).push_back(c->tensor->axes[d]->var->name);
+  }
+  order.insert(order.end(), rest.begin(), rest.end());
+  for (size_t d = 0; d < ndim; ++d) {
+    if (order[d] != c->tensor->axes[d]->var->name) return order;
+  }
+  return {};
+}
+
+// Cache-reads each input into shared memory for `reader`, laid out reduce-axis-major when
+// asked. Returns the copies and, per copy, its loops in the input's own order.
+absl::StatusOr<std::vector<std::pair<std::string, std::vector<std::string>>>> StageInShared(
+    Schedule& sch, const std::vector<std::string>& inputs, const std::string& reader,
+    bool reduce_major) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (const std::string& in : inputs) {
+    auto cr = sch.CacheRead(in, "shared", {reader});
+    if (!cr.ok()) return cr.status();
+    std::vector<std::string> natural = sch.FindStage(*cr)->leaves;
+    if (reduce_major) {
+      std::vector<std::string> order = ReduceMajorOrder(sch, *cr, reader);
+      if (!order.empty()) {
+        if (auto st = sch.StorageOrder(*cr, order); !st.ok()) return st;
+      }
+    }
+    out.emplace_back(*cr, natural);
+  }
+  return out;
+}
+
+// Computes the shared copy `copy` at `loop` of `target` and spreads its fill over the block's
+// `threads`, `vector` consecutive elements of the input's last dimension per thread and
+// access (vectorized: float4 where the code generator proves the alignment), the loops taken
+// in the input's own order so that neighbouring threads read neighbouring elements.
+absl::Status Cooperative(Schedule& sch, const std::string& copy,
+                         const std::vector<std::string>& natural, const std::string& target,
+                         const std::string& loop, int64_t threads, int64_t vector) {
+  if (auto st = sch.ComputeAt(copy, target, loop); !st.ok()) return st;
+  if (natural.size() > 1) {
+    if (auto st = sch.Reorder(copy, natural); !st.ok()) return st;
+  }
+  // A copy: Fuse changes the stage's leaves while it records its operands.
+  std::vector<std::string> leaves = sch.FindStage(copy)->leaves;
+  const int64_t last = sch.FindStage(copy)->loops.at(leaves.back()).extent;
+  auto fused = FuseAll(sch, copy, leaves);
+  if (!fused.ok()) return fused.status();
+  if (vector > 1 && last % vector == 0) {
+    auto parts = sch.Split(copy, *fused, {threads, vector});
+    if (!parts.ok()) return parts.status();
+    if (auto st = sch.Bind(copy, (*parts)[1], "threadIdx.x"); !st.ok()) return st;
+    return sch.Vectorize(copy, (*parts)[2]);
+  }
+  auto parts = sch.Split(copy, *fused, {threads});
+  if (!parts.ok()) return parts.status();
+  return sch.Bind(copy, (*parts)[1], "threadIdx.x");
 }
 
 absl::Status TileLocal(Schedule& sch, const std::string& name, const ReductionTiling& t) {
   auto cw = sch.CacheWrite(name, "local");
   if (!cw.ok()) return cw.status();
+  auto caches = StageInShared(sch, t.shared_inputs, *cw, t.reduce_major);
+  if (!caches.ok()) return caches.status();
   const Stage* s = sch.FindStage(name);
   std::vector<std::string> axes = SpatialRoots(*s);
-  auto tl = Tile(sch, name, axes, t.spatial, {}, {}, t.unroll_inner);
+  auto tl = Tile(sch, name, axes, t.spatial, {}, {}, t.unroll_inner, t.vector);
   if (!tl.ok()) return tl.status();
   if (auto st = sch.ComputeAt(*cw, name, tl->first); !st.ok()) return st;
   const Stage* ls = sch.FindStage(*cw);
@@ -116,17 +223,42 @@ absl::Status TileLocal(Schedule& sch, const std::string& name, const ReductionTi
   order.insert(order.end(), inner.begin(), inner.end());
   order.insert(order.end(), spatial.begin(), spatial.end());
   if (auto st = sch.Reorder(*cw, order); !st.ok()) return st;
-  if (!spatial.empty() && t.unroll_local) return sch.Unroll(*cw, spatial.back());
+  // A k-tile of each staged input per innermost outer reduce step, fetched by the block.
+  for (const auto& [copy, natural] : *caches) {
+    if (outer.empty()) {
+      return absl::InvalidArgumentError("stage '" + name + "' has no reduce loop to stage at");
+    }
+    if (auto st = Cooperative(sch, copy, natural, *cw, outer.back(), tl->second, t.vector);
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (t.unroll_local) {
+    // The accumulator's loops (registers need constant indices), and the inner reduce loops
+    // too when the unrolled body stays small enough for NVRTC to compile quickly.
+    for (const std::string& l : spatial) {
+      if (auto st = sch.Unroll(*cw, l); !st.ok()) return st;
+    }
+    int64_t body = 1;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      body *= SplitExtents(s->loops.at(axes[a]).extent,
+                           {t.spatial[a].vthread, t.spatial[a].thread, t.spatial[a].inner})[3];
+    }
+    for (size_t r = 0; r < reduce.size(); ++r) {
+      body *= std::min(t.reduce_inner[r], sch.FindStage(*cw)->loops.at(inner[r]).extent);
+    }
+    if (!caches->empty() && body <= kMaxUnrolledBody) {
+      for (const std::string& l : inner) {
+        if (auto st = sch.Unroll(*cw, l); !st.ok()) return st;
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
 absl::Status TileShared(Schedule& sch, const std::string& name, const ReductionTiling& t) {
-  std::vector<std::string> caches;
-  for (const std::string& in : t.shared_inputs) {
-    auto cr = sch.CacheRead(in, "shared", {name});
-    if (!cr.ok()) return cr.status();
-    caches.push_back(*cr);
-  }
+  auto caches = StageInShared(sch, t.shared_inputs, name, t.reduce_major);
+  if (!caches.ok()) return caches.status();
   const Stage* s = sch.FindStage(name);
   std::vector<std::string> axes = SpatialRoots(*s), reduce = ReduceRoots(*s), ro, ri;
   if (t.reduce_inner.size() != reduce.size()) {
@@ -142,19 +274,14 @@ absl::Status TileShared(Schedule& sch, const std::string& name, const ReductionT
   }
   auto tl = Tile(sch, name, axes, t.spatial, ro, ri, t.unroll_inner);
   if (!tl.ok()) return tl.status();
-  int64_t threads = tl->second;
-  for (const std::string& c : caches) {
+  for (const auto& [copy, natural] : *caches) {
     if (ro.empty()) {
       return absl::InvalidArgumentError("stage '" + name + "' has no reduce loop to stage at");
     }
-    if (auto st = sch.ComputeAt(c, name, ro.back()); !st.ok()) return st;
-    // A copy: Fuse changes the stage's leaves while it records its operands.
-    std::vector<std::string> leaves = sch.FindStage(c)->leaves;
-    auto fused = FuseAll(sch, c, leaves);
-    if (!fused.ok()) return fused.status();
-    auto parts = sch.Split(c, *fused, {threads});
-    if (!parts.ok()) return parts.status();
-    if (auto st = sch.Bind(c, (*parts)[1], "threadIdx.x"); !st.ok()) return st;
+    if (auto st = Cooperative(sch, copy, natural, name, ro.back(), tl->second, t.vector);
+        !st.ok()) {
+      return st;
+    }
   }
   return absl::OkStatus();
 }
@@ -229,13 +356,16 @@ class RandomGpu {
     ReductionTiling t;
     bool local = Coin(0.5);
     t.kind = local ? ReductionTiling::Kind::kLocal : ReductionTiling::Kind::kShared;
-    if (!local) {
+    // Shared staging alone, or with register accumulation (half the local tilings).
+    if (!local || Coin(0.5)) {
       const ir::Workload& w = sch.workload();
       for (const std::string& in : ir::ReadTensors(s.tensor->body)) {
         const ir::Tensor* tensor = w.Find(in);
         if (tensor && (*tensor)->is_placeholder() && Coin(0.75)) t.shared_inputs.push_back(in);
       }
     }
+    t.vector = Coin(0.4) ? 4 : 1;
+    t.reduce_major = Coin(0.5);
     // Threads go to the innermost axes first (coalesced accesses on the last axis), at most
     // 256 in all.
     std::vector<std::string> axes = SpatialRoots(s);
@@ -249,7 +379,25 @@ class RandomGpu {
       int64_t want = Pick({1, 2, 4, 8, 16, 32, 64});
       while (tile.thread * 2 <= std::min({want, cap, e})) tile.thread *= 2;
       threads *= tile.thread;
-      tile.inner = Pick({1, 1, 2, 4});
+      tile.inner = Pick({1, 1, 2, 4, 8});
+    }
+    // At most 64 outputs per thread (what registers hold; the search space estimates
+    // registers the same way).
+    auto per_thread = [&] {
+      int64_t n = 1;
+      for (const SpatialTile& tile : t.spatial) n *= tile.vthread * tile.inner;
+      return n;
+    };
+    while (per_thread() > 64) {
+      SpatialTile* big = &t.spatial[0];
+      for (SpatialTile& tile : t.spatial) {
+        if (tile.inner > big->inner) big = &tile;
+      }
+      if (big->inner > 1) {
+        big->inner /= 2;
+      } else {
+        for (SpatialTile& tile : t.spatial) tile.vthread = 1;
+      }
     }
     for (size_t r = 0; r < ReduceRoots(s).size(); ++r) {
       t.reduce_inner.push_back(local ? Pick({1, 2, 4, 8}) : Pick({1, 2, 4, 8, 16}));

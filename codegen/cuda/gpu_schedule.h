@@ -50,7 +50,10 @@ struct ReductionTiling {
   enum class Kind {
     // Accumulation in registers: cache_write "local" computed at the fused thread loop; the
     // stage's copy is tiled block / vthread / thread / inner; the local stage's reduce loops
-    // are split by `reduce_inner` and placed outside its spatial loops.
+    // are split by `reduce_inner` and placed outside its spatial loops. Inputs in
+    // `shared_inputs` are staged in shared memory as well: a k-tile per innermost outer
+    // reduce step (the region the whole block needs), fetched cooperatively by its threads
+    // (the register tile of a good hand-written GEMM: block tile, thread tile, k-tiles).
     kLocal,
     // Shared-memory staging: each input in `shared_inputs` is read through a "shared" copy
     // computed at the innermost outer reduce loop (outside the thread loops) and fetched
@@ -64,10 +67,16 @@ struct ReductionTiling {
   Kind kind = Kind::kLocal;
   std::vector<SpatialTile> spatial;        // per spatial axis (kLocal, kShared)
   std::vector<int64_t> reduce_inner;       // per reduce axis: inner split factor (>= 1)
-  std::vector<std::string> shared_inputs;  // kShared: placeholder tensors to stage
-  bool unroll_inner = false;               // unroll the innermost tile loop
-  bool unroll_local = false;               // kLocal: unroll the accumulator's innermost loop
+  std::vector<std::string> shared_inputs;  // kLocal, kShared: placeholder tensors to stage
+  bool unroll_inner = false;               // unroll the per-thread tile loops
+  bool unroll_local = false;               // kLocal: unroll the accumulator's loops
   int64_t rf_threads = 32;                 // kCrossThread
+  // kLocal, kShared: elements per thread and access of the cooperative fetch and of the
+  // output's last axis (1, or 4: float4 where the code generator proves the alignment).
+  int64_t vector = 1;
+  // Shared copies stored with the dimensions their reader indexes by reduce variables alone
+  // first (A[i,k] staged as [k][i]).
+  bool reduce_major = false;
 };
 
 // Applies `t` to the reduction stage `stage` (untransformed). Fails with the primitive's

@@ -70,15 +70,17 @@ std::string Log(nvrtcProgram prog) {
   return log;
 }
 
-// Compiles for `--gpu-architecture=<prefix><digits>` and returns PTX or CUBIN.
-absl::StatusOr<std::string> Compile(const std::string& source, const std::string& arch,
-                                    bool cubin) {
+// Compiles for `--gpu-architecture=<prefix><digits>` and returns PTX or CUBIN; with `log`,
+// ptxas reports what each kernel uses there.
+absl::StatusOr<std::string> Compile(const std::string& source, const std::string& arch, bool cubin,
+                                    std::string* log = nullptr) {
   auto digits = ParseArch(arch);
   if (!digits.ok()) return digits.status();
   std::string target = absl::StrCat(cubin ? "sm_" : "compute_", *digits);
   std::string gpu = "--gpu-architecture=" + target;
   std::vector<const char*> opts = {gpu.c_str(), "-default-device", "--std=c++17",
                                    "--extra-device-vectorization"};
+  if (log) opts.push_back("--ptxas-options=-v");
   Program prog;
   nvrtcResult r =
       nvrtcCreateProgram(prog.out(), source.c_str(), "lathe_kernel.cu", 0, nullptr, nullptr);
@@ -95,6 +97,7 @@ absl::StatusOr<std::string> Compile(const std::string& source, const std::string
       return NvrtcError("cubin size", r);
     out.resize(n);
     if ((r = nvrtcGetCUBIN(prog.get(), out.data())) != NVRTC_SUCCESS) return NvrtcError("cubin", r);
+    if (log) *log = Log(prog.get());
   } else {
     if ((r = nvrtcGetPTXSize(prog.get(), &n)) != NVRTC_SUCCESS) return NvrtcError("ptx size", r);
     out.resize(n);
@@ -112,6 +115,11 @@ absl::StatusOr<std::string> CompileToPtx(const std::string& source, const std::s
 
 absl::StatusOr<std::string> CompileToCubin(const std::string& source, const std::string& arch) {
   return Compile(source, arch, /*cubin=*/true);
+}
+
+absl::StatusOr<std::string> CompileToCubin(const std::string& source, const std::string& arch,
+                                           std::string* ptxas_report) {
+  return Compile(source, arch, /*cubin=*/true, ptxas_report);
 }
 
 std::string NvrtcVersion() {
@@ -134,6 +142,9 @@ absl::StatusOr<std::string> CompileToPtx(const std::string&, const std::string&)
   return NoNvrtc();
 }
 absl::StatusOr<std::string> CompileToCubin(const std::string&, const std::string&) {
+  return NoNvrtc();
+}
+absl::StatusOr<std::string> CompileToCubin(const std::string&, const std::string&, std::string*) {
   return NoNvrtc();
 }
 std::string NvrtcVersion() { return "none"; }

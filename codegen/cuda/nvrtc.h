@@ -30,6 +30,11 @@ absl::StatusOr<std::string> CompileToPtx(const std::string& source, const std::s
 // cuModuleLoadData accepts. A compile error is InvalidArgument carrying NVRTC's log.
 absl::StatusOr<std::string> CompileToCubin(const std::string& source, const std::string& arch);
 
+// The same, with ptxas's verbose report (what each kernel uses: registers, spills, shared
+// memory) in `ptxas_report`.
+absl::StatusOr<std::string> CompileToCubin(const std::string& source, const std::string& arch,
+                                           std::string* ptxas_report);
+
 // The NVRTC version as "major.minor", or "none".
 std::string NvrtcVersion();
 

@@ -9,26 +9,12 @@
 #include <fstream>
 #include <string>
 
+#include "tests/tools/run_lathe.h"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-// Runs the lathe binary with `args` (a shell-quoted string), capturing stdout and stderr.
-Result Lathe(const std::string& args) {
-  std::string cmd = std::string(LATHE_BIN) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = lathe::testing::CliResult;
+using lathe::testing::Lathe;
 
 class CliTest : public ::testing::Test {
  protected:

@@ -1,8 +1,10 @@
-// The GPU search space (no GPU needed): for every op, sampled and mutated candidates apply,
-// replay from their trace (JSON round trip and FromTrace), lower, generate CUDA C within the
-// device limits and compile through NVRTC (10 per op for sm_90; 50 per op for sm_80 and
-// sm_90 under the label e2e); the factory picks the space by
-// target string. The candidates of one op compile together in one NVRTC program.
+// The GPU search space (no GPU needed): for every op, sampled and mutated candidates and the
+// rule-picked ones apply, replay from their trace (JSON round trip and FromTrace), lower,
+// generate CUDA C within the device limits, compile through NVRTC and run on the GPU
+// emulator in agreement with the reference (10 per op for sm_90; 50 per op for sm_80 and
+// sm_90 under the label e2e); the rule-picked SGEMM has the shape of a hand-written kernel and
+// fits two blocks per SM without spills; the factory picks the space by target string. The
+// candidates of one op compile together in one NVRTC program and one emulator module.
 //
 // This file is globbed into tuner_test too, where it compiles to nothing: its own binary
 // (gpu_space_test, built only with the CUDA backend) defines LATHE_GPU_SPACE_TEST and runs
@@ -21,9 +23,13 @@
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/cuda/resources.h"
+#include "gpuemu/host_compiler.h"
+#include "gpuemu/verify.h"
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "tuner/space_factory.h"
+#include "tuner/tune_common.h"
 
 namespace lathe::tuner {
 namespace {
@@ -41,7 +47,8 @@ bool HasKind(const ir::Trace& t, const std::string& kind, const std::string& tag
 // Samples `count` candidates of `spec` (half sampled, half mutated from them), checks each
 // replays and fits the limits, and compiles them all for `archs`. Returns the traces.
 std::vector<ir::Trace> CheckCandidates(const std::string& spec, int count, uint64_t seed,
-                                       const std::vector<std::string>& archs = {"sm_90"}) {
+                                       const std::vector<std::string>& archs = {"sm_90"},
+                                       gpuemu::OptLevel opt = gpuemu::OptLevel::kFast) {
   std::vector<ir::Trace> traces;
   auto w = ir::MakeWorkload(spec);
   EXPECT_TRUE(w.ok()) << w.status();
@@ -64,7 +71,10 @@ std::vector<ir::Trace> CheckCandidates(const std::string& spec, int count, uint6
     EXPECT_NE(m->decisions, cands[i % ((count + 1) / 2)].decisions);
     cands.push_back(std::move(*m));
   }
+  // The rule-picked candidates too.
+  for (Candidate& c : (*space)->Heuristic(2)) cands.push_back(std::move(c));
   std::string kernels;
+  std::vector<codegen::cuda::CudaSource> sources;
   codegen::cuda::GpuLimits limits;  // the H100 defaults of GpuTarget
   for (size_t i = 0; i < cands.size(); ++i) {
     const Candidate& c = cands[i];
@@ -89,12 +99,32 @@ std::vector<ir::Trace> CheckCandidates(const std::string& spec, int count, uint6
     EXPECT_TRUE(lim.ok()) << lim;
     kernels += src->kernels;
     traces.push_back(c.trace);
+    sources.push_back(std::move(*src));
   }
   std::string source = codegen::cuda::CudaPrelude() + kernels;
   for (const std::string& arch : archs) {
     auto cubin = codegen::cuda::CompileToCubin(source, arch);
     EXPECT_TRUE(cubin.ok()) << spec << " " << arch << ": "
                             << cubin.status().message().substr(0, 4000);
+  }
+  // Every candidate runs on the GPU emulator and agrees with the reference (the test
+  // workloads; not the benchmarks' large shapes, which take minutes there).
+  if (!gpuemu::FindHostCompiler().ok() || w->flops > 1e8) return traces;
+  auto data = gpuemu::MakeReferenceData(*w);
+  EXPECT_TRUE(data.ok()) << data.status();
+  std::vector<gpuemu::KernelSignature> signatures;
+  for (const auto& src : sources) {
+    for (const auto& k : gpuemu::Signatures(src.plan)) signatures.push_back(k);
+  }
+  auto module = gpuemu::EmuModule::Build(source, signatures, opt);
+  EXPECT_TRUE(module.ok()) << module.status().message().substr(0, 4000);
+  if (!module.ok() || !data.ok()) return traces;
+  std::shared_ptr<gpuemu::EmuModule> shared = std::move(*module);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    gpuemu::VerifyReport r = gpuemu::VerifyCompiled(sources[i], shared, *data);
+    EXPECT_TRUE(r.ok()) << spec << " candidate " << i << ": " << gpuemu::OutcomeName(r.outcome)
+                        << ": " << r.message << "\n"
+                        << ir::TraceToText(traces[i]);
   }
   return traces;
 }
@@ -114,7 +144,7 @@ class E2eGpuSpaceOpTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(E2eGpuSpaceOpTest, FiftyCandidatesReplayAndCompile) {
   SKIP_WITHOUT_NVRTC();
-  CheckCandidates(GetParam(), 50, 11, {"sm_80", "sm_90"});
+  CheckCandidates(GetParam(), 50, 11, {"sm_80", "sm_90"}, gpuemu::OptLevel::kOptimized);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, E2eGpuSpaceOpTest, ::testing::ValuesIn(testing::OpTestSpecs()),
@@ -144,6 +174,47 @@ TEST(GpuSpaceTest, BenchShapesSampleAndCompile) {
   SKIP_WITHOUT_NVRTC();
   CheckCandidates("matmul:m=4096,n=4096,k=4096", 4, 2);
   CheckCandidates("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", 4, 2);
+}
+
+// The rule-picked SGEMM 4096 candidate for sm_90 is shaped like a good hand-written kernel
+// (a 128x128 block tile from 16x16 threads of 8x8 outputs in registers, k-tiles of A and B in
+// shared memory fetched with float4), and ptxas compiles it without spills within the
+// registers and shared memory of two blocks per SM.
+TEST(GpuSpaceTest, RulePickedSgemmIsAHandKernelThatFitsTwoBlocksPerSm) {
+  SKIP_WITHOUT_NVRTC();
+  auto w = ir::MakeWorkload("matmul:m=4096,n=4096,k=4096");
+  ASSERT_TRUE(w.ok());
+  auto space = CreateSearchSpace(*w, "cuda:sm_90");
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::vector<Candidate> picked = (*space)->Heuristic(4);
+  ASSERT_GE(picked.size(), 2u);
+  const ir::Trace& t = picked[0].trace;
+  EXPECT_TRUE(HasKind(t, "cache_write", "local"));
+  int staged = 0;
+  for (const ir::Instruction& i : t.instructions) staged += i.kind == "cache_read";
+  EXPECT_EQ(staged, 2) << ir::TraceToText(t);
+  EXPECT_TRUE(HasKind(t, "vectorize")) << ir::TraceToText(t);
+  auto src = codegen::cuda::BuildCudaSource(*picked[0].schedule, "sgemm");
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_EQ(src->plan.kernels.size(), 1u);
+  const codegen::cuda::KernelLaunch& k = src->plan.kernels[0];
+  EXPECT_EQ(k.threads_per_block(), 256);
+  EXPECT_EQ(k.grid[0] * k.grid[1] * k.grid[2], (4096 / 128) * (4096 / 128));
+  EXPECT_GE(k.shared_bytes, 2 * 128 * 8 * 4);  // an 8-deep k-tile of A and of B
+  EXPECT_NE(src->source.find(" C_local[64];"), std::string::npos) << "8x8 per thread";
+  EXPECT_NE(src->source.find("float4"), std::string::npos);
+  auto cubin = codegen::cuda::CompileToCubinWithResources(src->source, "sm_90");
+  ASSERT_TRUE(cubin.ok()) << cubin.status();
+  ASSERT_EQ(cubin->kernels.size(), 1u);
+  const codegen::cuda::KernelResources& r = cubin->kernels[0];
+  EXPECT_EQ(r.spill_stores + r.spill_loads, 0) << r.registers << " registers";
+  auto sm = codegen::cuda::SmResourcesFor("sm_90");
+  ASSERT_TRUE(sm.ok());
+  codegen::cuda::Occupancy o = codegen::cuda::OccupancyOf(*sm, 256, r.registers, r.shared_bytes);
+  EXPECT_GE(o.blocks_per_sm, 2) << r.registers << " registers, " << r.shared_bytes
+                                << " bytes shared: " << o.limited_by;
+  std::printf("rule-picked SGEMM 4096 (sm_90): %s\n",
+              codegen::cuda::ResourcesText(src->plan, cubin->kernels, *sm).c_str());
 }
 
 // A target with small limits: every candidate fits them.
@@ -210,6 +281,26 @@ TEST(SpaceFactoryTest, PicksTheSpaceByTarget) {
   auto dev = CreateSearchSpace(*w, "cuda:0");
   EXPECT_EQ(dev.status().code(), absl::StatusCode::kFailedPrecondition) << dev.status();
   EXPECT_NE(dev.status().message().find("driver"), std::string::npos) << dev.status();
+}
+
+// "cuda-emu:sm_XX", the GPU emulator: its own device class, the GPU space of the architecture.
+TEST(SpaceFactoryTest, TheEmulatedGpuIsItsOwnDeviceClass) {
+  auto w = ir::MakeWorkload("matmul:m=17,n=31,k=13");
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(IsEmulatedGpuTarget("cuda-emu:sm_90"));
+  EXPECT_FALSE(IsEmulatedGpuTarget("cuda:sm_90"));
+  EXPECT_FALSE(IsCudaTarget("cuda-emu:sm_90"));
+  auto space = CreateSearchSpace(*w, "cuda-emu:sm_90");
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::mt19937_64 rng(3);
+  auto c = (*space)->Sample(rng);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trace.target, "cuda");
+  auto by_class = SpaceForDeviceClass(*w, "cuda-emu:sm_80");
+  ASSERT_TRUE(by_class.ok()) << by_class.status();
+  EXPECT_TRUE((*by_class)->FromTrace(c->trace).ok());
+  EXPECT_EQ(CreateSearchSpace(*w, "cuda-emu:90").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SpaceFactoryTest, TargetsOfLocalTuning) {

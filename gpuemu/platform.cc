@@ -1,0 +1,177 @@
+#include "gpuemu/platform.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace lathe::gpuemu {
+
+const std::string& PlatformHeader() {
+  static const std::string* kHeader =
+      new std::string(R"(// lathe gpu emulator: the CUDA platform on the host
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ static __attribute__((section("lathe_shared")))
+
+struct uint3 { unsigned int x, y, z; };
+struct dim3 { unsigned int x, y, z; };
+static void lathe_emu_check_aligned(const void* p, unsigned long bytes);
+// A GPU faults on a vector access that is not aligned to its size: float4 checks every copy
+// to and from memory (its own address and the other's).
+struct __attribute__((aligned(16))) float4 {
+  float x, y, z, w;
+  float4() = default;
+  float4(float a, float b, float c, float d) : x(a), y(b), z(c), w(d) {}
+  float4(const float4& o) : x(o.x), y(o.y), z(o.z), w(o.w) { lathe_emu_check_aligned(&o, 16); }
+  float4& operator=(const float4& o) {
+    lathe_emu_check_aligned(this, 16);
+    lathe_emu_check_aligned(&o, 16);
+    x = o.x; y = o.y; z = o.z; w = o.w;
+    return *this;
+  }
+};
+struct __attribute__((aligned(8))) float2 {
+  float x, y;
+  float2() = default;
+  float2(float a, float b) : x(a), y(b) {}
+  float2(const float2& o) : x(o.x), y(o.y) { lathe_emu_check_aligned(&o, 8); }
+  float2& operator=(const float2& o) {
+    lathe_emu_check_aligned(this, 8);
+    lathe_emu_check_aligned(&o, 8);
+    x = o.x; y = o.y;
+    return *this;
+  }
+};
+static inline float4 make_float4(float x, float y, float z, float w) { return float4(x, y, z, w); }
+static inline float2 make_float2(float x, float y) { return float2(x, y); }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
+
+// One emulated CUDA thread's indices (layout of lathe::gpuemu::EmuThreadState).
+struct lathe_emu_thread { uint3 thread_idx; uint3 block_idx; dim3 block_dim; dim3 grid_dim; };
+struct lathe_emu_api {
+  void (*barrier)(int line);
+  void (*report)(const char* what);
+  void (*misaligned)(const void* address, unsigned long bytes);
+};
+static const lathe_emu_thread* lathe_emu_cur;
+static lathe_emu_api lathe_emu_rt;
+#define threadIdx (lathe_emu_cur->thread_idx)
+#define blockIdx (lathe_emu_cur->block_idx)
+#define blockDim (lathe_emu_cur->block_dim)
+#define gridDim (lathe_emu_cur->grid_dim)
+#define __syncthreads() lathe_emu_rt.barrier(__LINE__)
+static void lathe_emu_check_aligned(const void* p, unsigned long bytes) {
+  // The compiler may assume a float4's address aligned (its type says so) and drop the test:
+  // the empty asm hides where the value came from.
+  uintptr_t a = (uintptr_t)p;
+  __asm__ volatile("" : "+r"(a));
+  if (a % bytes != 0) lathe_emu_rt.misaligned(p, bytes);
+}
+
+extern "C" __attribute__((visibility("default"))) void lathe_emu_init(const lathe_emu_api* api) {
+  lathe_emu_rt = *api;
+}
+extern "C" __attribute__((visibility("default"))) void lathe_emu_set_current(
+    const lathe_emu_thread* t) {
+  lathe_emu_cur = t;
+}
+// The bounds of this module's shared memory (GNU ld defines __start_/__stop_ symbols for a
+// section whose name is an identifier); a module without __shared__ variables has none.
+extern "C" char __start_lathe_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_lathe_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" __attribute__((visibility("default"))) void lathe_emu_shared(char** begin,
+                                                                         char** end) {
+  *begin = __start_lathe_shared;
+  *end = __stop_lathe_shared;
+}
+
+// The sanitizer's checks call these (GCC's and clang's common ABI); they are defined here so
+// that the module needs no sanitizer runtime, and report to the emulator.
+struct lathe_ubsan_loc { const char* file; uint32_t line; uint32_t column; };
+struct lathe_ubsan_type { uint16_t kind; uint16_t info; char name[1]; };
+struct lathe_ubsan_oob {
+  lathe_ubsan_loc loc; const lathe_ubsan_type* array_type; const lathe_ubsan_type* index_type;
+};
+struct lathe_ubsan_mismatch {
+  lathe_ubsan_loc loc; const lathe_ubsan_type* type; unsigned char log_alignment;
+  unsigned char check_kind;
+};
+static long long lathe_ubsan_int(const lathe_ubsan_type* t, uintptr_t v) {
+  unsigned bits = 1u << (t->info >> 1);
+  if ((t->info & 1) && bits < 64) {
+    unsigned long long m = 1ull << (bits - 1);
+    unsigned long long x = v & ((m << 1) - 1);
+    return (long long)((x ^ m) - m);
+  }
+  return (long long)v;
+}
+#define LATHE_HIDDEN extern "C" __attribute__((visibility("hidden"), noreturn))
+LATHE_HIDDEN void __ubsan_handle_out_of_bounds_abort(lathe_ubsan_oob* d, uintptr_t index) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s:%u:%u: index %lld out of bounds for type %s", d->loc.file,
+           d->loc.line, d->loc.column, lathe_ubsan_int(d->index_type, index),
+           d->array_type->name);
+  lathe_emu_rt.report(msg);
+  __builtin_trap();
+}
+LATHE_HIDDEN void __ubsan_handle_out_of_bounds(lathe_ubsan_oob* d, uintptr_t index) {
+  __ubsan_handle_out_of_bounds_abort(d, index);
+}
+LATHE_HIDDEN void __ubsan_handle_type_mismatch_v1_abort(lathe_ubsan_mismatch* d,
+                                                        uintptr_t ptr) {
+  static const char* const kKinds[] = {"load of", "store to", "reference binding to",
+                                       "member access within", "member call on"};
+  const char* kind = d->check_kind < 5 ? kKinds[d->check_kind] : "access to";
+  unsigned long align = 1ul << d->log_alignment;
+  char msg[512];
+  if (!ptr) {
+    snprintf(msg, sizeof msg, "%s:%u:%u: %s null pointer of type %s", d->loc.file, d->loc.line,
+             d->loc.column, kind, d->type->name);
+  } else if (ptr & (align - 1)) {
+    snprintf(msg, sizeof msg,
+             "%s:%u:%u: misaligned address: %s address %p of type %s, which requires %lu byte "
+             "alignment",
+             d->loc.file, d->loc.line, d->loc.column, kind, (void*)ptr, d->type->name, align);
+  } else {
+    snprintf(msg, sizeof msg, "%s:%u:%u: %s address %p with too little space for type %s",
+             d->loc.file, d->loc.line, d->loc.column, kind, (void*)ptr, d->type->name);
+  }
+  lathe_emu_rt.report(msg);
+  __builtin_trap();
+}
+LATHE_HIDDEN void __ubsan_handle_type_mismatch_v1(lathe_ubsan_mismatch* d, uintptr_t ptr) {
+  __ubsan_handle_type_mismatch_v1_abort(d, ptr);
+}
+#undef LATHE_HIDDEN
+)");
+  return *kHeader;
+}
+
+std::string TranslationUnit(const std::string& cuda_text, const std::string& file_name,
+                            const std::vector<KernelSignature>& kernels) {
+  std::string out = PlatformHeader();
+  absl::StrAppend(&out, "#line 1 \"", file_name, "\"\n", cuda_text);
+  if (!cuda_text.empty() && cuda_text.back() != '\n') out += "\n";
+  absl::StrAppend(&out, "#line 1 \"", file_name, ".entries\"\n");
+  for (const KernelSignature& k : kernels) {
+    absl::StrAppend(&out,
+                    "extern \"C\" __attribute__((visibility(\"default\"))) void lathe_emu_entry_",
+                    k.name, "(float* const* a) { ", k.name, "(");
+    for (int i = 0; i < k.num_args; ++i) absl::StrAppend(&out, i ? ", " : "", "a[", i, "]");
+    absl::StrAppend(&out, "); }\n");
+  }
+  return out;
+}
+
+}  // namespace lathe::gpuemu
