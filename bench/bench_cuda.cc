@@ -35,6 +35,7 @@
 #include "ir/check.h"
 #include "ir/reference.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 #include "tuner/gpu_space.h"
 
 namespace {
@@ -456,7 +457,7 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
   std::snprintf(label, sizeof(label), "lathe tuned (%d trials)", o.trials);
   PrintRow(label, w->flops, bt->median_ms, base_ms, bt->repeats);
   std::printf("  search: %.1f s, %d candidates failed to build or check\n", search_s, failed);
-  std::printf("  best trace: %s\n", ir::TraceToJson(found.front().second.trace).c_str());
+  std::printf("  best trace: %s\n", traceio::TraceToJson(found.front().second.trace).c_str());
   return 0;
 }
 

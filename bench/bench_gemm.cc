@@ -17,6 +17,7 @@
 #include "codegen/host.h"
 #include "fmt/format.h"
 #include "ir/ops.h"
+#include "proto/trace_io.h"
 
 using namespace lathe;  // NOLINT
 
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  auto trace = ir::TraceFromJson(ss.str());
+  auto trace = traceio::TraceFromJson(ss.str());
   if (!trace.ok()) {
     std::fprintf(stderr, "bench_gemm: %s: %s\n", trace_file.c_str(),
                  std::string(trace.status().message()).c_str());

@@ -58,6 +58,7 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "lathe/v1/measure.pb.h"
+#include "proto/trace_io.h"
 #include "tuner/search.h"
 #include "tuner/space.h"
 #include "tuner/tune.h"
@@ -340,7 +341,7 @@ void PrintOverhead(const std::vector<Run>& runs) {
     tuner::ProgramSet measured;
     std::vector<std::pair<double, tuner::Candidate>> scored_seeds;
     for (const Program& p : by_name[run.name]) {
-      auto trace = ir::TraceFromJson(p.trace_json);
+      auto trace = traceio::TraceFromJson(p.trace_json);
       if (!trace.ok()) continue;
       auto c = (*space)->FromTrace(*trace);
       if (!c.ok()) continue;

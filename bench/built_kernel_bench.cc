@@ -33,6 +33,7 @@
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 
 namespace lathe::bench {
 namespace {
@@ -135,7 +136,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "%s: no ok record on %s\n", w->canonical.c_str(), dc.c_str());
       continue;
     }
-    absl::StatusOr<ir::Trace> trace = ir::TraceFromJson((*best)->trace_json);
+    absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson((*best)->trace_json);
     absl::StatusOr<ir::Schedule> sch =
         trace.ok() ? ir::ApplyTrace(*w, *trace) : absl::StatusOr<ir::Schedule>(trace.status());
     absl::StatusOr<ir::LoweredFunc> f =

@@ -28,6 +28,7 @@
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 
 namespace lathe::bench {
 namespace {
@@ -197,7 +198,7 @@ void Collect(const std::string& spec, int count, uint64_t seed, double budget_s,
   for (int attempt = 0; got < count && attempt < count * 4 && Seconds(start) < budget_s;
        ++attempt) {
     ir::Schedule sch = sampler.Sample(*w);
-    if (!seen.insert(ir::TraceToJson(sch.trace())).second) {
+    if (!seen.insert(traceio::TraceToJson(sch.trace())).second) {
       ++c->duplicate;
       continue;
     }

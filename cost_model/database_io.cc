@@ -12,6 +12,7 @@
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 
 namespace lathe::cost_model {
 
@@ -51,7 +52,7 @@ absl::StatusOr<CostModel> LoadFromDatabase(db::Database& db, const std::string& 
 }
 
 absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json) {
-  absl::StatusOr<ir::Trace> trace = ir::TraceFromJson(trace_json);
+  absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson(trace_json);
   if (!trace.ok()) return trace.status();
   absl::StatusOr<ir::Workload> w = ir::MakeWorkload(trace->workload);
   if (!w.ok()) return w.status();

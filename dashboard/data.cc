@@ -17,6 +17,7 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "nlohmann/json.hpp"
+#include "proto/trace_io.h"
 
 namespace lathe::dashboard {
 
@@ -215,7 +216,7 @@ json RecordJson(const v1::QueryBestResponse& r) {
   out["gflops"] = r.gflops();
   out["worker"] = r.worker();
   out["measured_at_ms"] = r.measured_at_ms();
-  absl::StatusOr<ir::Trace> trace = ir::TraceFromJson(r.trace_json());
+  absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson(r.trace_json());
   out["schedule"] = trace.ok() ? ir::TraceToText(*trace)
                                : absl::StrCat("(unreadable trace: ", trace.status().message(), ")");
   return out;

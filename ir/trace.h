@@ -12,10 +12,6 @@
 
 #include "absl/status/statusor.h"
 
-namespace lathe::v1 {
-class Trace;
-}
-
 namespace lathe::ir {
 
 // Version of the trace format written by this build; older versions are read, newer refused.
@@ -75,18 +71,10 @@ struct ProgramId {
   }
 };
 ProgramId ProgramIdOf(const Trace& trace);
-// The program of a stored trace (JSON); for text that is not a readable trace, the hash of
-// the text itself (no readable trace has it), so that it still identifies what was stored.
-ProgramId ProgramIdOfTraceJson(const std::string& trace_json);
-
-// Conversions to and from the protobuf message.
-void TraceToProto(const Trace& trace, lathe::v1::Trace* out);
-absl::StatusOr<Trace> TraceFromProto(const lathe::v1::Trace& msg);
-
-// The JSON form (protobuf JSON mapping, compact unless `pretty`). Parsing rejects malformed
-// JSON, unknown fields, and versions newer than kTraceVersion with InvalidArgument.
-std::string TraceToJson(const Trace& trace, bool pretty = false);
-absl::StatusOr<Trace> TraceFromJson(const std::string& json);
+// The identity of stored text that is not a readable trace (the hash of the text itself, which
+// no readable trace has), so that it still identifies what was stored. The JSON form and the
+// protobuf message of a trace live above ir/, in proto/trace_io.h.
+ProgramId ProgramIdOfUnreadableTrace(const std::string& text);
 
 // One line per instruction, for logs and error reports.
 std::string TraceToText(const Trace& trace);

@@ -12,6 +12,7 @@
 #include "db/lookup.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 
 namespace lathe::model {
 namespace {
@@ -31,7 +32,7 @@ class DbSchedules : public ScheduleSource {
       }
       if (!r.ok()) return r.status();
       if (r->record) {
-        absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r->record->trace_json);
+        absl::StatusOr<ir::Trace> t = traceio::TraceFromJson(r->record->trace_json);
         absl::StatusOr<ir::Schedule> s =
             t.ok() ? ir::ApplyTrace(w, *t) : absl::StatusOr<ir::Schedule>(t.status());
         if (s.ok()) {

@@ -19,6 +19,7 @@
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/gpu_schedule.h"
+#include "proto/trace_io.h"
 #endif
 
 namespace lathe::tools {
@@ -88,7 +89,7 @@ int RunBuild(const BuildOptions& o) {
     if (!in) return Fail(1, "cannot read trace file " + o.trace_file);
     std::stringstream ss;
     ss << in.rdbuf();
-    auto t = ir::TraceFromJson(ss.str());
+    auto t = traceio::TraceFromJson(ss.str());
     if (!t.ok()) return Fail(1, o.trace_file + ": " + std::string(t.status().message()));
     trace = *t;
   } else if (o.schedule.empty()) {
@@ -108,7 +109,7 @@ int RunBuild(const BuildOptions& o) {
       return Fail(3, "no tuning record for " + w->canonical + " on " + device + " in " + path +
                          " (" + r->explanation + "); tune it first, or pass --schedule default");
     }
-    auto t = ir::TraceFromJson(r->record->trace_json);
+    auto t = traceio::TraceFromJson(r->record->trace_json);
     if (!t.ok()) return Fail(1, "stored trace is unreadable: " + std::string(t.status().message()));
     trace = *t;
     fmt::print(stderr, "lathe build: using the best record ({:.1f} us, measured by {})\n",

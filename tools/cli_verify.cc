@@ -17,6 +17,7 @@
 #include "codegen/cuda/gpu_schedule.h"
 #include "codegen/cuda/resources.h"
 #include "gpuemu/verify.h"
+#include "proto/trace_io.h"
 #include "tuner/gpu_space.h"
 #endif
 
@@ -87,7 +88,7 @@ int RunVerify(const VerifyCliOptions& o) {
     if (!in) return Fail(kCmd, "cannot read trace file " + o.trace_file);
     std::stringstream ss;
     ss << in.rdbuf();
-    auto t = ir::TraceFromJson(ss.str());
+    auto t = traceio::TraceFromJson(ss.str());
     if (!t.ok()) return Fail(kCmd, o.trace_file + ": " + std::string(t.status().message()));
     auto sch = ir::ApplyTrace(*w, *t);
     if (!sch.ok()) {
@@ -134,7 +135,7 @@ int RunVerify(const VerifyCliOptions& o) {
     if (r.outcome == gpuemu::Outcome::kUnavailable) {
       return Fail(kCmd, "cannot verify on this machine: " + r.message);
     }
-    std::string trace = ir::TraceToJson(n.schedule.trace());
+    std::string trace = traceio::TraceToJson(n.schedule.trace());
     if (r.ok()) ++agree;
     if (o.json) {
       json j = {{"schedule", n.name},

@@ -9,6 +9,7 @@
 #include "cost_model/database_io.h"
 #include "cost_model/xgb_model.h"
 #include "ir/trace.h"
+#include "proto/trace_io.h"
 #include "tuner/task_scheduler.h"
 #include "tuner/tune_common.h"
 
@@ -187,7 +188,7 @@ absl::StatusOr<bool> Driver::DispatchRounds() {
       lathe::v1::MeasureRequest& req = tr.request;
       req.set_candidate_id(tr.candidate_id);
       req.set_workload(t.workload.canonical);
-      req.set_trace_json(ir::TraceToJson(c.trace));
+      req.set_trace_json(traceio::TraceToJson(c.trace));
       req.set_min_repeat_ms(o_.min_repeat_ms);
       req.set_flush_cache(o_.flush_cache);
       if (o_.cutoff_factor > 0 && status_[i].best_latency_us > 0) {

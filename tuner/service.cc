@@ -21,6 +21,7 @@
 #include "db/lookup.h"
 #include "db/record.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 #include "spdlog/spdlog.h"
 #include "tuner/job_runner.h"
 #include "tuner/lease_registry.h"
@@ -664,7 +665,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
                   : s_->runner.KnownWorkload(t.job_id(), w->canonical, t.device_class());
       ir::ProgramId program;
       if (index.ok()) {
-        program = ir::ProgramIdOfTraceJson(t.request().trace_json());
+        program = traceio::ProgramIdOfTraceJson(t.request().trace_json());
         if (CandidateId(w->key, program, t.device_class()) != m.candidate_id()) {
           index = absl::InvalidArgumentError("the candidate id does not match its task's trace");
         }

@@ -11,6 +11,7 @@
 #include "cost_model/database_io.h"
 #include "db/lookup.h"
 #include "ir/trace.h"
+#include "proto/trace_io.h"
 #include "tuner/search.h"
 #include "tuner/space_factory.h"
 
@@ -122,7 +123,7 @@ absl::StatusOr<ProgramSet> MeasuredPrograms(db::Database& database, const std::s
   if (!traces.ok()) return traces.status();
   ProgramSet programs;
   programs.reserve(traces->size());
-  for (const std::string& t : *traces) programs.insert(ir::ProgramIdOfTraceJson(t));
+  for (const std::string& t : *traces) programs.insert(traceio::ProgramIdOfTraceJson(t));
   return programs;
 }
 
@@ -133,7 +134,7 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
   absl::StatusOr<std::vector<db::Record>> top = database.TopK(w.key, device_class, k);
   if (!top.ok()) return seeds;
   for (const db::Record& r : *top) {
-    absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r.trace_json);
+    absl::StatusOr<ir::Trace> t = traceio::TraceFromJson(r.trace_json);
     if (!t.ok()) continue;
     absl::StatusOr<Candidate> c = space.FromTrace(*t);
     if (c.ok()) seeds.push_back(std::move(*c));
@@ -148,7 +149,7 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
   for (const Candidate& c : seeds) have.insert(c.decisions);
   for (const db::Record& r : *related) {
     if (static_cast<int>(seeds.size()) >= k) break;
-    absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r.trace_json);
+    absl::StatusOr<ir::Trace> t = traceio::TraceFromJson(r.trace_json);
     if (!t.ok() || t->decisions.empty()) continue;
     absl::StatusOr<Candidate> c = space.FromDecisions(t->sketch, t->decisions);
     if (c.ok() && have.insert(c->decisions).second) seeds.push_back(std::move(*c));

@@ -29,6 +29,7 @@
 #include "codegen/cuda/cuda_driver.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/cuda/resources.h"
+#include "proto/trace_io.h"
 #endif
 
 namespace lathe::worker {
@@ -160,7 +161,7 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   }
   WorkloadData& d = **data;
   auto t0 = Clock::now();
-  auto trace = ir::TraceFromJson(req.trace_json());
+  auto trace = traceio::TraceFromJson(req.trace_json());
   if (!trace.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(trace.status().message()));
   if (trace->target.rfind("cuda", 0) == 0) {
     // The parent's choice: the GPU emulator for an architecture, or a GPU.

@@ -20,6 +20,7 @@
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_driver.h"
+#include "proto/trace_io.h"
 #endif
 
 extern char** environ;
@@ -36,7 +37,7 @@ bool Executable(const std::string& path) {
 
 // True when the request's trace targets a GPU (an unparsable trace is the child's to report).
 bool IsCudaRequest(const lathe::v1::MeasureRequest& request) {
-  auto trace = ir::TraceFromJson(request.trace_json());
+  auto trace = traceio::TraceFromJson(request.trace_json());
   return trace.ok() && trace->target.rfind("cuda", 0) == 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "ir/printer.h"
 #include "ir/trace.h"
+#include "proto/trace_io.h"
 #include "test_util.h"
 
 namespace lathe {
@@ -30,8 +31,8 @@ void ExpectText(const std::string& text, const std::string& golden) {
 void ExpectLowered(const ir::Schedule& sch, const std::string& golden) {
   std::string text = Lowered(sch);
   ExpectText(text, golden);
-  std::string json = ir::TraceToJson(sch.trace());
-  auto back = ir::TraceFromJson(json);
+  std::string json = traceio::TraceToJson(sch.trace());
+  auto back = traceio::TraceFromJson(json);
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << json;
   EXPECT_EQ(*back, sch.trace());
   auto replay = ir::ApplyTrace(sch.workload(), *back);
@@ -473,10 +474,10 @@ TEST(LowerTest, InvalidTracesFailNamingThePrimitiveAndLoop) {
   EXPECT_NE(sch.status().message().find("m=5"), std::string::npos) << sch.status();
 
   // Malformed JSON and unknown fields.
-  EXPECT_FALSE(ir::TraceFromJson("").ok());
-  EXPECT_FALSE(ir::TraceFromJson(R"({"version": 1, "bogus": 3})").ok());
+  EXPECT_FALSE(traceio::TraceFromJson("").ok());
+  EXPECT_FALSE(traceio::TraceFromJson(R"({"version": 1, "bogus": 3})").ok());
   EXPECT_FALSE(
-      ir::TraceFromJson(R"({"instructions": [{"kind": "split", "factors": ["x"]}]})").ok());
+      traceio::TraceFromJson(R"({"instructions": [{"kind": "split", "factors": ["x"]}]})").ok());
 }
 
 TEST(LowerTest, ComputeAtLoopSplitAfterwardsFailsToLower) {

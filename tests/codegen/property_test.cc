@@ -13,6 +13,7 @@
 #include "ir/printer.h"
 #include "ir/trace.h"
 #include "minimize_trace.h"
+#include "proto/trace_io.h"
 #include "random_schedule.h"
 #include "test_util.h"
 
@@ -93,8 +94,8 @@ std::string Lowered(const ir::Schedule& sch) {
 }
 
 std::string Report(const ir::Schedule& sch) {
-  return "\ntrace:\n" + ir::TraceToText(sch.trace()) + "\njson: " + ir::TraceToJson(sch.trace()) +
-         "\nprogram:\n" + Lowered(sch);
+  return "\ntrace:\n" + ir::TraceToText(sch.trace()) +
+         "\njson: " + traceio::TraceToJson(sch.trace()) + "\nprogram:\n" + Lowered(sch);
 }
 
 class RandomTraceTest : public ::testing::TestWithParam<size_t> {};
@@ -125,7 +126,7 @@ TEST_P(RandomTraceTest, BuildsAgreesWithReferenceAndRoundTrips) {
         auto fails = [&](const ir::Schedule& s) { return !testing::BuildAndCheck(s, seed).ok(); };
         ir::Trace small = testing::MinimizeTrace(w, sch.trace(), fails);
         auto small_sch = ir::ApplyTrace(w, small);
-        if (small_sch.ok() && minimized.insert(ir::TraceToJson(small)).second) {
+        if (small_sch.ok() && minimized.insert(traceio::TraceToJson(small)).second) {
           extra = "\nminimized (" + testing::BuildAndCheck(*small_sch, seed).ToString() +
                   "):" + Report(*small_sch);
         }
@@ -135,8 +136,8 @@ TEST_P(RandomTraceTest, BuildsAgreesWithReferenceAndRoundTrips) {
     }
 
     // Round trip: JSON -> trace -> replay -> the same lowered program.
-    std::string json = ir::TraceToJson(sch.trace());
-    auto back = ir::TraceFromJson(json);
+    std::string json = traceio::TraceToJson(sch.trace());
+    auto back = traceio::TraceFromJson(json);
     ASSERT_TRUE(back.ok()) << back.status() << "\njson: " << json;
     EXPECT_EQ(*back, sch.trace()) << json;
     auto replay = ir::ApplyTrace(w, *back);
@@ -158,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(Property, RandomTraceTest, ::testing::Range<size_t>(0, 
 class PropertyRegressionTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PropertyRegressionTest, AgreesWithReference) {
-  auto trace = ir::TraceFromJson(GetParam());
+  auto trace = traceio::TraceFromJson(GetParam());
   ASSERT_TRUE(trace.ok()) << trace.status();
   auto w = ir::MakeWorkload(trace->workload);
   ASSERT_TRUE(w.ok()) << w.status();

@@ -17,6 +17,7 @@
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 
 namespace lathe::cost_model {
 namespace {
@@ -341,7 +342,7 @@ TEST(CostModelDatabaseTest, TrainsFromRecordsOfADeviceClass) {
     r.workload = w->canonical;
     r.workload_key = w->key;
     r.device_class = i % 4 == 3 ? "cpu:other" : "cpu:test";
-    r.trace_json = ir::TraceToJson(sch.trace());
+    r.trace_json = traceio::TraceToJson(sch.trace());
     r.median_us = 10.0 + static_cast<double>(fi * 3 + fj);
     ASSERT_TRUE(t.db().Insert(r).ok());
     inserted += r.device_class == "cpu:test";

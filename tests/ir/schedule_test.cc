@@ -5,6 +5,7 @@
 
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 
 namespace lathe::ir {
 namespace {
@@ -53,8 +54,8 @@ TEST(ScheduleTest, TraceRoundTripReplaysToTheSameLoops) {
   ASSERT_TRUE(sch.Parallel("C", "i.0+j.0").ok());
   ASSERT_TRUE(sch.ComputeAt("C.local", "C", "i.0+j.0").ok());
   ASSERT_TRUE(sch.Vectorize("C", "j.1").ok());
-  std::string json = TraceToJson(sch.trace());
-  auto back = TraceFromJson(json);
+  std::string json = traceio::TraceToJson(sch.trace());
+  auto back = traceio::TraceFromJson(json);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, sch.trace());
   auto replay = ApplyTrace(sch.workload(), *back);
@@ -79,7 +80,7 @@ TEST(ProgramIdTest, TheProgramNotTheDecisionsThatMadeIt) {
   decided.decisions = {1, 2, 3};
   EXPECT_EQ(ProgramIdOf(decided), id);
   // Stored and parsed back: the same program.
-  EXPECT_EQ(ProgramIdOfTraceJson(TraceToJson(decided)), id);
+  EXPECT_EQ(traceio::ProgramIdOfTraceJson(traceio::TraceToJson(decided)), id);
   // Any instruction field, the workload or the target makes another program.
   Trace other = t;
   other.instructions[0].factors = {16};
@@ -101,16 +102,17 @@ TEST(ProgramIdTest, TheProgramNotTheDecisionsThatMadeIt) {
   moved.instructions[0].stage = "Cx";
   EXPECT_NE(ProgramIdOf(other), ProgramIdOf(moved));
   // Text that is not a trace still has a stable id of its own.
-  EXPECT_EQ(ProgramIdOfTraceJson("{not json"), ProgramIdOfTraceJson("{not json"));
-  EXPECT_NE(ProgramIdOfTraceJson("{not json"), ProgramIdOfTraceJson("{not json!"));
-  EXPECT_NE(ProgramIdOfTraceJson("{not json"), id);
+  EXPECT_EQ(traceio::ProgramIdOfTraceJson("{not json"), traceio::ProgramIdOfTraceJson("{not json"));
+  EXPECT_NE(traceio::ProgramIdOfTraceJson("{not json"),
+            traceio::ProgramIdOfTraceJson("{not json!"));
+  EXPECT_NE(traceio::ProgramIdOfTraceJson("{not json"), id);
 }
 
 TEST(ScheduleTest, NewerTraceVersionIsRefused) {
-  auto t = TraceFromJson(R"({"version": 99, "workload": "x", "instructions": []})");
+  auto t = traceio::TraceFromJson(R"({"version": 99, "workload": "x", "instructions": []})");
   EXPECT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("newer"), std::string::npos);
-  EXPECT_FALSE(TraceFromJson("{not json").ok());
+  EXPECT_FALSE(traceio::TraceFromJson("{not json").ok());
 }
 
 }  // namespace

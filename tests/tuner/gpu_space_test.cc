@@ -28,6 +28,7 @@
 #include "gpuemu/verify.h"
 #include "ir/schedule.h"
 #include "ir/trace.h"
+#include "proto/trace_io.h"
 #include "tuner/space_factory.h"
 #include "tuner/tune_common.h"
 
@@ -80,7 +81,7 @@ std::vector<ir::Trace> CheckCandidates(const std::string& spec, int count, uint6
     const Candidate& c = cands[i];
     EXPECT_EQ(c.trace.target, "cuda");
     // What travels: the JSON form of the trace; a worker replays it.
-    auto parsed = ir::TraceFromJson(ir::TraceToJson(c.trace));
+    auto parsed = traceio::TraceFromJson(traceio::TraceToJson(c.trace));
     EXPECT_TRUE(parsed.ok()) << parsed.status();
     if (!parsed.ok()) continue;
     EXPECT_EQ(*parsed, c.trace);

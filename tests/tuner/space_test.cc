@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/printer.h"
+#include "proto/trace_io.h"
 #include "test_util.h"  // tests/codegen: BuildAndCheck
 #include "tests/tuner/test_targets.h"
 
@@ -36,9 +37,9 @@ TEST_P(SpaceTest, SamplesAndMutationsAreCorrectKernels) {
       ASSERT_TRUE(sch.ok()) << sch.status();
       absl::Status st = testing::BuildAndCheck(*sch, 5);
       ASSERT_TRUE(st.ok()) << st << "\n" << ir::TraceToText(x->trace);
-      distinct.insert(ir::TraceToJson(x->trace));
+      distinct.insert(traceio::TraceToJson(x->trace));
       // The trace alone replays to the same schedule, and maps back to its decisions.
-      auto back = (*space)->FromTrace(*ir::TraceFromJson(ir::TraceToJson(x->trace)));
+      auto back = (*space)->FromTrace(*traceio::TraceFromJson(traceio::TraceToJson(x->trace)));
       ASSERT_TRUE(back.ok()) << back.status();
       EXPECT_EQ(back->decisions, x->decisions);
     }
@@ -55,7 +56,7 @@ TEST_P(SpaceTest, SamplesAndMutationsAreCorrectKernels) {
     ASSERT_TRUE(sch.ok()) << sch.status();
     absl::Status st = testing::BuildAndCheck(*sch, 5);
     ASSERT_TRUE(st.ok()) << st << "\n" << ir::TraceToText(c.trace);
-    programs.insert(ir::TraceToJson(c.trace));
+    programs.insert(traceio::TraceToJson(c.trace));
   }
   EXPECT_EQ(programs.size(), rules.size());
 }

@@ -21,6 +21,7 @@
 #include "db/record.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 #include "tests/tuner/cli_run.h"
 #include "tuner/space_factory.h"
 #include "tuner/tune_common.h"
@@ -75,7 +76,7 @@ class TuneTest : public ::testing::Test {
 
 // The program a stored trace describes (the search's deduplication key).
 std::string ProgramKey(const std::string& trace_json) {
-  absl::StatusOr<ir::Trace> t = ir::TraceFromJson(trace_json);
+  absl::StatusOr<ir::Trace> t = traceio::TraceFromJson(trace_json);
   EXPECT_TRUE(t.ok()) << t.status();
   Candidate c;
   if (t.ok()) c.trace = *t;
@@ -302,7 +303,7 @@ TEST_F(TuneTest, NewWorkloadIsSeededFromRelatedWorkloads) {
   ASSERT_TRUE(Tune(Options(8, 3)).ok());
   std::set<std::vector<int64_t>> tuned;
   for (const db::Record& r : Records()) {
-    absl::StatusOr<ir::Trace> t = ir::TraceFromJson(r.trace_json);
+    absl::StatusOr<ir::Trace> t = traceio::TraceFromJson(r.trace_json);
     ASSERT_TRUE(t.ok());
     tuned.insert(t->decisions);
   }
@@ -322,7 +323,7 @@ TEST_F(TuneTest, NewWorkloadIsSeededFromRelatedWorkloads) {
   // The best related record comes first.
   auto best = (*database)->Best(ir::MakeWorkload(kSpec)->key, codegen::HostDeviceClass());
   ASSERT_TRUE(best.ok() && best->has_value());
-  EXPECT_EQ(seeds[0].decisions, ir::TraceFromJson((*best)->trace_json)->decisions);
+  EXPECT_EQ(seeds[0].decisions, traceio::TraceFromJson((*best)->trace_json)->decisions);
   // Another operator gets nothing from these records.
   auto sm = ir::MakeWorkload("softmax:m=8,n=64");
   auto sm_space = SearchSpace::Create(*sm, HostCpuTarget());

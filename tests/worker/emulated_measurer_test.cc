@@ -9,6 +9,7 @@
 #include "gpuemu/host_compiler.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 #include "worker/discovery.h"
 #include "worker/measure_child.h"
 #include "worker/measurer.h"
@@ -61,7 +62,7 @@ class EmulatedMeasurerTest : public ::testing::Test {
     lathe::v1::MeasureRequest r;
     r.set_candidate_id(id);
     r.set_workload(w->canonical);
-    r.set_trace_json(ir::TraceToJson(s->trace()));
+    r.set_trace_json(traceio::TraceToJson(s->trace()));
     r.set_min_repeat_ms(2);
     r.set_fault(fault);
     return r;

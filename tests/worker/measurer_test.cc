@@ -13,6 +13,7 @@
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 #include "worker/discovery.h"
 #include "worker/measure_child.h"
 
@@ -37,7 +38,7 @@ lathe::v1::MeasureRequest Request(const std::string& id, const std::string& faul
   lathe::v1::MeasureRequest r;
   r.set_candidate_id(id);
   r.set_workload(w->canonical);
-  r.set_trace_json(ir::TraceToJson(s.trace()));
+  r.set_trace_json(traceio::TraceToJson(s.trace()));
   r.set_min_repeat_ms(5);
   r.set_fault(fault);
   return r;
@@ -154,7 +155,7 @@ std::string GpuTraceJson(const std::string& spec, uint64_t seed) {
     EXPECT_TRUE(s.Bind(n, (*parts)[0], "blockIdx.x").ok());
     EXPECT_TRUE(s.Bind(n, (*parts)[1], "threadIdx.x").ok());
   }
-  return ir::TraceToJson(s.trace());
+  return traceio::TraceToJson(s.trace());
 }
 
 lathe::v1::MeasureRequest GpuRequest(const std::string& id, const std::string& spec, uint64_t seed,

@@ -29,6 +29,7 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "lathe/v1/service.grpc.pb.h"
+#include "proto/trace_io.h"
 #include "worker/discovery.h"
 #include "worker/spool.h"
 #include "worker/worker_loop.h"
@@ -61,7 +62,7 @@ Task MakeTask(const std::string& id, const std::string& fault = "",
   auto* r = t.mutable_request();
   r->set_candidate_id(id);
   r->set_workload(w->canonical);
-  r->set_trace_json(ir::TraceToJson(s.trace()));
+  r->set_trace_json(traceio::TraceToJson(s.trace()));
   r->set_min_repeat_ms(min_repeat_ms);
   r->set_fault(fault);
   return t;
