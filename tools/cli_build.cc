@@ -12,6 +12,7 @@
 #include "db/lookup.h"
 #include "fmt/format.h"
 #include "ir/schedule.h"
+#include "ir/target.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "tools/cli_db.h"
@@ -54,7 +55,8 @@ int RunBuild(const BuildOptions& o) {
       o.emit != "ptx") {
     return Fail(2, "unknown --emit '" + o.emit + "' (expected so, obj, llvm, cuda or ptx)");
   }
-  bool cuda = o.target.rfind("cuda", 0) == 0;
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(o.target);
+  const bool cuda = target.ok() && target->kind == ir::TargetKind::kCuda;
   if (!cuda && o.target != "cpu") {
     return Fail(2,
                 "unknown --target '" + o.target + "' (expected cpu, cuda, cuda:N or cuda:sm_XX)");

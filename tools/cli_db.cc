@@ -17,6 +17,7 @@
 #include "db/database.h"
 #include "db/jsonl.h"
 #include "db/lookup.h"
+#include "ir/target.h"
 #include "ir/workload.h"
 #include "tools/cli_common.h"
 
@@ -73,15 +74,21 @@ absl::StatusOr<std::string> ResolveDeviceClass(const std::string& target) {
     }
     return target;
   }
+  // A GPU's device class as lathe-worker registers it, "cuda:<name> (sm_XX)", is taken as given.
+  if (absl::StatusOr<ir::Target> of = ir::TargetOfDeviceClass(target);
+      of.ok() && of->kind == ir::TargetKind::kCuda) {
+    return target;
+  }
   // The emulated GPU's records are keyed by its target.
-  if (target.rfind("cuda-emu:sm_", 0) == 0) return target;
-  std::vector<std::string> parts = absl::StrSplit(target, ':');
-  if (target == "cuda" || (target.rfind("cuda:", 0) == 0 && parts.size() == 2)) {
+  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
+  if (t.ok() && t->emulated()) return target;
+  if (t.ok() && t->kind == ir::TargetKind::kCuda) {
     return absl::UnimplementedError(absl::StrCat(
         "target '", target,
         "': the gpu device class is not known to lathe query yet; pass the device class string "
         "printed by lathe tune or lathe-worker as --target"));
   }
+  std::vector<std::string> parts = absl::StrSplit(target, ':');
   if (parts.size() >= 3) return target;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown target '", target, "' (expected cpu, cuda, cuda:N or a device class)"));

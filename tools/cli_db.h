@@ -17,8 +17,9 @@ std::string DefaultDbPath();
 
 // The device class a `--target` names: "cpu" is this machine's CPU class; a full device class
 // string ("cpu:<model>:<isa>:<N>c", or any class with at least three ':'-separated parts) is
-// taken as given. "cuda", "cuda:N", "cuda:sm_XX" are Unimplemented here (the GPU class comes
-// from device discovery); anything else is InvalidArgument.
+// taken as given, as are a GPU's class "cuda:<name> (sm_XX)" and the emulator's "cuda-emu:sm_XX".
+// "cuda", "cuda:N", "cuda:sm_XX" are Unimplemented here (the GPU class comes from device
+// discovery); anything else is InvalidArgument.
 absl::StatusOr<std::string> ResolveDeviceClass(const std::string& target);
 
 struct QueryOptions {

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "ir/target.h"
 #include "ir/workload.h"
 #include "tools/cli_common.h"
 #include "tools/cli_tasks.h"
@@ -110,8 +111,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
   const bool multi = tasks->size() > 1;
   absl::StatusOr<ir::Workload> w = ir::MakeWorkload(tasks->front().workload);
   if (!w.ok()) return Fail(cmd, std::string(w.status().message()), kExitUsage);
-  if (o.target != "cpu" && o.target != "cuda" && o.target.rfind("cuda:", 0) != 0 &&
-      o.target.rfind("cuda-emu:sm_", 0) != 0) {
+  if (absl::StatusOr<ir::Target> t = ir::ParseTarget(o.target); !t.ok()) {
     return Fail(cmd,
                 "unknown --target '" + o.target + "' (expected cpu, cuda[:N] or cuda-emu:sm_XX)",
                 kExitUsage);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
+#include "ir/target.h"
 #include "tuner/decisions.h"
 
 namespace lathe::tuner {
@@ -438,20 +439,19 @@ absl::StatusOr<Candidate> GpuSpace::FromTrace(const ir::Trace& trace) const {
 }  // namespace
 
 absl::StatusOr<GpuTarget> GpuTargetFor(const std::string& target) {
-  GpuTarget t;
-  if (auto arch = codegen::cuda::ArchOfTarget(target); arch.ok()) {
-    t.arch = *arch;
-    return t;
-  }
-  int ordinal = -1;
-  if (target == "cuda") {
-    ordinal = 0;
-  } else if (target.rfind("cuda:", 0) != 0 || !absl::SimpleAtoi(target.substr(5), &ordinal) ||
-             ordinal < 0) {
+  absl::StatusOr<ir::Target> parsed = ir::ParseTarget(target);
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->kind != ir::TargetKind::kCuda) {
     return absl::InvalidArgumentError("target '" + target +
                                       "' is not a cuda target (expected cuda, cuda:N or "
                                       "cuda:sm_XX)");
   }
+  GpuTarget t;
+  if (!parsed->arch.empty()) {
+    t.arch = parsed->arch;
+    return t;
+  }
+  const int ordinal = parsed->ordinal;
   auto driver = codegen::cuda::CudaDriver::Get();
   if (!driver.ok()) return driver.status();
   auto info = (*driver)->Describe(ordinal);

@@ -689,14 +689,15 @@ v1::ListWorkersResponse LeaseRegistry::ListWorkers() {
   return resp;
 }
 
-std::set<std::string> LeaseRegistry::DeviceClasses(bool cpu) {
+std::set<std::string> LeaseRegistry::DeviceClasses(ir::TargetKind kind) {
   Impl& s = *impl_;
   std::set<std::string> classes;
   std::lock_guard<std::mutex> lock(s.mu);
   for (const auto& [id, w] : s.workers) {
     if (w.lost) continue;
     for (const v1::DeviceInfo& d : w.devices) {
-      if (absl::StartsWith(d.device_class(), "cpu:") == cpu) classes.insert(d.device_class());
+      absl::StatusOr<ir::TargetKind> k = ir::DeviceClassKind(d.device_class());
+      if (k.ok() && *k == kind) classes.insert(d.device_class());
     }
   }
   return classes;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/target.h"
 #include "lathe/v1/service.pb.h"
 
 namespace lathe::tuner {
@@ -119,8 +120,9 @@ class LeaseRegistry {
   // Every registered worker: its state, results reported and current leases (tasks not
   // reported yet, the soonest deadline, their jobs).
   lathe::v1::ListWorkersResponse ListWorkers();
-  // The device classes of registered, not lost workers: CPU ones (`cpu`) or the others.
-  std::set<std::string> DeviceClasses(bool cpu);
+  // The device classes of registered, not lost workers of one kind (cpu:..., a real GPU's
+  // cuda:... or the emulator's cuda-emu:sm_XX).
+  std::set<std::string> DeviceClasses(ir::TargetKind kind);
 
   class Impl;
 

@@ -20,6 +20,7 @@
 #include "db/database.h"
 #include "db/lookup.h"
 #include "db/record.h"
+#include "ir/target.h"
 #include "ir/workload.h"
 #include "proto/trace_io.h"
 #include "spdlog/spdlog.h"
@@ -136,7 +137,9 @@ struct TunerService::State {
 
   // The device class of a job or query without one (see the header).
   absl::StatusOr<std::string> DeriveDeviceClass(const std::string& target) {
-    std::set<std::string> classes = registry.DeviceClasses(target == "cpu");
+    // Real GPUs only for a cuda job: an emulated GPU's class is never taken for one.
+    std::set<std::string> classes =
+        registry.DeviceClasses(target == "cpu" ? ir::TargetKind::kCpu : ir::TargetKind::kCuda);
     if (target != "cpu") {
       if (classes.size() == 1) return *classes.begin();
       return absl::InvalidArgumentError(
@@ -363,14 +366,14 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   }
   if (spec.target().empty()) spec.set_target("cpu");
   const std::string& tgt = spec.target();
-  int gpu = 0;
-  // "cuda-emu:sm_XX" (the GPU emulator) is its own device class.
-  const bool emulated = IsEmulatedGpuTarget(tgt);
-  if (tgt != "cpu" && tgt != "cuda" && !emulated &&
-      !(absl::StartsWith(tgt, "cuda:") && absl::SimpleAtoi(tgt.substr(5), &gpu) && gpu >= 0)) {
+  // "cuda-emu:sm_XX" (the GPU emulator) is its own device class. A job names a GPU by ordinal
+  // (the workers' GPUs are matched by class), not by architecture.
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(tgt);
+  if (!target.ok() || (target->kind == ir::TargetKind::kCuda && !target->arch.empty())) {
     return absl::InvalidArgumentError(
         absl::StrCat("spec.target '", tgt, "' (expected cpu, cuda, cuda:N or cuda-emu:sm_XX)"));
   }
+  const bool emulated = target->emulated();
   if (emulated && spec.device_class().empty()) spec.set_device_class(tgt);
   std::vector<ir::Workload> wls;
   for (int i = 0; i < spec.workloads_size(); ++i) {
@@ -390,13 +393,13 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
     wls.push_back(std::move(*w));
   }
   if (spec.device_class().empty()) {
-    absl::StatusOr<std::string> dc = s_->DeriveDeviceClass(tgt == "cpu" ? "cpu" : "cuda");
+    absl::StatusOr<std::string> dc = s_->DeriveDeviceClass(target->is_gpu() ? "cuda" : "cpu");
     if (!dc.ok()) return dc.status();
     spec.set_device_class(*dc);
   }
   const std::string dc = spec.device_class();
   if (absl::StatusOr<CpuTarget> cpu = CpuTargetForDeviceClass(dc);
-      !cpu.ok() && !IsGpuDeviceClass(dc) && !IsEmulatedGpuTarget(dc)) {
+      !cpu.ok() && !ir::TargetOfDeviceClass(dc).ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "spec.device_class: '", dc,
         "' is neither a CPU class (cpu:<model>:<isa>:<N>c) nor a GPU class (cuda:<name> (sm_XX))"));

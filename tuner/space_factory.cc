@@ -1,8 +1,8 @@
 #include "tuner/space_factory.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/host.h"
+#include "ir/target.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_build.h"
@@ -13,27 +13,22 @@
 namespace lathe::tuner {
 
 bool IsCudaTarget(const std::string& target) {
-  return target == "cuda" || target.rfind("cuda:", 0) == 0;
+  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
+  return t.ok() && t->kind == ir::TargetKind::kCuda;
 }
 
-bool IsEmulatedGpuTarget(const std::string& target) { return target.rfind("cuda-emu:", 0) == 0; }
+bool IsEmulatedGpuTarget(const std::string& target) {
+  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
+  return t.ok() && t->emulated();
+}
 
 absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workload& workload,
                                                                const std::string& target) {
-  if (target == "cpu") return SearchSpace::Create(workload, HostCpuTarget());
-  if (IsEmulatedGpuTarget(target)) {
-    std::string arch = target.substr(std::string("cuda-emu:").size());
-    if (arch.rfind("sm_", 0) != 0) {
-      return absl::InvalidArgumentError("target '" + target +
-                                        "' names no architecture (expected cuda-emu:sm_XX)");
-    }
-    return CreateSearchSpace(workload, "cuda:" + arch);
-  }
-  if (!IsCudaTarget(target)) {
-    return absl::InvalidArgumentError("unknown target '" + target +
-                                      "' (expected cpu, cuda, cuda:N, cuda:sm_XX or "
-                                      "cuda-emu:sm_XX)");
-  }
+  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
+  if (!t.ok()) return t.status();
+  if (t->kind == ir::TargetKind::kCpu) return SearchSpace::Create(workload, HostCpuTarget());
+  // The emulator's space is the GPU space of the architecture it emulates.
+  if (t->emulated()) return CreateSearchSpace(workload, t->Built().ToString());
 #ifdef LATHE_HAVE_CUDA_BACKEND
   auto gpu = GpuTargetFor(target);
   if (!gpu.ok()) return gpu.status();
@@ -45,7 +40,9 @@ absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workloa
 }
 
 absl::StatusOr<int> GpuOrdinalForTarget(const std::string& target) {
-  if (!IsCudaTarget(target)) {
+  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
+  if (!t.ok()) return t.status();
+  if (t->kind != ir::TargetKind::kCuda) {
     return absl::InvalidArgumentError("target '" + target + "' names no GPU");
   }
 #ifdef LATHE_HAVE_CUDA_BACKEND
@@ -54,24 +51,19 @@ absl::StatusOr<int> GpuOrdinalForTarget(const std::string& target) {
   if (!driver.ok()) return driver.status();
   auto count = (*driver)->DeviceCount();
   if (!count.ok()) return count.status();
-  auto arch = cuda::ArchOfTarget(target);
-  if (arch.ok()) {
+  if (!t->arch.empty()) {
     std::string present;
     for (int i = 0; i < *count; ++i) {
       auto info = (*driver)->Describe(i);
       if (!info.ok()) continue;
-      if (info->arch() == *arch) return i;
+      if (info->arch() == t->arch) return i;
       absl::StrAppend(&present, present.empty() ? "" : ", ", "cuda:", i, " ", info->arch());
     }
-    return absl::FailedPreconditionError(absl::StrCat("no GPU of architecture ", *arch,
+    return absl::FailedPreconditionError(absl::StrCat("no GPU of architecture ", t->arch,
                                                       " on this machine (",
                                                       present.empty() ? "none" : present, ")"));
   }
-  int ordinal = 0;
-  if (target != "cuda" && (!absl::SimpleAtoi(target.substr(5), &ordinal) || ordinal < 0)) {
-    return absl::InvalidArgumentError("target '" + target +
-                                      "' (expected cuda, cuda:N or cuda:sm_XX)");
-  }
+  const int ordinal = t->ordinal;
   if (ordinal >= *count) {
     return absl::FailedPreconditionError(
         absl::StrCat("no GPU cuda:", ordinal, " on this machine (", *count, " GPUs)"));
@@ -84,7 +76,9 @@ absl::StatusOr<int> GpuOrdinalForTarget(const std::string& target) {
 }
 
 absl::StatusOr<std::string> DeviceClassForTarget(const std::string& target) {
-  if (target == "cpu") return codegen::HostDeviceClass();
+  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
+  if (!t.ok()) return t.status();
+  if (t->kind == ir::TargetKind::kCpu) return codegen::HostDeviceClass();
   auto ordinal = GpuOrdinalForTarget(target);
   if (!ordinal.ok()) return ordinal.status();
 #ifdef LATHE_HAVE_CUDA_BACKEND

@@ -10,6 +10,7 @@
 #include "codegen/lower.h"
 #include "cost_model/database_io.h"
 #include "db/lookup.h"
+#include "ir/target.h"
 #include "ir/trace.h"
 #include "proto/trace_io.h"
 #include "tuner/search.h"
@@ -231,24 +232,15 @@ absl::StatusOr<CpuTarget> CpuTargetForDeviceClass(const std::string& device_clas
 }
 
 bool IsGpuDeviceClass(const std::string& device_class) {
-  return device_class.rfind("cuda:", 0) == 0;
+  absl::StatusOr<ir::TargetKind> kind = ir::DeviceClassKind(device_class);
+  return kind.ok() && *kind == ir::TargetKind::kCuda;
 }
 
 absl::StatusOr<std::unique_ptr<SearchSpace>> SpaceForDeviceClass(const ir::Workload& workload,
                                                                  const std::string& device_class) {
-  // "cuda-emu:sm_XX": the emulated GPU's class is its target.
-  if (IsEmulatedGpuTarget(device_class)) return CreateSearchSpace(workload, device_class);
-  if (IsGpuDeviceClass(device_class)) {
-    // "cuda:<name> (sm_XX)", as lathe-worker registers a GPU.
-    const size_t open = device_class.rfind("(sm_");
-    const size_t close = device_class.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close < open) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "device class '", device_class, "' names no architecture (cuda:<name> (sm_XX))"));
-    }
-    return CreateSearchSpace(
-        workload, absl::StrCat("cuda:", device_class.substr(open + 1, close - open - 1)));
-  }
+  absl::StatusOr<ir::Target> of = ir::TargetOfDeviceClass(device_class);
+  if (of.ok() && of->is_gpu()) return CreateSearchSpace(workload, of->ToString());
+  if (!of.ok() && IsGpuDeviceClass(device_class)) return of.status();
   absl::StatusOr<CpuTarget> target = CpuTargetForDeviceClass(device_class);
   if (!target.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(

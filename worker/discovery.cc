@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codegen/host.h"
+#include "ir/target.h"
 #include "worker/measure_child.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
@@ -27,22 +28,18 @@ std::string KiB(int64_t bytes) { return absl::StrCat(bytes / 1024, " KiB"); }
 }  // namespace
 
 absl::StatusOr<DeviceSelector> ParseDeviceSelector(const std::string& text) {
-  if (text == "cpu") return DeviceSelector{"cpu", 0};
-  if (text == "cuda") return DeviceSelector{"cuda", 0};
-  if (text.rfind("cuda:", 0) == 0) {
-    int index = -1;
-    if (absl::SimpleAtoi(text.substr(5), &index) && index >= 0) {
-      return DeviceSelector{"cuda", index, ""};
+  // A worker measures on a device it has: a GPU by ordinal, not by architecture.
+  absl::StatusOr<ir::Target> t = ir::ParseTarget(text);
+  if (t.ok()) {
+    switch (t->kind) {
+      case ir::TargetKind::kCpu:
+        return DeviceSelector{"cpu", 0};
+      case ir::TargetKind::kCuda:
+        if (t->ordinal >= 0) return DeviceSelector{"cuda", t->ordinal, ""};
+        break;
+      case ir::TargetKind::kCudaEmu:
+        return DeviceSelector{"cuda-emu", 0, t->arch};
     }
-  }
-  if (text.rfind("cuda-emu:", 0) == 0) {
-    std::string arch = text.substr(9);
-    bool digits = arch.size() >= 5 && arch.rfind("sm_", 0) == 0;
-    for (size_t i = 3; digits && i < arch.size(); ++i) {
-      digits = std::isdigit(static_cast<unsigned char>(arch[i])) ||
-               (i + 1 == arch.size() && i >= 5 && arch[i] == 'a');
-    }
-    if (digits) return DeviceSelector{"cuda-emu", 0, arch};
   }
   return absl::InvalidArgumentError(
       absl::StrCat("bad device '", text,
@@ -50,7 +47,8 @@ absl::StatusOr<DeviceSelector> ParseDeviceSelector(const std::string& text) {
 }
 
 bool IsEmulatedDeviceClass(const std::string& device_class) {
-  return device_class.rfind("cuda-emu:", 0) == 0;
+  absl::StatusOr<ir::TargetKind> kind = ir::DeviceClassKind(device_class);
+  return kind.ok() && *kind == ir::TargetKind::kCudaEmu;
 }
 
 Device DescribeEmulatedGpu(const std::string& arch) {

@@ -20,6 +20,7 @@
 #include "ir/check.h"
 #include "ir/reference.h"
 #include "ir/schedule.h"
+#include "ir/target.h"
 #include "ir/trace.h"
 #include "worker/measure_emulated.h"
 #include "worker/measurer.h"
@@ -163,7 +164,8 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   auto t0 = Clock::now();
   auto trace = traceio::TraceFromJson(req.trace_json());
   if (!trace.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(trace.status().message()));
-  if (trace->target.rfind("cuda", 0) == 0) {
+  if (absl::StatusOr<ir::Target> target = ir::ParseTarget(trace->target);
+      target.ok() && target->is_gpu()) {
     // The parent's choice: the GPU emulator for an architecture, or a GPU.
     const char* emu = std::getenv("LATHE_MEASURE_EMU");
     if (emu && *emu) {

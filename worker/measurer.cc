@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ir/target.h"
 #include "ir/trace.h"
 #include "worker/measure_child.h"
 
@@ -38,7 +39,9 @@ bool Executable(const std::string& path) {
 // True when the request's trace targets a GPU (an unparsable trace is the child's to report).
 bool IsCudaRequest(const lathe::v1::MeasureRequest& request) {
   auto trace = traceio::TraceFromJson(request.trace_json());
-  return trace.ok() && trace->target.rfind("cuda", 0) == 0;
+  if (!trace.ok()) return false;
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(trace->target);
+  return target.ok() && target->is_gpu();
 }
 
 // Whether GPU `ordinal` can be measured on from this machine: checked here too, so that a

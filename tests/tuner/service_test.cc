@@ -610,6 +610,52 @@ TEST_F(ServiceTest, MalformedRequestsAreInvalidArgument) {
   EXPECT_EQ(code(tuner_->QueryBest(Ctx().get(), q, &qr)), kInvalid);
 }
 
+// A job for "cuda" takes the class of the registered real GPU; the emulator's class is its own
+// and never stands in for a GPU, nor the other way round.
+TEST_F(ServiceTest, CudaJobsNeverTakeTheEmulatorsClass) {
+  StartServer(Options());
+  auto register_device = [&](const std::string& host, const std::string& device_class) {
+    v1::RegisterRequest req;
+    req.set_hostname(host);
+    v1::DeviceInfo* d = req.add_devices();
+    d->set_device_class(device_class);
+    d->set_kind(device_class.rfind("cuda-emu:", 0) == 0 ? "cuda-emu" : "cuda");
+    v1::RegisterResponse resp;
+    ASSERT_TRUE(worker_->Register(Ctx().get(), req, &resp).ok());
+  };
+  auto submit = [&](const std::string& target, v1::SubmitJobResponse* sr) {
+    v1::SubmitJobRequest sub;
+    sub.mutable_spec()->add_workloads("matmul:m=16,n=16,k=16");
+    sub.mutable_spec()->set_trials(4);
+    sub.mutable_spec()->set_target(target);
+    return tuner_->SubmitJob(Ctx().get(), sub, sr);
+  };
+  auto device_class_of = [&](const std::string& job_id) {
+    v1::ListJobsResponse jobs;
+    EXPECT_TRUE(tuner_->ListJobs(Ctx().get(), {}, &jobs).ok());
+    for (const auto& j : jobs.jobs()) {
+      if (j.job_id() == job_id) return j.device_class();
+    }
+    return std::string("(no such job)");
+  };
+  register_device("emu-host", "cuda-emu:sm_90");
+  v1::SubmitJobResponse sr;
+  grpc::Status st = submit("cuda", &sr);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("registered GPU classes: none"), std::string::npos)
+      << st.error_message();
+
+  const std::string gpu = "cuda:NVIDIA H100 80GB HBM3 (sm_90)";
+  register_device("gpu-host", gpu);
+  ASSERT_TRUE(submit("cuda", &sr).ok());
+  EXPECT_EQ(device_class_of(sr.job_id()), gpu);
+  ASSERT_TRUE(submit("cuda-emu:sm_90", &sr).ok());
+  EXPECT_EQ(device_class_of(sr.job_id()), "cuda-emu:sm_90");
+  // A job names a GPU by ordinal; architectures and malformed emulator targets are refused.
+  EXPECT_EQ(submit("cuda:sm_90", &sr).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(submit("cuda-emu:90", &sr).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(ServiceTest, OversizedMessageIsResourceExhaustedAndServerGoesOn) {
   StartServer(Options());
   v1::SubmitJobRequest sub;
