@@ -123,9 +123,16 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
 
 }  // namespace
 
-bool FaultsEnabled() {
-  const char* e = std::getenv("LATHE_TEST_FAULTS");
-  return e && std::string(e) == "1";
+std::string TestFaultOf(const std::string& candidate_id) {
+  const char* plan = std::getenv("LATHE_TEST_FAULTS");
+  if (plan == nullptr || *plan == '\0') return "";
+  std::ifstream in(plan);
+  std::string id;
+  std::string fault;
+  while (in >> id >> fault) {
+    if (id == candidate_id) return fault;
+  }
+  return "";
 }
 
 void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r) {
@@ -183,9 +190,9 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   }
   r.set_compile_ms(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
 
-  bool faults = FaultsEnabled();
-  if (faults && req.fault() == "crash") raise(SIGSEGV);
-  if (faults && req.fault() == "hang") {
+  const std::string fault = TestFaultOf(req.candidate_id());
+  if (fault == "crash") raise(SIGSEGV);
+  if (fault == "hang") {
     for (;;) pause();
   }
   std::vector<void*> ptrs;
@@ -199,7 +206,7 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   const double warm_us =
       std::chrono::duration<double, std::micro>(Clock::now() - warm_start).count();
   if (rc != 0) return fail(lathe::v1::RUNTIME_ERROR, absl::StrCat("kernel returned ", rc));
-  if (faults && req.fault() == "wrong") out[d.reference.size() / 2] += 1.0f;
+  if (fault == "wrong") out[d.reference.size() / 2] += 1.0f;
   absl::Status ok =
       ir::CheckOutput(d.cpu_args.back().view(), d.reference, d.workload.output()->shape);
   if (!ok.ok()) return fail(lathe::v1::WRONG_ANSWER, std::string(ok.message()));
@@ -378,14 +385,14 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
 
   std::vector<uint64_t> ptrs;
   for (const cuda::DeviceBuffer& b : g.args) ptrs.push_back(b.ptr());
-  bool faults = FaultsEnabled();
-  if (faults && req.fault() == "crash") raise(SIGSEGV);
-  if (faults && req.fault() == "hang") {
+  const std::string fault = TestFaultOf(req.candidate_id());
+  if (fault == "crash") raise(SIGSEGV);
+  if (fault == "hang") {
     for (;;) pause();
   }
   // Test-only: the output pointer moved far outside any allocation, so the kernel's first
   // store is an illegal address (a sticky error, as a buggy candidate would cause).
-  if (faults && req.fault() == "illegal_access") ptrs.back() += static_cast<uint64_t>(1) << 44;
+  if (fault == "illegal_access") ptrs.back() += static_cast<uint64_t>(1) << 44;
   std::vector<float>& out = d.args.back();
   // NaN everywhere first, so that an element the kernel does not write fails the check.
   if (auto st = g.args.back().Fill32(0x7fc00000u); !st.ok()) return runtime(st);
@@ -395,7 +402,7 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
       !st.ok()) {
     return runtime(st);
   }
-  if (faults && req.fault() == "wrong") out[out.size() / 2] += 1.0f;
+  if (fault == "wrong") out[out.size() / 2] += 1.0f;
   absl::Status ok = ir::CheckOutput(out, d.reference, d.workload.output()->shape);
   if (!ok.ok()) return fail(lathe::v1::WRONG_ANSWER, ok.message());
 

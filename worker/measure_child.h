@@ -38,8 +38,13 @@ int RunMeasureChild(int in_fd, int out_fd);
 // Measures one request in this process (what the child does for each frame).
 lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& request);
 
-// Whether the test-only faults of MeasureRequest.fault are honoured ($LATHE_TEST_FAULTS=1).
-bool FaultsEnabled();
+// Test-only fault injection, outside the measurement protocol: when $LATHE_TEST_FAULTS names a
+// file (a test's fault plan: lines "CANDIDATE_ID FAULT"), the fault planned for this candidate:
+// "crash" (SIGSEGV), "hang" (sleep forever), "wrong" (perturb the output), "illegal_access"
+// (GPU and emulated GPU: read or write far outside the buffers). Empty otherwise, and always
+// without the variable. The file is read at each call, so that a test may plan faults for
+// candidates it sees only while the child runs.
+std::string TestFaultOf(const std::string& candidate_id);
 
 // Fills the timing fields of `r` from the repeats (microseconds, at least one): every repeat,
 // the median and the coefficient of variation.

@@ -48,14 +48,14 @@ lathe::v1::MeasureResult MeasureEmulated(const lathe::v1::MeasureRequest& req,
 
   auto sch = ir::ApplyTrace(workload, trace);
   if (!sch.ok()) return fail(lathe::v1::INVALID_SCHEDULE, sch.status().message());
-  const bool faults = FaultsEnabled();
-  if (faults && req.fault() == "crash") raise(SIGSEGV);
-  if (faults && req.fault() == "hang") {
+  const std::string fault = TestFaultOf(req.candidate_id());
+  if (fault == "crash") raise(SIGSEGV);
+  if (fault == "hang") {
     for (;;) pause();
   }
   gpuemu::VerifyOptions vo;
   vo.arch = arch;
-  vo.test_read_past_first_input = faults && req.fault() == "illegal_access";
+  vo.test_read_past_first_input = fault == "illegal_access";
   gpuemu::VerifyReport v = gpuemu::VerifySchedule(*sch, data, vo);
   r.set_compile_ms(v.nvrtc_ms + v.host_compile_ms);
   switch (v.outcome) {
@@ -74,7 +74,7 @@ lathe::v1::MeasureResult MeasureEmulated(const lathe::v1::MeasureRequest& req,
       return fail(lathe::v1::RUNTIME_ERROR,
                   absl::StrCat(kNoGpuPrefix, "cuda-emu:", arch, ": ", v.message));
   }
-  if (faults && req.fault() == "wrong") {
+  if (fault == "wrong") {
     return fail(lathe::v1::WRONG_ANSWER, "test fault: output perturbed");
   }
   // The checked run is the first repeat; more until min_repeat_ms (at least three in all).

@@ -11,8 +11,8 @@
 // text: compile_error; an illegal address, a sanitizer check or barrier divergence:
 // runtime_error (the emulator is unharmed, the child goes on); a wrong output: wrong_answer.
 // Without NVRTC or a host compiler: runtime_error starting with kNoGpuPrefix. Test-only faults
-// (LATHE_TEST_FAULTS=1): "crash", "hang", "wrong", and "illegal_access", which makes the
-// candidate's kernels read its first input past its end.
+// (TestFaultOf, measure_child.h): "crash", "hang", "wrong", and "illegal_access", which makes
+// the candidate's kernels read its first input past its end.
 #ifndef LATHE_WORKER_MEASURE_EMULATED_H_
 #define LATHE_WORKER_MEASURE_EMULATED_H_
 

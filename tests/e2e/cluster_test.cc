@@ -12,6 +12,7 @@
 #include "lathe/v1/service.grpc.pb.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/worker_proxy.h"
+#include "tests/worker/fault_plan.h"
 
 namespace lathe::e2e {
 namespace {
@@ -378,20 +379,21 @@ TEST(ClusterTest, CrashingHangingAndWrongCandidatesAreRecordedAndTheJobCompletes
   ASSERT_TRUE(c.StartDaemon(kFastLeases));
   // The third, fifth and seventh task handed out crash, answer wrongly and hang.
   std::map<std::string, std::string> faulted;  // candidate id -> fault
+  test_support::FaultPlan plan;
   int handed = 0;
   WorkerProxy proxy(c.address(), [&](int, lathe::v1::LeaseResponse* lease) {
     for (lathe::v1::Task& t : *lease->mutable_tasks()) {
       ++handed;
       const char* fault = handed == 3 ? "crash" : handed == 5 ? "wrong" : handed == 7 ? "hang" : "";
       if (*fault == '\0') continue;
-      t.mutable_request()->set_fault(fault);
+      plan.Add(t.request().candidate_id(), fault);
       faulted[t.candidate_id()] = fault;
     }
   });
   ASSERT_TRUE(proxy.ok());
-  // The measurement child inherits LATHE_TEST_FAULTS from the worker.
+  // The measurement child inherits the plan's LATHE_TEST_FAULTS from the worker.
   Process* worker =
-      c.StartWorker({"--timeout-s", "2", "--batch", "2"}, {"LATHE_TEST_FAULTS=1"}, proxy.address());
+      c.StartWorker({"--timeout-s", "2", "--batch", "2"}, {plan.Env()}, proxy.address());
   ASSERT_NE(worker, nullptr);
   auto client = c.Client();
   ASSERT_NE(client, nullptr);

@@ -12,6 +12,7 @@
 #include "lathe/v1/service.grpc.pb.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/worker_proxy.h"
+#include "tests/worker/fault_plan.h"
 
 namespace lathe::e2e {
 namespace {
@@ -39,19 +40,20 @@ TEST(GpuEmuClusterTest, EmulatedGpuWorkerCompletesAGpuJobAndAnOutOfBoundsCandida
   ASSERT_TRUE(c.StartDaemon());
   std::mutex mu;
   std::string faulted;  // the candidate made to read out of bounds
+  test_support::FaultPlan plan;
   int handed = 0;
   WorkerProxy proxy(c.address(), [&](int, lathe::v1::LeaseResponse* lease) {
     std::lock_guard<std::mutex> lock(mu);
     for (lathe::v1::Task& t : *lease->mutable_tasks()) {
       if (t.remeasure() || ++handed != 5) continue;
-      t.mutable_request()->set_fault("illegal_access");
+      plan.Add(t.request().candidate_id(), "illegal_access");
       faulted = t.candidate_id();
     }
   });
   ASSERT_TRUE(proxy.ok());
-  // The measurement child inherits LATHE_TEST_FAULTS from the worker.
+  // The measurement child inherits the plan's LATHE_TEST_FAULTS from the worker.
   Process* worker = c.StartWorker({"--device", kDevice, "--batch", "2", "--timeout-s", "120"},
-                                  {"LATHE_TEST_FAULTS=1"}, proxy.address());
+                                  {plan.Env()}, proxy.address());
   ASSERT_NE(worker, nullptr);
   auto client = c.Client();
   ASSERT_NE(client, nullptr);

@@ -10,6 +10,7 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "proto/trace_io.h"
+#include "tests/worker/fault_plan.h"
 #include "worker/discovery.h"
 #include "worker/measure_child.h"
 #include "worker/measurer.h"
@@ -50,7 +51,7 @@ class EmulatedMeasurerTest : public ::testing::Test {
     o.child_path = LATHE_MEASURE_BIN;
     o.timeout_s = 60;
     o.emulated_arch = "sm_90";
-    o.child_env = {"LATHE_TEST_FAULTS=1"};
+    o.child_env = {test_support::ProcessFaultPlan().Env()};
     for (std::string& e : env) o.child_env.push_back(std::move(e));
     auto m = Measurer::Create(o);
     EXPECT_TRUE(m.ok()) << m.status();
@@ -64,7 +65,7 @@ class EmulatedMeasurerTest : public ::testing::Test {
     r.set_workload(w->canonical);
     r.set_trace_json(traceio::TraceToJson(s->trace()));
     r.set_min_repeat_ms(2);
-    r.set_fault(fault);
+    test_support::ProcessFaultPlan().Add(id, fault);
     return r;
   }
 };

@@ -14,6 +14,7 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "proto/trace_io.h"
+#include "tests/worker/fault_plan.h"
 #include "worker/discovery.h"
 #include "worker/measure_child.h"
 
@@ -24,7 +25,7 @@ std::unique_ptr<Measurer> NewMeasurer(double timeout_s = 20) {
   MeasurerOptions o;
   o.child_path = LATHE_MEASURE_BIN;
   o.timeout_s = timeout_s;
-  o.child_env = {"LATHE_TEST_FAULTS=1"};
+  o.child_env = {test_support::ProcessFaultPlan().Env()};
   auto m = Measurer::Create(o);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? std::move(*m) : nullptr;
@@ -40,7 +41,7 @@ lathe::v1::MeasureRequest Request(const std::string& id, const std::string& faul
   r.set_workload(w->canonical);
   r.set_trace_json(traceio::TraceToJson(s.trace()));
   r.set_min_repeat_ms(5);
-  r.set_fault(fault);
+  test_support::ProcessFaultPlan().Add(id, fault);
   return r;
 }
 
@@ -167,7 +168,7 @@ lathe::v1::MeasureRequest GpuRequest(const std::string& id, const std::string& s
   r.set_trace_json(GpuTraceJson(spec, seed));
   r.set_min_repeat_ms(5);
   r.set_flush_cache(true);
-  r.set_fault(fault);
+  test_support::ProcessFaultPlan().Add(id, fault);
   return r;
 }
 
@@ -233,7 +234,7 @@ TEST(GpuMeasurerTest, IllegalAccessIsClassifiedAndTheNextCandidateSucceeds) {
   auto m = NewMeasurer(60);
   ASSERT_NE(m, nullptr);
   const std::string spec = "matmul:m=17,n=31,k=13";
-  auto bad = m->Measure(GpuRequest("bad", spec, 1, "illegal_access"));
+  auto bad = m->Measure(GpuRequest("out-of-bounds", spec, 1, "illegal_access"));
   ASSERT_TRUE(bad.ok()) << bad.status();
   EXPECT_EQ(bad->error_class(), lathe::v1::RUNTIME_ERROR);
   EXPECT_NE(bad->error_msg().find("ILLEGAL_ADDRESS"), std::string::npos) << bad->error_msg();

@@ -30,6 +30,7 @@
 #include "ir/workload.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "proto/trace_io.h"
+#include "tests/worker/fault_plan.h"
 #include "worker/discovery.h"
 #include "worker/spool.h"
 #include "worker/worker_loop.h"
@@ -64,7 +65,7 @@ Task MakeTask(const std::string& id, const std::string& fault = "",
   r->set_workload(w->canonical);
   r->set_trace_json(traceio::TraceToJson(s.trace()));
   r->set_min_repeat_ms(min_repeat_ms);
-  r->set_fault(fault);
+  test_support::ProcessFaultPlan().Add(id, fault);
   return t;
 }
 
@@ -207,7 +208,7 @@ WorkerOptions Options(const std::string& tuner, const std::string& name) {
   o.backoff_max_ms = 500;
   o.spool_dir = TempDir(name);
   o.measurer.child_path = LATHE_MEASURE_BIN;
-  o.measurer.child_env = {"LATHE_TEST_FAULTS=1"};
+  o.measurer.child_env = {test_support::ProcessFaultPlan().Env()};
   o.measurer.timeout_s = 20;
   return o;
 }
@@ -398,7 +399,7 @@ class WorkerProcess {
     std::vector<std::string> env_s;
     for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
     env_s.push_back(std::string("LATHE_MEASURE_BIN=") + LATHE_MEASURE_BIN);
-    env_s.push_back("LATHE_TEST_FAULTS=1");
+    env_s.push_back(test_support::ProcessFaultPlan().Env());
     std::vector<char*> envp;
     for (std::string& e : env_s) envp.push_back(e.data());
     envp.push_back(nullptr);
