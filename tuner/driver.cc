@@ -134,6 +134,9 @@ absl::Status Driver::Init() {
 absl::StatusOr<bool> Driver::DispatchRounds() {
   const size_t n = tasks_.size();
   for (;;) {
+    // A stopping runner takes nothing more: searching on would never end (nothing dispatched
+    // counts against the budget).
+    if (runner_.Stopping()) return false;
     if (runner_.Room() <= 0) return true;
     int done = 0, outstanding = 0;
     std::vector<Runner::Counts> counts(n);
