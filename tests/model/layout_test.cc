@@ -126,6 +126,35 @@ TEST(LayoutTest, PlainKernelsBetweenBlockedOnesGetConversions) {
   ExpectClose(RunProgram(*blocked), RunProgram(*CompileGraph(g)));
 }
 
+TEST(LayoutTest, AHeavyConvReblocksAnInputHeldInASmallerBlock) {
+  // Two 8-channel maps (blocks of 8 at 16 lanes) joined into 16 channels: the 3x3 conv after
+  // them (16 * 9 multiply-adds per input element) reads them in blocks of 16, a 1x1 conv to 4
+  // channels before it keeps the blocks of 8.
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 16, 5, 6});
+  std::string p = b.Op("Conv", {x, b.Const("wp", {8, 16, 1, 1})});
+  std::string q = b.Op("Conv", {x, b.Const("wq", {8, 16, 1, 1})});
+  std::string c = b.Op("Concat", {p, q}, {{"axis", Attr{Attr::kInt, 1}}});
+  std::string light = b.Op("Conv", {c, b.Const("wl", {4, 16, 1, 1})});
+  std::string heavy =
+      b.Op("Conv", {c, b.Const("wh", {16, 16, 3, 3})}, {{"pads", Ints({1, 1, 1, 1})}});
+  Graph g = b.Finish(b.Op("Concat", {heavy, light}, {{"axis", Attr{Attr::kInt, 1}}}));
+  CompileOptions o;
+  o.block_lanes = 16;
+  absl::StatusOr<Program> blocked = CompileGraph(g, o);
+  ASSERT_TRUE(blocked.ok()) << blocked.status();
+  std::string specs;
+  for (const KernelCall& k : blocked->kernels) specs += k.spec + "\n";
+  EXPECT_THAT(specs, HasSubstr("c=16,dilation=1,epilogue=none,groups=1,h=5,k=16,layout=nchw16c"));
+  EXPECT_THAT(specs, HasSubstr("c=16,dilation=1,epilogue=none,groups=1,h=5,k=4,kblock=4,"
+                               "layout=nchw8c"));
+  EXPECT_THAT(specs, HasSubstr("transpose:perm=1x0x2,shape=2x30x8\n"));  // 8 -> 16
+  // The input, the re-blocking, and both inputs of the last concat (blocks of 16 and 4: it
+  // runs plain).
+  EXPECT_EQ(Count(*blocked, "transpose"), 4) << specs;
+  ExpectClose(RunProgram(*blocked), RunProgram(*CompileGraph(g)));
+}
+
 // Conv, BatchNorm, x * a + b, hard-swish, x * c + d: PP-OCR's "learnable affine" block.
 std::string AffineBlock(GraphBuilder& b, const std::string& x, const std::string& tag, float a,
                         float bb, float c, float d) {
