@@ -9,7 +9,11 @@ against ONNX Runtime's and where lathe's time goes (the slowest steps, `lathe ru
 
 Run with the venv of scripts/model-venv.sh:
   build/model-venv/bin/python bench/bench_models.py --lathe build/bin/lathe [--db tuned.db]
-      [--models cls,rec,det,resnet18,bert] [--rounds 5] [--repeat 10]
+      [--models cls,rec,det,resnet18,bert] [--rounds 5] [--repeat 10] [--layouts blocked,nchw]
+      [--no-untuned]
+
+Every (untuned/tuned) x layout variant is built and timed in the same rounds, so that the
+blocked layout (nchw{b}c between convolutions) and the plain one are compared side by side.
 """
 import argparse
 import ctypes
@@ -77,10 +81,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--profile", action="store_true", help="also show where lathe's time goes")
+    ap.add_argument("--layouts", default="blocked",
+                    help="comma-separated --layout values to build (blocked, nchw, nchw8c, ...)")
+    ap.add_argument("--no-untuned", action="store_true", help="with --db: only the tuned builds")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "lathe-bench-models"))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     models = model_list(a.work)
+    print(f"load average before: {os.getloadavg()}", flush=True)
     rows = []
     for name in a.models.split(","):
         path, inp, shape = models[name]
@@ -90,9 +98,13 @@ def main():
         opts.inter_op_num_threads = 1
         sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
         ref = sess.run(None, {inp: x})
-        variants = [("untuned", ["--schedule", "default"])]
-        if a.db:
-            variants.append(("tuned", ["--db", a.db]))
+        variants = []
+        for layout in a.layouts.split(","):
+            sfx = "" if "," not in a.layouts else "-" + layout
+            if not (a.db and a.no_untuned):
+                variants.append(("untuned" + sfx, ["--schedule", "default", "--layout", layout]))
+            if a.db:
+                variants.append(("tuned" + sfx, ["--db", a.db, "--layout", layout]))
         libs = {}
         for vname, extra in variants:
             so = os.path.join(a.work, f"{name}.{vname}.so")
@@ -120,16 +132,17 @@ def main():
         rows.append(row)
         line = f"{name:9s} ORT {row['ort_ms']:8.2f} ms"
         for vname in libs:
-            line += (f" | lathe {vname} {row[vname + '_ms']:8.2f} ms "
+            line += (f"\n    lathe {vname:16s} {row[vname + '_ms']:8.2f} ms "
                      f"({row[vname + '_speedup']:.2f}x ORT, err {row[vname + '_max_err']:.1e})")
         print(line, flush=True)
         if a.profile:
             cmd = [a.lathe, "run", "--model", path, "--input", f"{inp}={'x'.join(map(str, shape))}",
-                   "--repeat", "5", "--profile", "--json"]
+                   "--repeat", "5", "--profile", "--json", "--layout", a.layouts.split(",")[0]]
             cmd += ["--db", a.db] if a.db else ["--default-schedules"]
             prof = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             for p in prof["profile"][:5]:
                 print(f"    {100 * p['share']:5.1f}% {p['ms']:7.3f} ms  {p['workload']}  [{p['origin']}]")
+    print(f"load average after: {os.getloadavg()}")
     print(json.dumps(rows))
 
 

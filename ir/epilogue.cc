@@ -36,7 +36,7 @@ constexpr StepDef kSteps[] = {
     {StepKind::kAdd, "add", 1, 1},         {StepKind::kDiv, "div", 1, 1},
     {StepKind::kRsub, "rsub", 1, 1},       {StepKind::kRdiv, "rdiv", 1, 1},
     {StepKind::kPow, "pow", 1, 1},         {StepKind::kMax, "max", 1, 1},
-    {StepKind::kMin, "min", 1, 1},
+    {StepKind::kMin, "min", 1, 1},         {StepKind::kShift, "shift", 0, 1},
 };
 
 const StepDef& Def(StepKind kind) {
@@ -57,7 +57,8 @@ Expr F(double v) { return FloatImm(v); }
 }  // namespace
 
 bool IsTensorStep(StepKind kind) {
-  return kind == StepKind::kBias || kind == StepKind::kScale || kind == StepKind::kRes;
+  return kind == StepKind::kBias || kind == StepKind::kScale || kind == StepKind::kShift ||
+         kind == StepKind::kRes;
 }
 
 const char* StepName(StepKind kind) { return Def(kind).name; }
@@ -172,6 +173,7 @@ Expr ApplyEpilogue(const EpilogueExpr& e, Expr v, const std::function<Expr(StepK
     const auto a = [&](int i) { return F(static_cast<double>(s.args[i])); };
     switch (s.kind) {
       case StepKind::kBias:
+      case StepKind::kShift:
       case StepKind::kRes:
         v = Add(v, read(s.kind));
         break;
@@ -271,6 +273,7 @@ double ApplyEpilogueRef(const EpilogueExpr& e, double v,
     const auto a = [&](int i) { return static_cast<double>(s.args[i]); };
     switch (s.kind) {
       case StepKind::kBias:
+      case StepKind::kShift:
       case StepKind::kRes:
         v += value(s.kind);
         break;

@@ -4,6 +4,8 @@
 // steps joined by '_' and applied left to right to the value v:
 //
 //   tensor steps   bias   v + bias[channel]        scale  v * scale[channel]
+//                  shift  v + shift[channel] (a second per-channel add, e.g. the shift of an
+//                         affine after an activation: "bias_hswish_scale_shift")
 //                  res    v + res[same index as the output] (e.g. a residual connection)
 //   unary steps    relu sigmoid tanh exp log sqrt abs neg recip erf
 //                  hswish (v * clip(v + 3, 0, 6) / 6)   swish (v * sigmoid(v))
@@ -58,6 +60,7 @@ enum class StepKind : uint8_t {
   kPow,
   kMax,
   kMin,
+  kShift,
 };
 
 struct EpilogueStep {
@@ -67,7 +70,7 @@ struct EpilogueStep {
   bool operator==(const EpilogueStep&) const = default;
 };
 
-// True for bias, scale and res: steps that read a tensor argument.
+// True for bias, scale, shift and res: steps that read a tensor argument.
 bool IsTensorStep(StepKind kind);
 // The step's name in the spec ("bias", "clip", ...).
 const char* StepName(StepKind kind);

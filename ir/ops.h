@@ -167,11 +167,13 @@ struct ConcatParams {
   std::vector<int64_t> out_shape() const;
 };
 
-// ONNX Resize of the two spatial dimensions of X[n,c,h,w] to [n,c,oh,ow].
+// ONNX Resize of the two spatial dimensions of X[n,c,h,w] to [n,c,oh,ow] (blocked layout
+// nchw{block}c: X[n,c/block,h,w,block] -> Y[n,c/block,oh,ow,block]).
 enum class ResizeCoord : uint8_t { kHalfPixel, kAsymmetric, kAlignCorners, kPytorchHalfPixel };
 enum class NearestMode : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 struct ResizeParams {
   int64_t n = 1, c = 1, h = 1, w = 1, oh = 1, ow = 1;
+  int64_t block = 0;    // blocked layout nchw{block}c (0: nchw)
   bool linear = false;  // else nearest
   ResizeCoord coord = ResizeCoord::kHalfPixel;
   NearestMode nearest = NearestMode::kRoundPreferFloor;

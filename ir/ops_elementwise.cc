@@ -165,7 +165,11 @@ absl::StatusOr<ResizeParams> GetResizeParams(const WorkloadSpec& spec) {
   LATHE_ASSIGN_OR_RETURN(p.w, GetInt(spec, "w"));
   LATHE_ASSIGN_OR_RETURN(p.oh, GetInt(spec, "oh"));
   LATHE_ASSIGN_OR_RETURN(p.ow, GetInt(spec, "ow"));
-  std::string mode, coord, nearest;
+  std::string mode, coord, nearest, layout = "nchw";
+  if (spec.params.count("layout") != 0) {
+    LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
+  }
+  LATHE_ASSIGN_OR_RETURN(p.block, internal::LayoutBlock(layout));
   LATHE_ASSIGN_OR_RETURN(mode, GetStr(spec, "mode"));
   LATHE_ASSIGN_OR_RETURN(coord, GetStr(spec, "coord"));
   LATHE_ASSIGN_OR_RETURN(nearest, GetStr(spec, "nearest"));
@@ -332,11 +336,24 @@ OpDefinition ConcatOp(const ConcatParams& p) {
 
 OpDefinition ResizeOp(const ResizeParams& p) {
   OpDefinition def;
-  Tensor x = Placeholder("X", {p.n, p.c, p.h, p.w});
+  const int64_t b = p.block;
+  Tensor x = b > 0 ? Placeholder("X", {p.n, p.c / b, p.h, p.w, b})
+                   : Placeholder("X", {p.n, p.c, p.h, p.w});
+  std::vector<int64_t> out = {p.n, b > 0 ? p.c / b : p.c, p.oh, p.ow};
+  std::vector<std::string> names = {"n", "c", "y", "x"};
+  if (b > 0) {
+    out.push_back(b);
+    names.push_back("cv");
+  }
   Tensor y = Compute(
-      "Y", {p.n, p.c, p.oh, p.ow},
+      "Y", out,
       [&](const std::vector<Expr>& idx) {
         const Expr &nn = idx[0], &cc = idx[1];
+        // X at (row, column) of the output element's channel.
+        auto read = [&](const Expr& row, const Expr& col) {
+          if (b > 0) return Read(x, {nn, cc, row, col, idx[4]});
+          return Read(x, {nn, cc, row, col});
+        };
         if (!p.linear) {
           auto nearest = [&](const Expr& o, int64_t in, int64_t out) -> Expr {
             // Exact integer form of the common upsampling (asymmetric, floor).
@@ -361,7 +378,7 @@ OpDefinition ResizeOp(const ResizeParams& p) {
             }
             return Clamp(i, in - 1);
           };
-          return Read(x, {nn, cc, nearest(idx[2], p.h, p.oh), nearest(idx[3], p.w, p.ow)});
+          return read(nearest(idx[2], p.h, p.oh), nearest(idx[3], p.w, p.ow));
         }
         // Bilinear: the four neighbours of the (clamped) source point.
         auto axis = [&](const Expr& o, int64_t in, int64_t out, Expr* i0, Expr* i1, Expr* f) {
@@ -376,11 +393,11 @@ OpDefinition ResizeOp(const ResizeParams& p) {
         auto lerp = [](const Expr& a, const Expr& b, const Expr& t) {
           return Add(a, Mul(Sub(b, a), t));
         };
-        Expr top = lerp(Read(x, {nn, cc, y0, x0}), Read(x, {nn, cc, y0, x1}), fx);
-        Expr bot = lerp(Read(x, {nn, cc, y1, x0}), Read(x, {nn, cc, y1, x1}), fx);
+        Expr top = lerp(read(y0, x0), read(y0, x1), fx);
+        Expr bot = lerp(read(y1, x0), read(y1, x1), fx);
         return lerp(top, bot, fy);
       },
-      "injective", {"n", "c", "y", "x"});
+      "injective", names);
   def.args = {x, y};
   def.tensors = {x, y};
   def.flops = p.linear ? 9.0 * Product(y->shape) : 0.0;

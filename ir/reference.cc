@@ -18,6 +18,7 @@ namespace {
 struct EpilogueArgs {
   const float* bias = nullptr;
   const float* scale = nullptr;
+  const float* shift = nullptr;
   const float* res = nullptr;
 
   EpilogueArgs(const EpilogueExpr& e, std::span<float* const> args, size_t first) {
@@ -26,6 +27,7 @@ struct EpilogueArgs {
       const float* p = args[i++];
       if (k == StepKind::kBias) bias = p;
       if (k == StepKind::kScale) scale = p;
+      if (k == StepKind::kShift) shift = p;
       if (k == StepKind::kRes) res = p;
     }
   }
@@ -37,6 +39,7 @@ float Epi(const EpilogueExpr& e, const EpilogueArgs& a, double v, int64_t channe
   return static_cast<float>(ApplyEpilogueRef(e, v, [&](StepKind k) -> double {
     if (k == StepKind::kBias) return a.bias[channel];
     if (k == StepKind::kScale) return a.scale[channel];
+    if (k == StepKind::kShift) return a.shift[channel];
     return a.res[index];
   }));
 }

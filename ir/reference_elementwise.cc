@@ -74,11 +74,12 @@ void Ewise(const EwiseParams& p, std::span<float* const> args) {
   const float* a = args[0];
   const float* b = p.b.empty() ? nullptr : args[1];
   size_t next = b ? 2 : 1;
-  const float *bias = nullptr, *scale = nullptr, *res = nullptr;
+  const float *bias = nullptr, *scale = nullptr, *shift = nullptr, *res = nullptr;
   for (StepKind k : p.epilogue.TensorSteps()) {
     const float* t = args[next++];
     if (k == StepKind::kBias) bias = t;
     if (k == StepKind::kScale) scale = t;
+    if (k == StepKind::kShift) shift = t;
     if (k == StepKind::kRes) res = t;
   }
   float* y = args.back();
@@ -90,6 +91,7 @@ void Ewise(const EwiseParams& p, std::span<float* const> args) {
     v = ApplyEpilogueRef(p.epilogue, v, [&](StepKind k) -> double {
       if (k == StepKind::kBias) return bias[idx[ch_dim]];
       if (k == StepKind::kScale) return scale[idx[ch_dim]];
+      if (k == StepKind::kShift) return shift[idx[ch_dim]];
       return res[i];
     });
     y[i] = static_cast<float>(v);
@@ -168,15 +170,22 @@ int64_t Nearest(double s, NearestMode mode, int64_t in) {
 void Resize(const ResizeParams& p, std::span<float* const> args) {
   const float* x = args[0];
   float* y = args.back();
+  const int64_t b = std::max<int64_t>(p.block, 1);
+  // The flat index of element (row, col) of plane `plane` (= n * c + channel) in an h x w
+  // image of the layout (nchw, or nchw{b}c: channels in blocks of b, innermost).
+  auto at = [&](int64_t plane, int64_t h, int64_t w, int64_t row, int64_t col) {
+    const int64_t nn = plane / p.c, ch = plane % p.c;
+    return ((nn * (p.c / b) + ch / b) * h * w + row * w + col) * b + ch % b;
+  };
   for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
-    const float* xp = x + plane * p.h * p.w;
-    float* yp = y + plane * p.oh * p.ow;
+    auto in = [&](int64_t row, int64_t col) { return x[at(plane, p.h, p.w, row, col)]; };
     for (int64_t oy = 0; oy < p.oh; ++oy) {
       for (int64_t ox = 0; ox < p.ow; ++ox) {
+        float& out = y[at(plane, p.oh, p.ow, oy, ox)];
         const double sy = ResizeSource(oy, p.h, p.oh, p.coord);
         const double sx = ResizeSource(ox, p.w, p.ow, p.coord);
         if (!p.linear) {
-          yp[oy * p.ow + ox] = xp[Nearest(sy, p.nearest, p.h) * p.w + Nearest(sx, p.nearest, p.w)];
+          out = in(Nearest(sy, p.nearest, p.h), Nearest(sx, p.nearest, p.w));
           continue;
         }
         const double cy = std::clamp(sy, 0.0, static_cast<double>(p.h - 1));
@@ -185,9 +194,9 @@ void Resize(const ResizeParams& p, std::span<float* const> args) {
                       x0 = static_cast<int64_t>(std::floor(cx));
         const int64_t y1 = std::min(y0 + 1, p.h - 1), x1 = std::min(x0 + 1, p.w - 1);
         const double fy = cy - y0, fx = cx - x0;
-        const double top = xp[y0 * p.w + x0] * (1 - fx) + xp[y0 * p.w + x1] * fx;
-        const double bot = xp[y1 * p.w + x0] * (1 - fx) + xp[y1 * p.w + x1] * fx;
-        yp[oy * p.ow + ox] = static_cast<float>(top * (1 - fy) + bot * fy);
+        const double top = in(y0, x0) * (1 - fx) + in(y0, x1) * fx;
+        const double bot = in(y1, x0) * (1 - fx) + in(y1, x1) * fx;
+        out = static_cast<float>(top * (1 - fy) + bot * fy);
       }
     }
   }

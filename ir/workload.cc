@@ -155,7 +155,8 @@ const std::vector<OpDef>& OpDefs() {
         {"nearest",
          KeyKind::kChoice,
          "round_prefer_floor",
-         {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}}}},
+         {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}},
+        {"layout", KeyKind::kLayout, "nchw", {}, true}}},
       {"reduce",
        {{"shape", KeyKind::kShape, nullptr},
         {"axes", KeyKind::kIndices, nullptr},
@@ -398,6 +399,15 @@ absl::Status ValidateDataShapes(const WorkloadSpec& spec) {
   if (op == "resize") {
     absl::StatusOr<ResizeParams> p = GetResizeParams(spec);
     if (!p.ok()) return p.status();
+    const auto layout = spec.params.find("layout");
+    if (p->block > 0) {
+      if (p->c % p->block != 0) {
+        return Invalid(op, absl::StrCat("c=", p->c, " is not a multiple of the block ", p->block,
+                                        " of layout ", layout->second));
+      }
+    } else if (layout != spec.params.end() && layout->second == "nhwc") {
+      return Invalid(op, "layout nhwc is not supported (nchw or nchw{x}c)");
+    }
     return CheckSizes(op, {{"X", {p->n, p->c, p->h, p->w}}, {"Y", {p->n, p->c, p->oh, p->ow}}});
   }
   if (op == "reduce") {

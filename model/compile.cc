@@ -27,7 +27,14 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
   if (absl::Status s = RecognizeLayerNorms(g); !s.ok()) return s;
   absl::StatusOr<Lowered> lowered = LowerNodes(g);
   if (!lowered.ok()) return lowered.status();
-  if (options.fuse) FuseKernels(g, *lowered);
+  if (options.fuse) {
+    FuseKernels(g, *lowered);
+    ParameterizeConstants(g, *lowered);
+  }
+  if (options.block_lanes > 1) {
+    BlockLayouts(g, *lowered, options.block_lanes);
+    p.layout = ActivationLayout::kBlocked;
+  }
   p.aliases = std::move(lowered->aliases);
   // Resolve alias chains so that every alias names a storage root.
   for (auto& [v, a] : p.aliases) a = StorageOf(p, a.base);

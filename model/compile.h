@@ -7,10 +7,11 @@
 // into the epilogue of the Conv / MatMul / elementwise kernel feeding them (bias, scale,
 // constants, a residual add of another tensor).
 //
-// Layout: activations between kernels are plain row-major NCHW today. Layout is a property of
-// the compiled graph (Program::layout) that the kernel selection consults; a blocked NCHWc
-// layout between convolutions (issue 14's `layout=nchw{x}c` convolutions) plugs in as a
-// second value with conversion kernels at its boundaries.
+// Layout, last: activations are plain row-major (NCHW) or, with CompileOptions::block_lanes,
+// kept in the blocked layout nchw{b}c between convolutions (TVM's NCHWc): convolutions,
+// pooling, elementwise kernels and channel concats run blocked, weights are packed at compile
+// time, and transpose kernels convert where a kernel needs the plain form (matmuls, reshapes,
+// softmax, resize, the model's inputs and outputs).
 #ifndef LATHE_MODEL_COMPILE_H_
 #define LATHE_MODEL_COMPILE_H_
 
@@ -24,7 +25,7 @@
 
 namespace lathe::model {
 
-enum class ActivationLayout { kNchw };
+enum class ActivationLayout { kNchw, kBlocked };
 
 // One kernel of the program: a canonical workload spec and the values bound to its
 // arguments in the workload's order (the output last).
@@ -49,6 +50,9 @@ struct Program {
 
 struct CompileOptions {
   bool fuse = true;  // epilogue fusion and activation patterns (off: one kernel per node)
+  // The float lanes of the target's vector (16 on AVX-512, 8 on AVX2): activations between
+  // convolutions are kept in blocks of up to this many channels. 0: plain NCHW throughout.
+  int64_t block_lanes = 0;
 };
 
 // Compiles an imported graph. Unsupported ops and attribute forms are InvalidArgument errors

@@ -204,11 +204,21 @@ bool FuseOneEpilogue(Graph& g, Lowered& l) {
       if (!steps) continue;
       bool clash = false;
       for (const auto& [k, v] : steps->second) clash = clash || p.step_inputs.count(k);
-      if (clash) continue;
       KernelDesc merged = p;
-      merged.epilogue.steps.insert(merged.epilogue.steps.end(), steps->first.begin(),
-                                   steps->first.end());
-      for (const auto& [k, v] : steps->second) merged.step_inputs[k] = v;
+      if (clash) {
+        // e.g. a BatchNorm's scale and shift after a bias: folded into the weights together.
+        std::vector<EpilogueStep> all = p.epilogue.steps;
+        std::vector<std::string> tensors = StepTensors(p);
+        for (const EpilogueStep& s : steps->first) {
+          all.push_back(s);
+          tensors.push_back(ir::IsTensorStep(s.kind) ? steps->second.at(s.kind) : "");
+        }
+        if (!FoldLinearSteps(g, merged, all, tensors)) continue;
+      } else {
+        merged.epilogue.steps.insert(merged.epilogue.steps.end(), steps->first.begin(),
+                                     steps->first.end());
+        for (const auto& [k, v] : steps->second) merged.step_inputs[k] = v;
+      }
       merged.output = c.output;
       merged.nodes.insert(merged.nodes.end(), c.nodes.begin(), c.nodes.end());
       const size_t pi = it->second;

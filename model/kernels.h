@@ -53,6 +53,25 @@ absl::StatusOr<Lowered> LowerNodes(Graph& g);
 // x * f(x) activations and epilogue fusion, to a fixed point.
 void FuseKernels(Graph& g, Lowered& l);
 
+// Folds the linear steps that open `steps` (bias, scale, shift, mul, div, add, neg) into k's
+// constant weights and one bias step, and makes the rest k's epilogue; `tensors` names the
+// value of each tensor step (empty for the others). False, with k unchanged, when k's weights
+// cannot take a per-channel factor or the rest would repeat a tensor step.
+bool FoldLinearSteps(Graph& g, KernelDesc& k, const std::vector<ir::EpilogueStep>& steps,
+                     const std::vector<std::string>& tensors);
+// The value of each step of k's epilogue ("" for steps without a tensor).
+std::vector<std::string> StepTensors(const KernelDesc& k);
+// After fusion: opening linear steps folded into the weights (FoldLinearSteps), and the
+// constant mul/div/add that close an epilogue after its last nonlinear step turned into
+// per-channel scale/shift tensors, so that kernels of one shape share one workload.
+void ParameterizeConstants(Graph& g, Lowered& l);
+
+// Keeps activations in the blocked layout nchw{b}c between convolutions (model/layout.cc):
+// b from the vector's float lanes (16 on AVX-512, 8 on AVX2) where it divides the channels;
+// convolution weights packed; conversions (transpose kernels, or views where the layouts
+// share memory) where a kernel needs the plain form. lanes <= 1: nothing changes.
+void BlockLayouts(Graph& g, Lowered& l, int64_t lanes);
+
 }  // namespace lathe::model
 
 #endif  // LATHE_MODEL_KERNELS_H_

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/host.h"
 #include "db/database.h"
@@ -50,7 +51,14 @@ std::optional<model::Program> LoadProgram(const std::string& cmd, const ModelCli
                  absl::IsInvalidArgument(g.status()) ? kExitUsage : kExitFailure);
     return std::nullopt;
   }
-  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g));
+  absl::StatusOr<LayoutChoice> layout = ParseLayoutOption(o.layout);
+  if (!layout.ok()) {
+    *code = Fail(cmd, std::string(layout.status().message()), kExitUsage);
+    return std::nullopt;
+  }
+  model::CompileOptions co;
+  co.block_lanes = layout->block_lanes;
+  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), co);
   if (!p.ok()) {
     *code = Fail(cmd, o.model + ": " + std::string(p.status().message()),
                  absl::IsInvalidArgument(p.status()) ? kExitUsage : kExitFailure);
@@ -66,6 +74,25 @@ std::string Shape(const std::vector<int64_t>& s) {
 }
 
 }  // namespace
+
+absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout) {
+  LayoutChoice c;
+  if (layout == "nchw") return c;
+  if (layout == "blocked") {
+    c.block_lanes = std::max(1, codegen::HostCpu().vector_bits / 32);
+    return c;
+  }
+  int64_t b = 0;
+  if (layout.size() > 5 && layout.rfind("nchw", 0) == 0 && layout.back() == 'c' &&
+      absl::SimpleAtoi(layout.substr(4, layout.size() - 5), &b) && b >= 2 && b <= 64 &&
+      (b & (b - 1)) == 0) {
+    c.block_lanes = b;
+    return c;
+  }
+  return absl::InvalidArgumentError("--layout '" + layout +
+                                    "' must be blocked, nchw or nchw{b}c with b a power of two "
+                                    "from 2 to 64 (e.g. nchw8c)");
+}
 
 int RunModelTasks(const ModelCliOptions& o) {
   int code = 0;
@@ -332,6 +359,10 @@ int RunModelBuild(const ModelCliOptions& o) {
   return 0;
 }
 
+const char kLayoutHelp[] =
+    "activation layout: blocked (default: nchw{b}c between convolutions, b from the vector "
+    "lanes), nchw, or nchw{b}c (blocks of at most b channels)";
+
 void AddModelCommands(CLI::App& app, ModelCommands* c) {
   c->model = app.add_subcommand("model", "inspect an ONNX model");
   c->model->require_subcommand(1);
@@ -341,6 +372,7 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
   c->model_tasks->add_option("--input", c->tasks.inputs,
                              "NAME=SHAPE of an input with dynamic dimensions (repeatable)");
   c->model_tasks->add_flag("--json", c->tasks.json, "print one JSON object");
+  c->model_tasks->add_option("--layout", c->tasks.layout, kLayoutHelp);
 
   c->run_cmd = app.add_subcommand("run", "compile a model in-process and run it");
   c->run_cmd->add_option("--model", c->run.model, "ONNX model file")->required();
@@ -353,6 +385,7 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
   c->run_cmd->add_option("--dump", c->run.dump_dir, "write output i as DIR/i.bin (raw float32)");
   c->run_cmd->add_option("--repeat", c->run.repeat, "timed runs (default 10); the median is shown");
   c->run_cmd->add_flag("--json", c->run.json, "print one JSON object");
+  c->run_cmd->add_option("--layout", c->run.layout, kLayoutHelp);
   c->run_cmd->add_flag("--default-schedules", c->run.default_schedules,
                        "use every kernel's default schedule (ignore the database)");
   c->run_cmd->add_flag("--profile", c->run.profile,
@@ -366,11 +399,13 @@ int DispatchModelCommands(const ModelCommands& c) {
 }
 
 bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,
-                    std::vector<std::string>* workloads, std::vector<double>* weights,
-                    std::string* error) {
-  ModelCliOptions o;
-  o.model = model;
-  o.inputs = inputs;
+                    const std::string& layout, std::vector<std::string>* workloads,
+                    std::vector<double>* weights, std::string* error) {
+  absl::StatusOr<LayoutChoice> lc = ParseLayoutOption(layout);
+  if (!lc.ok()) {
+    *error = std::string(lc.status().message());
+    return false;
+  }
   absl::StatusOr<std::vector<model::InputShape>> shapes = model::ParseInputShapes(inputs);
   if (!shapes.ok()) {
     *error = std::string(shapes.status().message());
@@ -381,7 +416,9 @@ bool ModelTaskLines(const std::string& model, const std::vector<std::string>& in
     *error = std::string(g.status().message());
     return false;
   }
-  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g));
+  model::CompileOptions co;
+  co.block_lanes = lc->block_lanes;
+  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), co);
   if (!p.ok()) {
     *error = model + ": " + std::string(p.status().message());
     return false;
@@ -398,8 +435,8 @@ ModelTasksFile::~ModelTasksFile() {
 }
 
 int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
-                     std::vector<std::string>* workloads, std::string* tasks_file,
-                     ModelTasksFile* file) {
+                     const std::string& layout, std::vector<std::string>* workloads,
+                     std::string* tasks_file, ModelTasksFile* file) {
   const std::string cmd = "lathe tune";
   if (!workloads->empty() || !tasks_file->empty()) {
     return Fail(cmd, "--model excludes --workload and --tasks", kExitUsage);
@@ -407,7 +444,7 @@ int PrepareModelTune(const std::string& model, const std::vector<std::string>& i
   std::vector<std::string> specs;
   std::vector<double> weights;
   std::string error;
-  if (!ModelTaskLines(model, inputs, &specs, &weights, &error)) {
+  if (!ModelTaskLines(model, inputs, layout, &specs, &weights, &error)) {
     return Fail(cmd, error, kExitUsage);
   }
   char tmpl[] = "/tmp/lathe-model-tasks-XXXXXX";

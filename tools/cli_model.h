@@ -5,8 +5,11 @@
 #ifndef LATHE_TOOLS_CLI_MODEL_H_
 #define LATHE_TOOLS_CLI_MODEL_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace CLI {
 class App;
@@ -18,6 +21,9 @@ struct ModelCliOptions {
   std::string model;
   std::vector<std::string> inputs;  // NAME=SHAPE
   std::string db_path;
+  // Activation layout: "blocked" (nchw{b}c between convolutions, b from the host's vector
+  // lanes), "nchw" (plain), or "nchw{b}c" (blocked with at most b channels per block).
+  std::string layout = "blocked";
   bool json = false;
   // run
   std::vector<std::string> feeds;  // NAME=FILE
@@ -63,14 +69,21 @@ class ModelTasksFile {
 // excludes --workload and --tasks. Returns 0, or the exit status after printing the error
 // (2 for usage and model errors: nothing is tuned or written).
 int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
-                     std::vector<std::string>* workloads, std::string* tasks_file,
-                     ModelTasksFile* file);
+                     const std::string& layout, std::vector<std::string>* workloads,
+                     std::string* tasks_file, ModelTasksFile* file);
 
 // The tasks of a model as JSON lines {"workload": SPEC, "weight": W} (the `--tasks FILE`
 // form), for `lathe tune --model`; fills *error and returns false on a model error.
 bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,
-                    std::vector<std::string>* workloads, std::vector<double>* weights,
-                    std::string* error);
+                    const std::string& layout, std::vector<std::string>* workloads,
+                    std::vector<double>* weights, std::string* error);
+
+// The compile options of a --layout value (see ModelCliOptions::layout); InvalidArgument for
+// an unknown one.
+struct LayoutChoice {
+  int64_t block_lanes = 0;
+};
+absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout);
 
 }  // namespace lathe::tools
 

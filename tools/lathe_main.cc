@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
       b->add_option("--model", build_model.model, "build an ONNX model into one library instead");
   build_workload->excludes(build_model_opt);
   b->add_option("--input", build_model.inputs, "with --model: NAME=SHAPE (repeatable)");
+  b->add_option("--layout", build_model.layout,
+                "with --model: activation layout: blocked (default), nchw or nchw{b}c");
   b->add_option("--out", build.out, "output file")->required();
   b->add_option("--name", build.name, "exported symbol (default: lathe_<op>_<key>)");
   b->add_option("--target", build.target, "cpu (default), cuda, cuda:N, cuda:sm_XX");
@@ -114,6 +116,9 @@ int main(int argc, char** argv) {
                 "tune every task of an ONNX model (weights: how often each runs); --trials is "
                 "the model's total budget");
   t->add_option("--input", tune_model_inputs, "with --model: NAME=SHAPE (repeatable)");
+  std::string tune_model_layout = "blocked";
+  t->add_option("--layout", tune_model_layout,
+                "with --model: activation layout: blocked (default), nchw or nchw{b}c");
   lathe::tools::RemoteOptions workers;
   CLI::App* wk = app.add_subcommand("workers", "list a lathed daemon's measurement workers");
   AddRemoteOptions(wk, &workers.tuner, &workers.token_file, &workers.tls_ca,
@@ -177,8 +182,8 @@ int main(int argc, char** argv) {
     tune.remeasure_top_given = remeasure_top->count() > 0;
     lathe::tools::ModelTasksFile model_tasks;  // removed when main returns
     if (!tune_model.empty()) {
-      if (int rc = lathe::tools::PrepareModelTune(tune_model, tune_model_inputs, &tune.workloads,
-                                                  &tune.tasks_file, &model_tasks);
+      if (int rc = lathe::tools::PrepareModelTune(tune_model, tune_model_inputs, tune_model_layout,
+                                                  &tune.workloads, &tune.tasks_file, &model_tasks);
           rc != 0) {
         return rc;
       }

@@ -52,7 +52,8 @@ _OPS = {
     "resize": [("n", "pos", None, ""), ("c", "pos", None, ""), ("h", "pos", None, ""),
                ("w", "pos", None, ""), ("oh", "pos", None, ""), ("ow", "pos", None, ""),
                ("mode", "choice", "nearest", ""), ("coord", "choice", "half_pixel", ""),
-               ("nearest", "choice", "round_prefer_floor", "")],
+               ("nearest", "choice", "round_prefer_floor", ""),
+               ("layout", "layout", "nchw", "omit")],
     "reduce": [("shape", "shape", None, ""), ("axes", "indices", None, ""),
                ("kind", "choice", "mean", "")],
 }

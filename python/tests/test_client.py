@@ -178,6 +178,9 @@ def test_canonical_form_matches_the_daemon(fleet):
         "conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,layout=nchw8c,kblock=08",
         "conv2d:n=1,c=3,h=8,w=8,k=16,r=3,s=3,layout=nchw03c,kblock=16",
         "pool2d:n=1,c=16,h=8,w=8,r=2,s=2,layout=nchw8c",
+        "resize:n=1,c=8,h=4,w=4,oh=8,ow=8,layout=nchw",
+        "resize:n=1,c=8,h=4,w=4,oh=8,ow=8,mode=linear,layout=nchw04c",
+        "conv2d:n=1,c=8,h=4,w=4,k=8,r=1,s=1,layout=nchw8c,epilogue=bias_hswish_scale_shift",
     ]
     for spec in specs:
         resp = c._stub.QueryBest(service_pb2.QueryBestRequest(workload=spec),

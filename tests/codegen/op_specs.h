@@ -69,6 +69,12 @@ inline const std::vector<std::string>& ModelOpTestSpecs() {
       "conv2d:n=1,c=16,h=5,w=5,k=8,r=1,s=1,layout=nchw8c,kblock=4,epilogue=scale_bias",
       "pool2d:n=1,c=8,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw4c",
       "pool2d:n=2,c=6,h=6,w=5,r=2,s=2,stride=2,kind=avg,layout=nchw2c",
+      "resize:n=1,c=8,h=5,w=6,oh=10,ow=12,mode=nearest,coord=asymmetric,nearest=floor,"
+      "layout=nchw4c",
+      "resize:n=1,c=6,h=4,w=5,oh=7,ow=9,mode=linear,layout=nchw2c",
+      // A second per-channel add after the activation (the model compiler's affine).
+      "conv2d:n=1,c=8,h=6,w=7,k=16,r=1,s=1,layout=nchw8c,epilogue=bias_hswish_scale_shift",
+      "conv2d:n=1,c=5,h=6,w=7,k=3,r=3,s=3,pad=1,epilogue=bias_relu_scale_shift",
   };
   return kOps;
 }

@@ -356,6 +356,13 @@ TEST(OpsEvalTest, ModelOps) {
            "resize:n=1,c=1,h=3,w=4,oh=5,ow=7,mode=nearest",
            "resize:n=1,c=1,h=3,w=4,oh=7,ow=9,mode=linear,coord=align_corners",
            "resize:n=1,c=2,h=4,w=3,oh=8,ow=5,mode=linear",
+           "resize:n=1,c=4,h=3,w=4,oh=6,ow=8,mode=nearest,coord=asymmetric,nearest=floor,"
+           "layout=nchw2c",
+           "resize:n=2,c=6,h=3,w=4,oh=5,ow=7,mode=linear,layout=nchw3c",
+           "conv2d:n=1,c=3,h=4,w=4,k=2,r=1,s=1,epilogue=bias_hswish_scale_shift",
+           "conv2d:n=1,c=4,h=5,w=4,k=4,r=3,s=3,pad=1,groups=4,layout=nchw2c,"
+           "epilogue=bias_relu_scale_shift",
+           "ewise:a=2x3x4,epilogue=relu_scale_shift",
            "reduce:shape=2x3x4,axes=2,kind=mean",
            "reduce:shape=2x3x4,axes=0x2,kind=max",
        }) {

@@ -291,6 +291,19 @@ TEST(WorkloadSpecModelTest, PerAxisStridesPadsAndEpiloguesHaveOneCanonicalForm) 
   EXPECT_EQ(Canon("softmax:m=2,n=3,inner=1"), "softmax:m=2,n=3");
   EXPECT_EQ(Canon("matmul:m=2,n=3,k=4,epilogue=hsig0.200000003:0.5_mul0.1666666667"),
             "matmul:epilogue=hsig0.200000003:0.5_mul0.166666672,k=4,m=2,n=3");
+  // resize's layout (added later) is left out while plain.
+  const std::string resize = "resize:c=8,coord=asymmetric,h=4,mode=nearest,n=1,nearest=floor,";
+  EXPECT_EQ(Canon(resize + "oh=8,ow=8,w=4,layout=nchw"), resize + "oh=8,ow=8,w=4");
+  EXPECT_EQ(Canon(resize + "oh=8,ow=8,w=4,layout=nchw4c"),
+            "resize:c=8,coord=asymmetric,h=4,layout=nchw4c,mode=nearest,n=1,nearest=floor,oh=8,"
+            "ow=8,w=4");
+  // The per-channel affine after an activation: scale and shift tensors.
+  absl::StatusOr<Workload> w =
+      MakeWorkload("conv2d:n=1,c=4,h=3,w=3,k=8,r=1,s=1,epilogue=bias_hswish_scale_shift");
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->args.size(), 6u);
+  EXPECT_EQ(w->args[4]->name, "shift");
+  EXPECT_EQ(w->args[4]->shape, std::vector<int64_t>{8});
 }
 
 TEST(WorkloadSpecModelTest, BadModelSpecsAreNamed) {
@@ -300,6 +313,10 @@ TEST(WorkloadSpecModelTest, BadModelSpecsAreNamed) {
               HasSubstr("has the tensor step 'res' twice"));
   EXPECT_THAT(Canon("conv2d:n=1,c=1,h=3,w=3,k=1,r=1,s=1,epilogue=clip1"),
               HasSubstr("clip takes 2 constants"));
+  EXPECT_THAT(Canon("conv2d:n=1,c=1,h=3,w=3,k=1,r=1,s=1,epilogue=shift_relu_shift"),
+              HasSubstr("has the tensor step 'shift' twice"));
+  EXPECT_THAT(Canon("resize:n=1,c=6,h=2,w=2,oh=4,ow=4,layout=nchw4c"),
+              HasSubstr("c=6 is not a multiple of the block 4"));
   EXPECT_THAT(Canon("ewise:a=2x3,b=4,binary=add"), HasSubstr("do not broadcast"));
   EXPECT_THAT(Canon("ewise:a=2x3,b=3"), HasSubstr("'b' and 'binary' go together"));
   EXPECT_THAT(Canon("ewise:a=2x3,binary=add"), HasSubstr("'b' and 'binary' go together"));

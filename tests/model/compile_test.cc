@@ -3,11 +3,10 @@
 // fused and the unfused program on the same inputs; and import errors on real files.
 #include "model/compile.h"
 
-#include <cmath>
 #include <fstream>
-#include <random>
 
 #include "gmock/gmock.h"
+#include "graph_builder.h"
 #include "gtest/gtest.h"
 #include "model/executor.h"
 #include "model/infer.h"
@@ -19,87 +18,6 @@ namespace lathe::model {
 namespace {
 
 using ::testing::HasSubstr;
-
-class GraphBuilder {
- public:
-  GraphBuilder() { g_.opset = 13; }
-  std::string Input(const std::string& name, std::vector<int64_t> shape) {
-    g_.values[name] = Value{name, std::move(shape), false, std::nullopt};
-    g_.inputs.push_back(name);
-    return name;
-  }
-  std::string Const(const std::string& name, std::vector<int64_t> shape, float lo = -1,
-                    float hi = 1) {
-    ConstData d;
-    std::uniform_real_distribution<float> dist(lo, hi);
-    for (int64_t i = 0; i < NumElements(shape); ++i) d.f.push_back(dist(rng_));
-    return g_.AddConst(name, std::move(shape), std::move(d));
-  }
-  std::string Scalar(const std::string& name, float v) {
-    ConstData d;
-    d.f = {v};
-    return g_.AddConst(name, {}, std::move(d));
-  }
-  std::string Op(const std::string& op, std::vector<std::string> in,
-                 std::map<std::string, Attr> attrs = {}) {
-    Node n;
-    n.op = op;
-    n.name = op + "_" + std::to_string(g_.nodes.size());
-    n.inputs = std::move(in);
-    n.outputs = {n.name + ".out"};
-    n.attrs = std::move(attrs);
-    g_.nodes.push_back(n);
-    return n.outputs[0];
-  }
-  Graph Finish(const std::string& out) {
-    g_.outputs = {out};
-    EXPECT_TRUE(InferAndFold(g_).ok());
-    return g_;
-  }
-
- private:
-  Graph g_;
-  std::mt19937 rng_{7};
-};
-
-Attr Ints(std::vector<int64_t> v) {
-  Attr a;
-  a.kind = Attr::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-// Runs a program with default (naive) schedules on deterministic inputs.
-std::vector<float> RunProgram(const Program& p) {
-  absl::StatusOr<Plan> plan = MakePlan(p);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  std::unique_ptr<ScheduleSource> naive = DatabaseSchedules(nullptr, "", nullptr);
-  auto m = CompiledModel::Create(*plan, *naive, 1);
-  EXPECT_TRUE(m.ok()) << m.status();
-  std::vector<std::vector<float>> in;
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> dist(-2, 2);
-  for (const IoInfo& io : plan->inputs) {
-    in.emplace_back(NumElements(io.shape));
-    for (float& v : in.back()) v = dist(rng);
-  }
-  std::vector<float> out(NumElements(plan->outputs[0].shape));
-  std::vector<const float*> ip;
-  for (auto& v : in) ip.push_back(v.data());
-  float* op = out.data();
-  EXPECT_TRUE((*m)->Run(ip.data(), &op).ok());
-  return out;
-}
-
-void ExpectClose(const std::vector<float>& a, const std::vector<float>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  double scale = 1e-6, err = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-  }
-  EXPECT_LE(err, 1e-4 * scale);
-}
 
 TEST(CompileTest, ConvBatchNormHardSwishResidualBecomeOneKernel) {
   GraphBuilder b;

@@ -40,7 +40,7 @@ bool FrozenParameters(const std::string& name) {
 
 // Runs one case; returns "" when it passed, "skip: why" when lathe does not support it, or
 // "FAIL: why".
-std::string RunCase(const std::string& name) {
+std::string RunCase(const std::string& name, const CompileOptions& options = {}) {
   const std::string dir = std::string(kNodeDir) + "/" + name;
   const std::string data = dir + "/test_data_set_0";
   std::vector<TensorFile> inputs, outputs;
@@ -70,7 +70,7 @@ std::string RunCase(const std::string& name) {
   }
   absl::StatusOr<Graph> g = ImportOnnxFrozen(dir + "/model.onnx", shapes, frozen);
   if (!g.ok()) return "skip: " + std::string(g.status().message());
-  absl::StatusOr<Program> p = CompileGraph(*std::move(g));
+  absl::StatusOr<Program> p = CompileGraph(*std::move(g), options);
   if (!p.ok()) {
     return (absl::IsInvalidArgument(p.status()) ? "skip: " : "FAIL: ") +
            std::string(p.status().message());
@@ -129,6 +129,21 @@ TEST_P(ConformanceTest, MatchesExpectedOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Onnx, ConformanceTest, ::testing::ValuesIn(Passing()),
+                         [](const auto& info) { return info.param; });
+
+// The same cases with activations in the blocked layout (blocks of up to 4 channels: the
+// cases have few), conversions included.
+class BlockedConformanceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BlockedConformanceTest, MatchesExpectedOutputs) {
+  if (!Exists(kNodeDir)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  CompileOptions o;
+  o.block_lanes = 4;
+  const std::string r = RunCase(GetParam(), o);
+  EXPECT_EQ(r, "") << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(OnnxBlocked, BlockedConformanceTest, ::testing::ValuesIn(Passing()),
                          [](const auto& info) { return info.param; });
 
 // The op prefixes lathe runs; every case under them is tried and its result printed.

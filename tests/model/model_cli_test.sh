@@ -74,6 +74,10 @@ expect_exit2 "an unsupported op exits 2 naming the node and the op" \
   "$lathe" run --model "$node/test_logsoftmax_axis_0/model.onnx"
 expect_exit2 "a shape that does not match the model exits 2" "does not match the model" \
   "$lathe" model tasks --model "$model" --input x=1x3x28x29
+expect_exit2 "an unknown --layout exits 2 naming the choices" "must be blocked, nchw or nchw{b}c" \
+  "$lathe" run --model "$model" --layout nhwc
+check "run --layout nchw4c matches ONNX's expected output" \
+  "'$lathe' run --model '$model' --layout nchw4c --feed x='$tmp/in.bin' --dump '$tmp/run4' --repeat 1 > /dev/null && cmp_out '$tmp/run4/0.bin' '$expected'"
 expect_exit2 "a --feed file of the wrong size exits 2" "holds 12 bytes" \
   "$lathe" run --model "$model" --feed x="$tmp/bad.onnx"
 echo "$fails failed"

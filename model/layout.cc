@@ -1,0 +1,409 @@
+// Blocked activation layouts between convolutions (model/kernels.h: BlockLayouts).
+//
+// A value is stored either plainly (its ONNX shape, row-major: NCHW for images) under its own
+// name, or in the blocked layout nchw{b}c ([n, C/b, h, w, b], TVM's NCHWc) under the name
+// "<value>@nchw{b}c"; a value may have both. Kernels are visited in execution order and each
+// runs in one layout: convolutions blocked wherever their channels allow; pooling, resizing,
+// elementwise kernels and channel concats in the layout of their blocked input; everything
+// else plainly.
+// Where a kernel wants a value in a form that does not exist yet, a conversion (a transpose
+// kernel, or a view where the two layouts share their memory: h*w == 1) is inserted before it.
+// Weights of blocked convolutions are packed here, once, at compile time.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/kernels.h"
+
+namespace lathe::model {
+namespace {
+
+using ir::StepKind;
+
+std::string Dims(const std::vector<int64_t>& d) { return absl::StrJoin(d, "x"); }
+
+// Right-aligns `s` to rank 4 (numpy broadcast against an NCHW output).
+std::vector<int64_t> Rank4(const std::vector<int64_t>& s) {
+  std::vector<int64_t> r(4 - std::min<size_t>(4, s.size()), 1);
+  r.insert(r.end(), s.begin(), s.end());
+  return r;
+}
+
+// A transpose kernel of `in` (logical shape `shape`) by `perm` into `out`, with extent-1
+// dimensions dropped and dimensions that stay neighbours merged, so that equal data movements
+// share one task.
+KernelDesc TransposeKernel(std::vector<int64_t> shape, std::vector<int64_t> perm,
+                           const std::string& in, const std::string& out, const std::string& why) {
+  // Drop extent-1 dimensions.
+  std::vector<int64_t> keep_shape, old_to_new(shape.size(), -1);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    old_to_new[d] = static_cast<int64_t>(keep_shape.size());
+    keep_shape.push_back(shape[d]);
+  }
+  std::vector<int64_t> p;
+  for (int64_t d : perm) {
+    if (old_to_new[d] >= 0) p.push_back(old_to_new[d]);
+  }
+  // Merge input dimensions d, d+1 that appear as neighbours (d then d+1) in the permutation.
+  for (bool merged = true; merged && p.size() > 1;) {
+    merged = false;
+    for (size_t i = 0; i + 1 < p.size(); ++i) {
+      if (p[i + 1] != p[i] + 1) continue;
+      const int64_t d = p[i];
+      keep_shape[d] *= keep_shape[d + 1];
+      keep_shape.erase(keep_shape.begin() + d + 1);
+      p.erase(p.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      for (int64_t& q : p) q -= q > d ? 1 : 0;
+      merged = true;
+      break;
+    }
+  }
+  if (keep_shape.empty()) keep_shape = {1}, p = {0};
+  KernelDesc k;
+  k.op = "transpose";
+  k.params = {{"shape", Dims(keep_shape)}, {"perm", absl::StrJoin(p, "x")}};
+  k.inputs = {in};
+  k.output = out;
+  k.nodes = {why};
+  return k;
+}
+
+// The multiply-adds per input element (k * r * s) from which a convolution re-blocks an input
+// held in a smaller block (Blocker::TryConv).
+constexpr int64_t kReblockWork = 128;
+
+class Blocker {
+ public:
+  Blocker(Graph& g, Lowered& l, int64_t lanes) : g_(g), l_(l), lanes_(lanes) {}
+
+  void Run();
+
+ private:
+  // The channel block of C channels: the vector's lanes where they divide C, all channels
+  // where there are fewer, else the largest power of two from 4 up that divides C, else all
+  // channels up to 4 vectors; 0 (stay plain) beyond.
+  int64_t BlockOf(int64_t c) const {
+    if (c % lanes_ == 0) return lanes_;
+    if (c < lanes_) return c;
+    for (int64_t p = lanes_ / 2; p >= 4; p /= 2) {
+      if (c % p == 0) return p;
+    }
+    return c <= 4 * lanes_ ? c : 0;
+  }
+  bool IsActivation4d(const std::string& v) const {
+    return !g_.Const(v) && g_.Find(v)->shape.size() == 4;
+  }
+  // The storage root of `v` when `v` is a same-shape view of it (Identity, Dropout, ...).
+  std::string SameShapeRoot(const std::string& v) const {
+    std::string r = v;
+    for (auto it = l_.aliases.find(r); it != l_.aliases.end(); it = l_.aliases.find(r)) {
+      if (it->second.offset != 0 || g_.Find(it->second.base)->shape != g_.Find(v)->shape) break;
+      r = it->second.base;
+    }
+    return r;
+  }
+  std::string Root(const std::string& v) const {
+    std::string r = v;
+    for (auto it = l_.aliases.find(r); it != l_.aliases.end(); it = l_.aliases.find(r)) {
+      r = it->second.base;
+    }
+    return r;
+  }
+  // The blocks `v` exists in (through same-shape views).
+  const std::map<int64_t, std::string>* Blocked(const std::string& v) const {
+    auto it = blocked_.find(SameShapeRoot(v));
+    return it == blocked_.end() || it->second.empty() ? nullptr : &it->second;
+  }
+  std::string BlockedName(const std::string& v, int64_t b) {
+    std::string name = absl::StrCat(v, "@nchw", b, "c");
+    const std::vector<int64_t> s = g_.Find(v)->shape;
+    Value val;
+    val.name = name;
+    val.shape = {s[0], s[1] / b, s[2], s[3], b};
+    g_.values[name] = val;
+    return name;
+  }
+  // Makes the plain form of `v` exist before the kernel being placed.
+  void EnsurePlain(const std::string& v);
+  // The name of `v` in block b, converting before the kernel being placed where needed.
+  std::string EnsureBlocked(const std::string& v, int64_t b);
+  // The blocked shape of a broadcast operand of shape `s` against a blocked output with C
+  // channels in blocks of b.
+  std::vector<int64_t> OperandShape(const std::vector<int64_t>& s, int64_t c, int64_t b) const {
+    std::vector<int64_t> r = Rank4(s);
+    if (r[1] == 1) return {r[0], 1, r[2], r[3], 1};
+    return {r[0], c / b, r[2], r[3], b};
+  }
+  // `v` as an operand of a blocked elementwise kernel (its channels c, block b).
+  std::string Operand(const std::string& v, int64_t c, int64_t b);
+  std::string PackConst(const std::string& v, int64_t c, int64_t b);
+
+  bool TryConv(KernelDesc& k);
+  // Pooling and resizing: blocked where their input already is, in its block.
+  bool TryFollow(KernelDesc& k);
+  bool TryEwise(KernelDesc& k);
+  bool TryConcat(KernelDesc& k);
+  // The output of a kernel now run blocked: renamed to its blocked name; its plain name is
+  // missing until a conversion writes it.
+  void BlockOutput(KernelDesc& k, int64_t b) {
+    const std::string name = BlockedName(k.output, b);
+    blocked_[k.output][b] = name;
+    plain_missing_.insert(k.output);
+    k.output = name;
+  }
+  void Emit(KernelDesc k) { out_.push_back(std::move(k)); }
+
+  Graph& g_;
+  Lowered& l_;
+  const int64_t lanes_;
+  std::vector<KernelDesc> out_;
+  // Plain value -> its blocked copies by block.
+  std::map<std::string, std::map<int64_t, std::string>> blocked_;
+  // Values written only in a blocked form so far (their plain name not yet written).
+  std::set<std::string> plain_missing_;
+};
+
+void Blocker::EnsurePlain(const std::string& v) {
+  const std::string root = Root(v);
+  if (!plain_missing_.count(root)) return;
+  const auto& blocks = blocked_.at(root);
+  const auto& [b, name] = *blocks.begin();
+  const std::vector<int64_t> s = g_.Find(root)->shape;
+  plain_missing_.erase(root);
+  if (s[2] * s[3] == 1) {  // [n, C/b, 1, 1, b] is [n, C, 1, 1]
+    l_.aliases[root] = Alias{name, 0};
+    return;
+  }
+  Emit(TransposeKernel({s[0], s[1] / b, s[2] * s[3], b}, {0, 1, 3, 2}, name, root,
+                       "layout nchw" + std::to_string(b) + "c -> nchw"));
+}
+
+std::string Blocker::EnsureBlocked(const std::string& v, int64_t b) {
+  const std::string key = SameShapeRoot(v);
+  auto& blocks = blocked_[key];
+  if (auto it = blocks.find(b); it != blocks.end()) return it->second;
+  const std::vector<int64_t> s = g_.Find(key)->shape;
+  const int64_t hw = s[2] * s[3];
+  const std::string name = BlockedName(key, b);
+  const std::string why = absl::StrCat("layout ", "-> nchw", b, "c");
+  if (!blocks.empty()) {
+    // Re-blocking from b1 when one block divides the other; else through the plain form.
+    const int64_t b1 = blocks.begin()->first;
+    const std::string& from = blocks.begin()->second;
+    if (hw == 1) {
+      l_.aliases[name] = Alias{from, 0};
+      blocks[b] = name;
+      return name;
+    }
+    if (b % b1 == 0) {
+      Emit(TransposeKernel({s[0], s[1] / b, b / b1, hw, b1}, {0, 1, 3, 2, 4}, from, name,
+                           absl::StrCat("layout nchw", b1, "c -> nchw", b, "c")));
+      blocks[b] = name;
+      return name;
+    }
+    if (b1 % b == 0) {
+      Emit(TransposeKernel({s[0], s[1] / b1, hw, b1 / b, b}, {0, 1, 3, 2, 4}, from, name,
+                           absl::StrCat("layout nchw", b1, "c -> nchw", b, "c")));
+      blocks[b] = name;
+      return name;
+    }
+  }
+  EnsurePlain(key);
+  if (hw == 1) {
+    l_.aliases[name] = Alias{key, 0};
+  } else {
+    Emit(TransposeKernel({s[0], s[1] / b, b, hw}, {0, 1, 3, 2}, key, name,
+                         absl::StrCat("layout nchw -> nchw", b, "c")));
+  }
+  blocks[b] = name;
+  return name;
+}
+
+std::string Blocker::PackConst(const std::string& v, int64_t c, int64_t b) {
+  const std::vector<int64_t> s = Rank4(g_.Find(v)->shape);
+  const ConstData& d = *g_.Const(v);
+  ConstData p;
+  p.f.resize(d.size());
+  const int64_t hw = s[2] * s[3];
+  for (int64_t n = 0; n < s[0]; ++n) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t i = 0; i < hw; ++i) {
+        p.f[((n * (c / b) + ch / b) * hw + i) * b + ch % b] =
+            static_cast<float>(d.at((n * c + ch) * hw + i));
+      }
+    }
+  }
+  return g_.AddConst(absl::StrCat(v, "@nchw", b, "c"), {s[0], c / b, s[2], s[3], b}, std::move(p));
+}
+
+std::string Blocker::Operand(const std::string& v, int64_t c, int64_t b) {
+  const std::vector<int64_t> s = Rank4(g_.Find(v)->shape);
+  if (s[1] == 1) {  // broadcast over channels: the same memory in both layouts
+    if (!g_.Const(v)) EnsurePlain(v);
+    return v;
+  }
+  if (g_.Const(v)) return PackConst(v, c, b);
+  return EnsureBlocked(v, b);
+}
+
+bool Blocker::TryConv(KernelDesc& k) {
+  const int64_t c = std::stoll(k.params.at("c")), kk = std::stoll(k.params.at("k"));
+  const int64_t groups = std::stoll(k.params.at("groups"));
+  const bool dw = groups > 1 && groups == c && groups == kk;
+  if ((groups != 1 && !dw) || !g_.Const(k.inputs[1])) return false;
+  const std::string& x = k.inputs[0];
+  // The input's block: the one it already exists in, else the rule's. A dense conv that does
+  // much work per input element re-blocks an input held in a smaller block that divides the
+  // rule's: PP-OCR det's 3x3 96->24 at 160x160 reads a concat of 24-channel maps in blocks of
+  // 8 and took 24 ms at nchw8c against 14 ms at nchw16c (default schedules, AVX-512), for a
+  // re-blocking transpose of 2-4 ms.
+  int64_t xb = BlockOf(c);
+  if (const auto* blocks = Blocked(x)) {
+    const int64_t have = blocks->rbegin()->first;
+    const bool reblock =
+        !dw && xb > have && xb % have == 0 &&
+        kk * std::stoll(k.params.at("r")) * std::stoll(k.params.at("s")) >= kReblockWork;
+    if (!reblock) xb = have;
+  }
+  const int64_t yb = dw ? xb : BlockOf(kk);
+  if (xb == 0 || yb == 0 || c % xb != 0 || kk % yb != 0) return false;
+  // Weights [K, C/g, r, s] -> [K/y, C/x, r, s, x, y] (depthwise: [K/y, r, s, y]).
+  const std::string w = k.inputs[1];
+  const std::vector<int64_t> ws = g_.Find(w)->shape;
+  const ConstData& wd = *g_.Const(w);
+  const int64_t r = ws[2], s = ws[3], rs = r * s;
+  ConstData packed;
+  packed.f.resize(wd.size());
+  std::vector<int64_t> pshape;
+  if (dw) {
+    for (int64_t oc = 0; oc < kk; ++oc) {
+      for (int64_t t = 0; t < rs; ++t) {
+        packed.f[((oc / yb) * rs + t) * yb + oc % yb] = static_cast<float>(wd.at(oc * rs + t));
+      }
+    }
+    pshape = {kk / yb, r, s, yb};
+  } else {
+    for (int64_t oc = 0; oc < kk; ++oc) {
+      for (int64_t ic = 0; ic < c; ++ic) {
+        for (int64_t t = 0; t < rs; ++t) {
+          const int64_t dst =
+              ((((oc / yb) * (c / xb) + ic / xb) * rs + t) * xb + ic % xb) * yb + oc % yb;
+          packed.f[dst] = static_cast<float>(wd.at((oc * c + ic) * rs + t));
+        }
+      }
+    }
+    pshape = {kk / yb, c / xb, r, s, xb, yb};
+  }
+  k.inputs[0] = EnsureBlocked(x, xb);
+  k.inputs[1] = g_.AddConst(absl::StrCat(w, "@nchw", xb, "c"), pshape, std::move(packed));
+  if (auto it = k.step_inputs.find(StepKind::kRes); it != k.step_inputs.end()) {
+    it->second = EnsureBlocked(it->second, yb);
+  }
+  k.params["layout"] = absl::StrCat("nchw", xb, "c");
+  if (yb != xb) k.params["kblock"] = std::to_string(yb);
+  BlockOutput(k, yb);
+  return true;
+}
+
+bool Blocker::TryFollow(KernelDesc& k) {
+  const auto* blocks = Blocked(k.inputs[0]);
+  if (!blocks) return false;
+  const int64_t b = blocks->rbegin()->first;
+  k.inputs[0] = blocks->rbegin()->second;
+  k.params["layout"] = absl::StrCat("nchw", b, "c");
+  BlockOutput(k, b);
+  return true;
+}
+
+bool Blocker::TryEwise(KernelDesc& k) {
+  const std::vector<int64_t>& out = g_.Find(k.output)->shape;
+  if (out.size() != 4) return false;
+  if (k.epilogue.Has(StepKind::kBias) || k.epilogue.Has(StepKind::kScale) ||
+      k.epilogue.Has(StepKind::kShift)) {
+    return false;  // per-channel tensors read by the plain channel index
+  }
+  const int64_t c = out[1];
+  // The block of a blocked full-channel input decides.
+  int64_t b = 0;
+  for (const std::string& in : k.inputs) {
+    if (g_.Const(in) || Rank4(g_.Find(in)->shape)[1] != c) continue;
+    if (const auto* blocks = Blocked(in)) {
+      b = blocks->rbegin()->first;
+      break;
+    }
+  }
+  if (b == 0 || c == 1) return false;
+  for (const std::string& in : k.inputs) {
+    const std::vector<int64_t>& s = g_.Find(in)->shape;
+    if (s.size() > 4) return false;
+    const int64_t ic = Rank4(s)[1];
+    if (ic != 1 && ic != c) return false;
+    // A full-channel activation of lower rank (e.g. [C, H, W]) has no blocked form here.
+    if (ic == c && s.size() != 4 && !g_.Const(in)) return false;
+  }
+  auto res = k.step_inputs.find(StepKind::kRes);
+  if (res != k.step_inputs.end() && g_.Find(res->second)->shape != out) return false;
+  static const char* kShapeKeys[] = {"a", "b"};
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const std::vector<int64_t> s = g_.Find(k.inputs[i])->shape;
+    k.inputs[i] = Operand(k.inputs[i], c, b);
+    k.params[kShapeKeys[i]] = Dims(OperandShape(s, c, b));
+  }
+  if (res != k.step_inputs.end()) res->second = Operand(res->second, c, b);
+  BlockOutput(k, b);
+  return true;
+}
+
+bool Blocker::TryConcat(KernelDesc& k) {
+  if (k.params.at("axis") != "1" || g_.Find(k.output)->shape.size() != 4) return false;
+  int64_t b = 0;
+  for (const std::string& in : k.inputs) {
+    const auto* blocks = Blocked(in);
+    if (!blocks || g_.Const(in)) return false;
+    const int64_t ib = blocks->rbegin()->first;
+    if (b != 0 && ib != b) return false;
+    b = ib;
+  }
+  std::vector<std::string> shapes;
+  for (std::string& in : k.inputs) {
+    const std::vector<int64_t> s = g_.Find(in)->shape;
+    in = blocked_.at(SameShapeRoot(in)).at(b);
+    shapes.push_back(Dims({s[0], s[1] / b, s[2], s[3], b}));
+  }
+  k.params["inputs"] = absl::StrJoin(shapes, "+");
+  BlockOutput(k, b);
+  return true;
+}
+
+void Blocker::Run() {
+  for (KernelDesc k : l_.kernels) {
+    bool blocked = false;
+    const bool conv = k.op == "conv2d" && IsActivation4d(k.inputs[0]);
+    if (conv) blocked = TryConv(k);
+    if (k.op == "pool2d" || k.op == "resize") blocked = TryFollow(k);
+    if (k.op == "ewise") blocked = TryEwise(k);
+    if (k.op == "concat") blocked = TryConcat(k);
+    if (blocked) {
+      Emit(std::move(k));
+      continue;
+    }
+    for (const std::string& in : k.inputs) EnsurePlain(in);
+    for (const auto& [kind, v] : k.step_inputs) EnsurePlain(v);
+    Emit(std::move(k));
+  }
+  for (const std::string& o : g_.outputs) EnsurePlain(o);
+  l_.kernels = std::move(out_);
+}
+
+}  // namespace
+
+void BlockLayouts(Graph& g, Lowered& l, int64_t lanes) {
+  if (lanes <= 1) return;
+  Blocker(g, l, lanes).Run();
+}
+
+}  // namespace lathe::model

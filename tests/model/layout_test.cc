@@ -1,0 +1,218 @@
+// The model compiler's layout and affine passes: activations kept in the blocked layout
+// nchw{b}c between convolutions (squeeze-excite, residual adds, resize and a channel concat
+// on blocked tensors; conversions only at the input and where a plain kernel reads), and the
+// per-node constants of "learnable affine" blocks turned into weights and parameter tensors so
+// that convolutions of one shape share one task. Every program is run against its plain or
+// unfused form on the same inputs.
+#include <algorithm>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "graph_builder.h"
+#include "gtest/gtest.h"
+#include "model/compile.h"
+#include "model/tasks.h"
+
+namespace lathe::model {
+namespace {
+
+using ::testing::HasSubstr;
+
+Attr Float(float v) {
+  Attr a;
+  a.kind = Attr::kFloat;
+  a.f = v;
+  return a;
+}
+
+Attr Str(const std::string& s) {
+  Attr a;
+  a.kind = Attr::kString;
+  a.s = s;
+  return a;
+}
+
+// A small network with what PP-OCR and ResNet bring between convolutions.
+Graph SmallNet() {
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 3, 10, 12});
+  std::string y = b.Op("Conv", {x, b.Const("w0", {16, 3, 3, 3}), b.Const("b0", {16})},
+                       {{"pads", Ints({1, 1, 1, 1})}});
+  y = b.Op("Mul", {y, b.Op("HardSigmoid", {y}, {{"alpha", Float(1.0f / 6)}})});  // hswish
+  // Squeeze-excite: global pool, 1x1 convs on 1x1, hard-sigmoid, multiply.
+  std::string s = b.Op("GlobalAveragePool", {y});
+  s = b.Op("Relu", {b.Op("Conv", {s, b.Const("w1", {4, 16, 1, 1}), b.Const("b1", {4})})});
+  s = b.Op("HardSigmoid", {b.Op("Conv", {s, b.Const("w2", {16, 4, 1, 1}), b.Const("b2", {16})})});
+  std::string se = b.Op("Mul", {y, s});
+  // A residual block and a depthwise conv with a stride.
+  std::string r = b.Op("Conv", {se, b.Const("w3", {16, 16, 1, 1}), b.Const("b3", {16})});
+  r = b.Op("Add", {r, se});
+  std::string d = b.Op(
+      "Conv", {r, b.Const("w4", {16, 1, 3, 3}), b.Const("b4", {16})},
+      {{"pads", Ints({1, 1, 1, 1})}, {"strides", Ints({2, 2})}, {"group", Attr{Attr::kInt, 16}}});
+  // Upsampled back and joined on the channels with the block's input.
+  std::string u = b.Op("Resize", {d, "", b.Values("scales", {4}, {1, 1, 2, 2})},
+                       {{"mode", Str("nearest")},
+                        {"coordinate_transformation_mode", Str("asymmetric")},
+                        {"nearest_mode", Str("floor")}});
+  std::string c = b.Op("Concat", {u, r}, {{"axis", Attr{Attr::kInt, 1}}});
+  c = b.Op("Conv", {c, b.Const("w5", {12, 32, 1, 1}), b.Const("b5", {12})});
+  c = b.Op("MaxPool", {c}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}});
+  std::string f = b.Op("Flatten", {b.Op("GlobalAveragePool", {c})});
+  return b.Finish(b.Op("Gemm", {f, b.Const("wf", {5, 12}), b.Const("bf", {5})},
+                       {{"transB", Attr{Attr::kInt, 1}}}));
+}
+
+int Count(const Program& p, const std::string& prefix) {
+  return static_cast<int>(
+      std::count_if(p.kernels.begin(), p.kernels.end(),
+                    [&](const KernelCall& k) { return k.spec.rfind(prefix, 0) == 0; }));
+}
+
+TEST(LayoutTest, BlockedProgramMatchesThePlainOne) {
+  Graph g = SmallNet();
+  CompileOptions plain_opts;
+  absl::StatusOr<Program> plain = CompileGraph(g, plain_opts);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(Count(*plain, "transpose"), 0);
+  const std::vector<float> want = RunProgram(*plain);
+  for (int64_t lanes : {16, 8}) {
+    SCOPED_TRACE(lanes);
+    CompileOptions o;
+    o.block_lanes = lanes;
+    absl::StatusOr<Program> blocked = CompileGraph(g, o);
+    ASSERT_TRUE(blocked.ok()) << blocked.status();
+    EXPECT_EQ(blocked->layout, ActivationLayout::kBlocked);
+    std::string specs;
+    for (const KernelCall& k : blocked->kernels) specs += k.spec + "\n";
+    // The 3-channel input in one block of 3 (the only conversion); squeeze-excite, the
+    // residual, resize, concat and pooling blocked; the pooled 1x1 result read by the Gemm
+    // as a view.
+    EXPECT_THAT(specs, HasSubstr("c=3,"));
+    EXPECT_THAT(specs, HasSubstr("layout=nchw3c"));
+    EXPECT_THAT(specs, HasSubstr(lanes == 16 ? "layout=nchw16c" : "layout=nchw8c"));
+    EXPECT_THAT(specs, HasSubstr("ewise:a=1x" + std::to_string(16 / lanes) + "x10x12x" +
+                                 std::to_string(lanes) + ",b=1x" + std::to_string(16 / lanes) +
+                                 "x1x1x" + std::to_string(lanes)));
+    EXPECT_THAT(specs, HasSubstr("resize:"));
+    EXPECT_THAT(specs, HasSubstr("concat:axis=1,inputs=1x"));
+    EXPECT_EQ(Count(*blocked, "transpose"), 1) << specs;
+    EXPECT_EQ(Count(*blocked, "matmul"), 1);
+    for (const KernelCall& k : blocked->kernels) {
+      if (k.spec.rfind("conv2d", 0) == 0 || k.spec.rfind("pool2d", 0) == 0 ||
+          k.spec.rfind("resize", 0) == 0) {
+        EXPECT_THAT(k.spec, HasSubstr("layout=nchw")) << k.spec;
+        EXPECT_THAT(k.spec, ::testing::Not(HasSubstr("layout=nchw,"))) << k.spec;
+      }
+    }
+    ExpectClose(RunProgram(*blocked), want);
+  }
+}
+
+TEST(LayoutTest, PlainKernelsBetweenBlockedOnesGetConversions) {
+  // conv -> softmax over the channels (plain) -> conv: back and forth, and the output plain.
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 16, 4, 5});
+  std::string y = b.Op("Conv", {x, b.Const("w0", {16, 16, 1, 1})});
+  y = b.Op("Softmax", {y}, {{"axis", Attr{Attr::kInt, 1}}});
+  y = b.Op("Conv", {y, b.Const("w1", {8, 16, 3, 3})}, {{"pads", Ints({1, 1, 1, 1})}});
+  Graph g = b.Finish(y);
+  CompileOptions o;
+  o.block_lanes = 8;
+  absl::StatusOr<Program> blocked = CompileGraph(g, o);
+  ASSERT_TRUE(blocked.ok()) << blocked.status();
+  // Input, softmax's input and output, the model's output: four conversions.
+  EXPECT_EQ(Count(*blocked, "transpose"), 4);
+  ExpectClose(RunProgram(*blocked), RunProgram(*CompileGraph(g)));
+}
+
+TEST(LayoutTest, AHeavyConvReblocksAnInputHeldInASmallerBlock) {
+  // Two 8-channel maps (blocks of 8 at 16 lanes) joined into 16 channels: the 3x3 conv after
+  // them (16 * 9 multiply-adds per input element) reads them in blocks of 16, a 1x1 conv to 4
+  // channels before it keeps the blocks of 8.
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 16, 5, 6});
+  std::string p = b.Op("Conv", {x, b.Const("wp", {8, 16, 1, 1})});
+  std::string q = b.Op("Conv", {x, b.Const("wq", {8, 16, 1, 1})});
+  std::string c = b.Op("Concat", {p, q}, {{"axis", Attr{Attr::kInt, 1}}});
+  std::string light = b.Op("Conv", {c, b.Const("wl", {4, 16, 1, 1})});
+  std::string heavy =
+      b.Op("Conv", {c, b.Const("wh", {16, 16, 3, 3})}, {{"pads", Ints({1, 1, 1, 1})}});
+  Graph g = b.Finish(b.Op("Concat", {heavy, light}, {{"axis", Attr{Attr::kInt, 1}}}));
+  CompileOptions o;
+  o.block_lanes = 16;
+  absl::StatusOr<Program> blocked = CompileGraph(g, o);
+  ASSERT_TRUE(blocked.ok()) << blocked.status();
+  std::string specs;
+  for (const KernelCall& k : blocked->kernels) specs += k.spec + "\n";
+  EXPECT_THAT(specs, HasSubstr("c=16,dilation=1,epilogue=none,groups=1,h=5,k=16,layout=nchw16c"));
+  EXPECT_THAT(specs, HasSubstr("c=16,dilation=1,epilogue=none,groups=1,h=5,k=4,kblock=4,"
+                               "layout=nchw8c"));
+  EXPECT_THAT(specs, HasSubstr("transpose:perm=1x0x2,shape=2x30x8\n"));  // 8 -> 16
+  // The input, the re-blocking, and both inputs of the last concat (blocks of 16 and 4: it
+  // runs plain).
+  EXPECT_EQ(Count(*blocked, "transpose"), 4) << specs;
+  ExpectClose(RunProgram(*blocked), RunProgram(*CompileGraph(g)));
+}
+
+// Conv, BatchNorm, x * a + b, hard-swish, x * c + d: PP-OCR's "learnable affine" block.
+std::string AffineBlock(GraphBuilder& b, const std::string& x, const std::string& tag, float a,
+                        float bb, float c, float d) {
+  std::string y = b.Op("Conv", {x, b.Const("w" + tag, {8, 8, 1, 1}), b.Const("b" + tag, {8})});
+  y = b.Op("BatchNormalization", {y, b.Const("g" + tag, {8}, 0.5, 1.5), b.Const("be" + tag, {8}),
+                                  b.Const("m" + tag, {8}), b.Const("v" + tag, {8}, 0.5, 2)});
+  y = b.Op("Add", {b.Op("Mul", {y, b.Scalar("a" + tag, a)}), b.Scalar("bb" + tag, bb)});
+  std::string t = b.Op("Clip", {b.Op("Add", {y, b.Scalar("three" + tag, 3)}),
+                                b.Scalar("zero" + tag, 0), b.Scalar("six" + tag, 6)});
+  y = b.Op("Div", {b.Op("Mul", {y, t}), b.Scalar("sixd" + tag, 6)});
+  return b.Op("Add", {b.Op("Mul", {y, b.Scalar("c" + tag, c)}), b.Scalar("d" + tag, d)});
+}
+
+TEST(AffineTest, LearnableAffineConstantsBecomeWeightsAndParameterTensors) {
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 8, 5, 6});
+  std::string y = AffineBlock(b, x, "1", 2.15f, -0.55f, 0.53f, 0.17f);
+  y = AffineBlock(b, y, "2", 1.26f, 0.93f, 0.97f, -0.44f);
+  Graph g = b.Finish(y);
+  absl::StatusOr<Program> p = CompileGraph(g);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 2u);
+  const std::string spec =
+      "conv2d:c=8,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=5,k=8,layout=nchw,n=1,"
+      "pad=0,r=1,s=1,stride=1,w=6";
+  EXPECT_EQ(p->kernels[0].spec, spec);
+  std::vector<Task> tasks = ExtractTasks(*p);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].weight, 2);
+  CompileOptions off;
+  off.fuse = false;
+  ExpectClose(RunProgram(*p), RunProgram(*CompileGraph(g, off)));
+  CompileOptions blocked;
+  blocked.block_lanes = 8;
+  ExpectClose(RunProgram(*CompileGraph(g, blocked)), RunProgram(*CompileGraph(g, off)));
+}
+
+TEST(AffineTest, BiasThenBatchNormAfterATransposedConvFoldIntoItsWeights) {
+  // ConvTranspose, its bias as an Add of a [1,C,1,1] constant, BatchNorm, ReLU (PP-OCR det's
+  // head): the bias and the BatchNorm's scale and shift both fold.
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 4, 3, 3});
+  std::string y =
+      b.Op("ConvTranspose", {x, b.Const("w", {4, 6, 2, 2})}, {{"strides", Ints({2, 2})}});
+  y = b.Op("Add", {y, b.Const("bias", {1, 6, 1, 1})});
+  y = b.Op("BatchNormalization", {y, b.Const("g", {6}, 0.5, 1.5), b.Const("beta", {6}),
+                                  b.Const("mean", {6}), b.Const("var", {6}, 0.5, 2)});
+  y = b.Op("Relu", {y});
+  Graph g = b.Finish(y);
+  absl::StatusOr<Program> p = CompileGraph(g);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->kernels.size(), 1u);
+  EXPECT_THAT(p->kernels[0].spec, HasSubstr("conv2d_transpose:"));
+  EXPECT_THAT(p->kernels[0].spec, HasSubstr("epilogue=bias_relu"));
+  CompileOptions off;
+  off.fuse = false;
+  ExpectClose(RunProgram(*p), RunProgram(*CompileGraph(g, off)));
+}
+
+}  // namespace
+}  // namespace lathe::model
