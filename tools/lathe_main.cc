@@ -55,7 +55,9 @@ int main(int argc, char** argv) {
   lathe::tools::QueryOptions query;
   CLI::App* q = app.add_subcommand("query", "print the best record of a workload");
   q->add_option("--workload", query.workload, "workload spec")->required();
-  q->add_option("--target", query.target, "cpu (default), a device class (cpu:<model>:<isa>:<N>c, 'cuda:<name> (sm_XX)') or cuda-emu:sm_XX");
+  q->add_option("--target", query.target,
+                "cpu (default), a device class (cpu:<model>:<isa>:<N>c, 'cuda:<name> (sm_XX)') or "
+                "cuda-emu:sm_XX");
   q->add_option("--db", query.db_path, "tuning database");
   q->add_option("--device-class", query.device_class, "query another device class");
   q->add_flag("--allow-other-core-count", query.allow_other_core_count,

@@ -444,7 +444,10 @@ double Objective(const std::vector<double>& weights, const std::vector<double>& 
 
 int RoundSize(int batch, int budget, int num_tasks) {
   if (num_tasks <= 1) return std::max(1, batch);
-  return std::max(1, std::min(batch, std::max(8, budget / (4 * num_tasks))));
+  // At least 8, unless the budget cannot give every task 8: then what it can give each, so
+  // that the warm-up still reaches every task (a model's 61 tasks in 480 trials).
+  const int floor = std::min(8, std::max(1, budget / num_tasks));
+  return std::max(1, std::min(batch, std::max(floor, budget / (4 * num_tasks))));
 }
 
 absl::StatusOr<DriverResult> RunDriver(std::vector<DriverTask>& tasks, const DriverOptions& options,

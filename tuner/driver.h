@@ -114,7 +114,8 @@ absl::StatusOr<DriverResult> RunDriver(std::vector<DriverTask>& tasks, const Dri
 double Objective(const std::vector<double>& weights, const std::vector<double>& latencies_us);
 
 // The round size of a run: `batch` for one task, smaller for several so that the warm-up round
-// over every task leaves most of the budget to the scheduler (at least 8).
+// over every task leaves most of the budget to the scheduler (at least 8, or budget / tasks when
+// that is less, so that the warm-up reaches every task).
 int RoundSize(int batch, int budget, int num_tasks);
 
 }  // namespace lathe::tuner

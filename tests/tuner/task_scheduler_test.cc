@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "tuner/driver.h"
+
 namespace lathe::tuner {
 namespace {
 
@@ -187,6 +189,23 @@ TEST(TaskSchedulerTest, FadesAfterNoImprovement) {
   t.history.back().second = 9;  // improved in its last round
   t.best_us = 9;
   EXPECT_FALSE(TaskFaded(t, o));
+}
+
+// The warm-up round over every task fits the budget: rounds of 8 or more where it allows,
+// what each task can get where it does not (a model of 61 tasks tuned with 480 trials).
+TEST(TaskSchedulerTest, RoundSizeLetsTheWarmUpReachEveryTask) {
+  EXPECT_EQ(RoundSize(64, 300, 1), 64);
+  EXPECT_EQ(RoundSize(64, 600, 11), 13);
+  EXPECT_EQ(RoundSize(64, 100, 11), 8);
+  EXPECT_EQ(RoundSize(16, 100000, 3), 16);
+  for (const auto& [budget, tasks] : std::vector<std::pair<int, int>>{
+           {480, 61}, {100, 30}, {61, 61}, {10, 61}, {600, 11}, {88, 11}}) {
+    const int round = RoundSize(64, budget, tasks);
+    EXPECT_GE(round, 1);
+    if (budget >= tasks) {
+      EXPECT_LE(round * tasks, budget) << budget << " trials, " << tasks << " tasks";
+    }
+  }
 }
 
 TEST(TaskSchedulerTest, ByName) {
