@@ -69,9 +69,10 @@ int RunBuild(const BuildOptions& o) {
   std::string arch;
   if (cuda) {
 #ifdef LATHE_HAVE_CUDA_BACKEND
-    auto a = codegen::cuda::ArchOfTarget(o.target);
-    if (!a.ok()) return Fail(2, std::string(a.status().message()));
-    arch = *a;
+    if (target->arch.empty()) {
+      return Fail(2, "target '" + o.target + "' names no cuda architecture (expected cuda:sm_XX)");
+    }
+    arch = target->arch;
     if (o.trace_file.empty() && o.schedule.empty()) {
       return Fail(2,
                   "a cuda build needs --schedule default or --trace FILE (the database holds "

@@ -245,14 +245,6 @@ class JobRunner::Impl::LeaseRunner : public Runner {
   absl::StatusOr<std::vector<std::string>> Dispatch(std::vector<Trial> trials) override {
     std::vector<std::string> skipped;
     std::map<int, std::vector<v1::Task>> by_workload;
-    {
-      // A stopping or cancelled job queues nothing: every trial comes back as skipped.
-      std::lock_guard<std::mutex> lock(s_.mu);
-      if (s_.stopping || job_->cancel || Terminal(job_->state)) {
-        for (const Trial& t : trials) skipped.push_back(t.candidate_id);
-        return skipped;
-      }
-    }
     for (Trial& t : trials) {
       // Stored since the driver read its measured set (another job of the workload measured
       // it): its result would be a duplicate, not a trial of this job.
@@ -269,7 +261,7 @@ class JobRunner::Impl::LeaseRunner : public Runner {
     }
     std::lock_guard<std::mutex> lock(s_.mu);
     if (s_.stopping || job_->cancel || Terminal(job_->state)) {
-      // Stopped meanwhile: nothing of this call was queued.
+      // A stopping or cancelled job queues nothing: every trial comes back as skipped.
       for (const auto& [i, tasks] : by_workload) {
         for (const v1::Task& t : tasks) skipped.push_back(t.candidate_id());
       }

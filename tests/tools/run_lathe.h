@@ -1,5 +1,5 @@
-// Runs the lathe binary as a user runs it, for the CLI tests: exit status and everything it
-// printed (stdout and stderr together).
+// Runs the lathe binary (LATHE_BIN) as a user runs it, for the CLI tests of tools/ and tuner/:
+// exit status and what it printed (stdout and stderr together, or stdout alone).
 #ifndef LATHE_TESTS_TOOLS_RUN_LATHE_H_
 #define LATHE_TESTS_TOOLS_RUN_LATHE_H_
 
@@ -15,9 +15,12 @@ struct CliResult {
   std::string out;
 };
 
-// Runs `env lathe args` (`args` and `env` shell-quoted; `env` like "NAME=value", may be empty).
-inline CliResult Lathe(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + (env.empty() ? "" : " ") + std::string(LATHE_BIN) + " " + args + " 2>&1";
+// Runs `env lathe args` (`args` and `env` shell-quoted; `env` like "NAME=value", may be empty);
+// stderr goes with stdout unless `with_stderr` is false (then it is dropped).
+inline CliResult Lathe(const std::string& args, const std::string& env = "",
+                       bool with_stderr = true) {
+  std::string cmd = env + (env.empty() ? "" : " ") + std::string(LATHE_BIN) + " " + args +
+                    (with_stderr ? " 2>&1" : " 2>/dev/null");
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
