@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -331,6 +333,18 @@ void CommitGroup(Connection& conn, const std::vector<internal::PendingBatch*>& b
   }
 }
 
+// The stored ids of a workload and a device class; nullopt when either is not stored (then no
+// record can match both).
+absl::StatusOr<std::optional<std::pair<int64_t, int64_t>>> FindWorkloadAndClass(
+    Connection& conn, const std::string& workload_key, const std::string& device_class) {
+  absl::StatusOr<std::optional<int64_t>> wid = internal::FindWorkloadId(conn, workload_key);
+  if (!wid.ok()) return wid.status();
+  absl::StatusOr<std::optional<int64_t>> did = internal::FindDeviceClassId(conn, device_class);
+  if (!did.ok()) return did.status();
+  if (!wid->has_value() || !did->has_value()) return std::nullopt;
+  return std::make_pair(**wid, **did);
+}
+
 }  // namespace
 
 absl::StatusOr<InsertResult> Database::Insert(const Record& record) {
@@ -425,17 +439,16 @@ absl::StatusOr<std::vector<Record>> Database::TopK(const std::string& workload_k
   if (k <= 0) return std::vector<Record>();
   std::lock_guard<std::mutex> lock(impl_->mu);
   Connection& conn = *impl_->conn;
-  absl::StatusOr<std::optional<int64_t>> wid = internal::FindWorkloadId(conn, workload_key);
-  if (!wid.ok()) return wid.status();
-  absl::StatusOr<std::optional<int64_t>> did = internal::FindDeviceClassId(conn, device_class);
-  if (!did.ok()) return did.status();
-  if (!wid->has_value() || !did->has_value()) return std::vector<Record>();
+  absl::StatusOr<std::optional<std::pair<int64_t, int64_t>>> ids =
+      FindWorkloadAndClass(conn, workload_key, device_class);
+  if (!ids.ok()) return ids.status();
+  if (!ids->has_value()) return std::vector<Record>();
   absl::StatusOr<Statement> stmt = conn.Prepare(
       absl::StrCat(kSelectRecord,
                    "WHERE r.workload_id = ? AND r.device_class_id = ? AND r.error_class = 'ok' "
                    "ORDER BY r.median_us, r.id LIMIT ?"));
   if (!stmt.ok()) return stmt.status();
-  stmt->BindInt64(1, **wid).BindInt64(2, **did).BindInt64(3, k);
+  stmt->BindInt64(1, (*ids)->first).BindInt64(2, (*ids)->second).BindInt64(3, k);
   return ReadRecords(*stmt);
 }
 
@@ -512,17 +525,16 @@ absl::StatusOr<std::vector<TimelinePoint>> Database::Timeline(const std::string&
                                                               const std::string& device_class) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Connection& conn = *impl_->conn;
-  absl::StatusOr<std::optional<int64_t>> wid = internal::FindWorkloadId(conn, workload_key);
-  if (!wid.ok()) return wid.status();
-  absl::StatusOr<std::optional<int64_t>> did = internal::FindDeviceClassId(conn, device_class);
-  if (!did.ok()) return did.status();
+  absl::StatusOr<std::optional<std::pair<int64_t, int64_t>>> ids =
+      FindWorkloadAndClass(conn, workload_key, device_class);
+  if (!ids.ok()) return ids.status();
   std::vector<TimelinePoint> points;
-  if (!wid->has_value() || !did->has_value()) return points;
+  if (!ids->has_value()) return points;
   absl::StatusOr<Statement> stmt = conn.Prepare(
       "SELECT measured_at, median_us, error_class, flops FROM records "
       "WHERE workload_id = ? AND device_class_id = ? ORDER BY measured_at, id");
   if (!stmt.ok()) return stmt.status();
-  stmt->BindInt64(1, **wid).BindInt64(2, **did);
+  stmt->BindInt64(1, (*ids)->first).BindInt64(2, (*ids)->second);
   while (true) {
     absl::StatusOr<bool> row = stmt->Step();
     if (!row.ok()) return row.status();
