@@ -3,7 +3,7 @@
 // for conv2d traces; plus the JIT compile time of the trace (the bound on every worker's
 // measurement rate).
 //
-//   bench_gemm [--trace FILE] [--min-seconds S] [--compiles N]
+//   bench_gemm [--trace FILE] [--min-seconds S] [--compiles N] [--no-partition]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +24,9 @@ using namespace lathe;  // NOLINT
 namespace {
 
 int Usage() {
-  std::fprintf(stderr, "usage: bench_gemm [--trace FILE] [--min-seconds S] [--compiles N]\n");
+  std::fprintf(stderr,
+               "usage: bench_gemm [--trace FILE] [--min-seconds S] [--compiles N] "
+               "[--no-partition]\n");
   return 2;
 }
 
@@ -34,8 +36,13 @@ int main(int argc, char** argv) {
   std::string trace_file = LATHE_SOURCE_DIR "/examples/traces/matmul-1024.json";
   double min_seconds = 1.0;
   int compiles = 10;
+  codegen::LowerOptions lower;  // Lower()'s CPU recipe; --no-partition drops loop versioning
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--no-partition") {
+      lower.partition = false;
+      continue;
+    }
     if (i + 1 >= argc) return Usage();
     if (a == "--trace") {
       trace_file = argv[++i];
@@ -83,7 +90,7 @@ int main(int argc, char** argv) {
   std::vector<double> compile_ms;
   for (int i = 0; i < compiles; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    auto f = codegen::Lower(*sch, "kernel");
+    auto f = codegen::Lower(*sch, "kernel", lower);
     auto kern = codegen::JitCompile(*f);
     compile_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -93,7 +100,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  bench::KernelTiming tuned = bench::TimeSchedule(*sch, min_seconds);
+  bench::KernelTiming tuned = bench::TimeSchedule(*sch, min_seconds, lower);
   // The libraries measured in this run, or why one could not be.
   struct Lib {
     std::string name;

@@ -56,11 +56,12 @@ inline double MedianOf(std::vector<double> v) {
 }
 
 // Lowers and JIT-compiles `sch`, checks it against the reference once, then times it.
-inline KernelTiming TimeSchedule(const ir::Schedule& sch, double min_seconds = 0.5) {
+inline KernelTiming TimeSchedule(const ir::Schedule& sch, double min_seconds = 0.5,
+                                 const codegen::LowerOptions& lower = {}) {
   KernelTiming r;
   const ir::Workload& w = sch.workload();
   auto t0 = std::chrono::steady_clock::now();
-  auto f = codegen::Lower(sch, "kernel");
+  auto f = codegen::Lower(sch, "kernel", lower);
   if (!f.ok()) {
     r.error = f.status().ToString();
     return r;

@@ -4,7 +4,9 @@
 // held-out evaluation of bench/model_quality.h over several random 80/20 splits, reported as
 // the mean and spread of the pairwise accuracy per workload, top-k recall and training time.
 //
-// Usage: cost_model_eval [--splits N] [--seed N] DB [DB...]
+// Usage: cost_model_eval [--splits N] [--seed N] [--structural] DB [DB...]
+//   --structural  featurize the structural programs (Lower() without versioning and
+//                 vectorization), as the features did before Lower() was the whole recipe
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -63,27 +65,32 @@ int Main(int argc, char** argv) {
   int splits = 3;
   uint64_t seed = 1;
   std::vector<std::string> dbs;
+  bool structural = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--splits" && i + 1 < argc) {
       splits = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--seed" && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--structural") {
+      structural = true;
     } else if (a == "-h" || a == "--help" || a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "usage: cost_model_eval [--splits N] [--seed N] DB [DB...]\n");
+      std::fprintf(stderr,
+                   "usage: cost_model_eval [--splits N] [--seed N] [--structural] DB [DB...]\n");
       return a == "-h" || a == "--help" ? 0 : 2;
     } else {
       dbs.push_back(a);
     }
   }
   if (dbs.empty()) {
-    std::fprintf(stderr, "usage: cost_model_eval [--splits N] [--seed N] DB [DB...]\n");
+    std::fprintf(stderr,
+                 "usage: cost_model_eval [--splits N] [--seed N] [--structural] DB [DB...]\n");
     return 2;
   }
   std::map<std::string, std::vector<Program>> by_workload;
   std::map<std::string, std::string> names;
   for (const std::string& db : dbs) {
-    std::vector<Program> programs = LoadPrograms(db);
+    std::vector<Program> programs = LoadPrograms(db, structural);
     if (programs.empty()) std::fprintf(stderr, "%s: no records read\n", db.c_str());
     for (Program& p : programs) {
       std::string name = db.substr(db.find_last_of('/') + 1);

@@ -6,17 +6,31 @@
 #include <random>
 #include <set>
 
+#include "codegen/lower.h"
 #include "cost_model/database_io.h"
 #include "db/database.h"
+#include "ir/trace.h"
+#include "ir/workload.h"
+#include "proto/trace_io.h"
 
 namespace lathe::bench {
 
-std::vector<Program> LoadPrograms(const std::string& db_path) {
+std::vector<Program> LoadPrograms(const std::string& db_path, bool structural_only) {
   std::vector<Program> out;
   auto database = db::Database::Open(db_path);
   if (!database.ok()) return out;
+  auto lower = [&](const db::Record& r) -> absl::StatusOr<ir::LoweredFunc> {
+    if (!structural_only) return cost_model::LowerRecordTrace(r.trace_json, r.device_class);
+    absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson(r.trace_json);
+    if (!trace.ok()) return trace.status();
+    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(trace->workload);
+    if (!w.ok()) return w.status();
+    absl::StatusOr<ir::Schedule> sch = ir::ApplyTrace(*w, *trace);
+    if (!sch.ok()) return sch.status();
+    return codegen::Lower(*sch, "kernel", codegen::LowerOptions::StructuralOnly());
+  };
   (void)(*database)->ForEachRecord([&](const db::Record& r) {
-    auto f = cost_model::LowerTraceJson(r.trace_json);
+    auto f = lower(r);
     if (!f.ok()) return absl::OkStatus();
     auto m = cost_model::ExtractFeatures(*f);
     if (!m.ok()) return absl::OkStatus();

@@ -24,8 +24,11 @@ struct Program {
   std::string trace_json;
 };
 
-// Every record of the database at `db_path` whose trace lowers (empty when it cannot open).
-std::vector<Program> LoadPrograms(const std::string& db_path);
+// Every record of the database at `db_path` whose trace lowers (empty when it cannot open),
+// featurized as the tuner does (Lower()'s recipe of the record's device class), or with
+// `structural_only` as the structural program (vectorized loops still loops, no versioning:
+// the program the features read before Lower() was the whole recipe), to compare the two.
+std::vector<Program> LoadPrograms(const std::string& db_path, bool structural_only = false);
 
 struct WorkloadQuality {
   std::string name;

@@ -1,7 +1,7 @@
 #include "codegen/llvm_codegen.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <limits>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -10,8 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/host.h"
 #include "codegen/llvm_target.h"
-#include "codegen/lower.h"
-#include "codegen/partition.h"
 #include "ir/arith.h"
 #include "ir/functor.h"
 #include "llvm/IR/IRBuilder.h"
@@ -88,6 +86,10 @@ class CodeGen {
   llvm::Value* EmitLoad(const Expr& e);
   llvm::Value* EmitSelect(const Expr& e);
   llvm::Value* EmitCall(const Expr& e);
+  // exp and tanh of float scalars and vectors, inline (ExpF32): LLVM 14 without a vector
+  // math library turns llvm.exp of a vector into one expf call per lane.
+  llvm::Value* ExpF32(llvm::Value* x);
+  llvm::Value* TanhF32(llvm::Value* x);
   llvm::Value* Address(const Buffer& buf, llvm::Value* index);
   // When `index` is Ramp(base, 1, n): the address of the first lane, else null.
   llvm::Value* ContiguousAddress(const Buffer& buf, const Expr& index);
@@ -153,9 +155,8 @@ absl::StatusOr<llvm::Function*> CodeGen::EmitBodyFunction(const std::string& nam
 
 absl::Status CodeGen::AddFunction(const LoweredFunc& f) {
   func_name_ = f.name;
-  // LATHE_NO_PARTITION=1 turns loop versioning off (to time its effect).
-  static const bool kPartition = std::getenv("LATHE_NO_PARTITION") == nullptr;
-  Stmt body = VectorizeLoops(kPartition ? PartitionLoops(f.body) : f.body);
+  // The body is compiled as lowered: Lower()'s CPU recipe has versioned and vectorized it.
+  const Stmt& body = f.body;
   Scope scope;
   for (const Buffer& b : f.args) {
     scope.bufs.push_back(b.get());
@@ -305,6 +306,12 @@ absl::Status CodeGen::EmitFor(const Stmt& s) {
                                       ", which the cpu target cannot run");
   }
   if (s->for_kind == ForKind::kParallel) return EmitParallel(s);
+  if (s->for_kind == ForKind::kVectorized) {
+    return absl::InvalidArgumentError(
+        "loop '" + s->var->name +
+        "' is still marked vectorized: lower with the cpu recipe (codegen::LowerOptions), "
+        "which vectorizes it");
+  }
   int64_t n = 0;
   bool const_extent = AsConstInt(s->extent, &n);
   if (s->for_kind == ForKind::kUnrolled && const_extent && n <= 4096) {
@@ -478,8 +485,10 @@ llvm::Value* CodeGen::EmitCall(const Expr& e) {
   };
   if (fnm == "sqrt") return intrinsic(llvm::Intrinsic::sqrt);
   if (fnm == "abs") return intrinsic(llvm::Intrinsic::fabs);
-  if (fnm == "exp") return intrinsic(llvm::Intrinsic::exp);
+  const bool f32 = ty->getScalarType()->isFloatTy();
+  if (fnm == "exp") return f32 ? ExpF32(x) : intrinsic(llvm::Intrinsic::exp);
   if (fnm == "log") return intrinsic(llvm::Intrinsic::log);
+  if (fnm == "tanh" && f32) return TanhF32(x);
   if (fnm == "tanh") {
     llvm::FunctionCallee f = mod_.getOrInsertFunction(
         "tanhf", llvm::FunctionType::get(b_.getFloatTy(), {b_.getFloatTy()}, false));
@@ -493,6 +502,60 @@ llvm::Value* CodeGen::EmitCall(const Expr& e) {
   }
   error_ = absl::InvalidArgumentError("unknown function '" + fnm + "'");
   return x;
+}
+
+// exp(x) = 2^n e^r with n = round(x / ln 2) and r = x - n ln 2 in [-ln 2 / 2, ln 2 / 2] (ln 2
+// split in a part exact in float and a correction, so that n ln 2 subtracts exactly); e^r =
+// 1 + r + r^2 p(r) with p the degree-5 minimax polynomial of single-precision expf (within 2
+// ulp on the reduced range); 2^n built in the exponent bits, as 2 * 2^(n-1) so that n = 128
+// (x near the top) stays finite. Results below about 2^-125.5 (x < -87.0) flush to 0,
+// x > 88.72 gives +inf, NaN stays NaN.
+llvm::Value* CodeGen::ExpF32(llvm::Value* x) {
+  llvm::Type* ty = x->getType();
+  auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+  llvm::Type* ity = ty->isVectorTy() ? llvm::VectorType::get(i32_, llvm::cast<llvm::VectorType>(ty))
+                                     : static_cast<llvm::Type*>(i32_);
+  auto ic = [&](int v) { return llvm::ConstantInt::get(ity, v); };
+  constexpr double kMax = 88.72283172607422;  // the largest x with a finite float exp(x)
+  constexpr double kMin = -87.33654022216797;
+  llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOGT(x, c(kMax)), c(kMax), x);
+  xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, c(kMin)), c(kMin), xc);
+  llvm::Function* floor = llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::floor, {ty});
+  llvm::Value* n =
+      b_.CreateCall(floor, {b_.CreateFAdd(b_.CreateFMul(xc, c(1.4426950408889634)), c(0.5))});
+  llvm::Value* r = b_.CreateFSub(xc, b_.CreateFMul(n, c(0.693359375)));
+  r = b_.CreateFSub(r, b_.CreateFMul(n, c(-2.12194440e-4)));
+  static constexpr double kP[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
+                                  4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
+  llvm::Value* p = c(kP[0]);
+  for (int i = 1; i < 6; ++i) p = b_.CreateFAdd(b_.CreateFMul(p, r), c(kP[i]));
+  llvm::Value* y = b_.CreateFAdd(b_.CreateFMul(p, b_.CreateFMul(r, r)), b_.CreateFAdd(r, c(1.0)));
+  llvm::Value* half_pow =  // 2^(n-1); n - 1 + 127 is in [0, 254]
+      b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(b_.CreateFPToSI(n, ity), ic(126)), ic(23)), ty);
+  llvm::Value* out = b_.CreateFMul(b_.CreateFMul(y, c(2.0)), half_pow);
+  out = b_.CreateSelect(b_.CreateFCmpOGT(x, c(kMax)), c(std::numeric_limits<double>::infinity()),
+                        out);
+  out = b_.CreateSelect(b_.CreateFCmpOLT(x, c(kMin)), c(0.0), out);
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, out);
+}
+
+// tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)) for |x| >= 1/8 (absolute error about one ulp of
+// 1); below, the odd Taylor series to x^9 (the subtraction above would lose the low bits).
+llvm::Value* CodeGen::TanhF32(llvm::Value* x) {
+  llvm::Type* ty = x->getType();
+  auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
+  llvm::Function* fabs = llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::fabs, {ty});
+  llvm::Function* copysign =
+      llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::copysign, {ty});
+  llvm::Value* a = b_.CreateCall(fabs, {x});
+  llvm::Value* e = ExpF32(b_.CreateFMul(a, c(2.0)));
+  llvm::Value* t = b_.CreateFSub(c(1.0), b_.CreateFDiv(c(2.0), b_.CreateFAdd(e, c(1.0))));
+  t = b_.CreateCall(copysign, {t, x});
+  llvm::Value* x2 = b_.CreateFMul(x, x);
+  llvm::Value* p = c(62.0 / 2835);
+  for (double k : {-17.0 / 315, 2.0 / 15, -1.0 / 3}) p = b_.CreateFAdd(b_.CreateFMul(p, x2), c(k));
+  llvm::Value* small = b_.CreateFAdd(x, b_.CreateFMul(b_.CreateFMul(x, x2), p));
+  return b_.CreateSelect(b_.CreateFCmpOLT(a, c(0.125)), small, t);
 }
 
 llvm::Value* CodeGen::FloorAdjust(llvm::Value* rem, llvm::Value* divisor) {

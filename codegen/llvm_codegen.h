@@ -16,8 +16,9 @@
 
 namespace lathe::codegen {
 
-// Generates an unoptimized module holding `funcs` for `tm`. Loops marked kVectorized are
-// vectorized first (VectorizeLoops). Fails on constructs the CPU cannot run (thread bindings).
+// Generates an unoptimized module holding `funcs` for `tm`, each compiled as it is: lower
+// them with Lower()'s CPU recipe, which versions and vectorizes. Fails on constructs the CPU
+// cannot run (thread bindings, a loop still marked kVectorized).
 absl::StatusOr<std::unique_ptr<llvm::Module>> GenerateModule(
     const std::vector<ir::LoweredFunc>& funcs, llvm::LLVMContext& ctx,
     const llvm::TargetMachine& tm);

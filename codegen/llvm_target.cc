@@ -2,7 +2,6 @@
 // Host target machine, O3 pipeline and object emission (codegen/llvm_target.h).
 #include "codegen/llvm_target.h"
 
-#include <cstdlib>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -101,12 +100,11 @@ absl::Status OptimizeModule(llvm::Module& module, llvm::TargetMachine& tm) {
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions tuning;
-  // Schedules vectorize and unroll explicitly; LLVM's own loop vectorizer and unroller would
-  // only re-do that work on every candidate and dominate JIT time (see bench_gemm).
-  static const bool kAuto = std::getenv("LATHE_LLVM_AUTO_VECTORIZE") != nullptr;
-  tuning.LoopVectorization = kAuto;
-  tuning.SLPVectorization = kAuto;
-  tuning.LoopUnrolling = kAuto;
+  // Schedules vectorize and unroll explicitly (Lower()'s recipe); LLVM's own loop vectorizer
+  // and unroller would only re-do that work on every candidate and dominate JIT time.
+  tuning.LoopVectorization = false;
+  tuning.SLPVectorization = false;
+  tuning.LoopUnrolling = false;
   llvm::PassBuilder builder(&tm, tuning);
   builder.registerModuleAnalyses(mam);
   builder.registerCGSCCAnalyses(cgam);

@@ -526,9 +526,24 @@ absl::StatusOr<LoweredFunc> Lowerer::Run(const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<LoweredFunc> Lower(const Schedule& sch, const std::string& name) {
-  Lowerer l(sch);
-  return l.Run(name);
+LowerOptions LowerOptions::ForTarget(ir::TargetKind kind) {
+  return kind == ir::TargetKind::kCpu ? LowerOptions{} : StructuralOnly();
+}
+
+LowerOptions LowerOptions::StructuralOnly() {
+  LowerOptions o;
+  o.partition = false;
+  o.vectorize = false;
+  return o;
+}
+
+absl::StatusOr<LoweredFunc> Lower(const Schedule& sch, const std::string& name,
+                                  const LowerOptions& options) {
+  absl::StatusOr<LoweredFunc> f = Lowerer(sch).Run(name);  // 1. structural lowering
+  if (!f.ok()) return f;
+  if (options.partition) f->body = PartitionLoops(f->body, options.partition_options);  // 2.
+  if (options.vectorize) f->body = VectorizeLoops(f->body);                             // 3.
+  return f;
 }
 
 }  // namespace lathe::codegen

@@ -9,8 +9,9 @@
 //
 // The check runs once per iteration of a loop that holds other loops, so it costs nothing in
 // the hot loops, which lose their branches and masks. Runs on the lowered function before
-// vectorization; the cost model's features (of the unversioned program) are unaffected.
-// LATHE_NO_PARTITION=1 in the environment turns it off (to time its effect).
+// vectorization, as step 2 of Lower()'s CPU recipe (lower.h); the cost model featurizes the
+// versioned program. LowerOptions::partition turns it off (bench_gemm --no-partition times
+// its effect).
 #ifndef LATHE_CODEGEN_PARTITION_H_
 #define LATHE_CODEGEN_PARTITION_H_
 

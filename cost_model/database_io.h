@@ -16,6 +16,7 @@
 #include "cost_model/xgb_model.h"
 #include "db/database.h"
 #include "ir/stmt.h"
+#include "ir/target.h"
 
 namespace lathe::cost_model {
 
@@ -32,8 +33,12 @@ absl::Status SaveToDatabase(db::Database& db, const std::string& device_class,
 absl::StatusOr<CostModel> LoadFromDatabase(db::Database& db, const std::string& device_class,
                                            CostModelOptions options = {});
 
-// Replays a trace (JSON text) on its workload and lowers it: the program a record measured.
-absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json);
+// Replays a trace (JSON text) on its workload and lowers it by the recipe of `kind`
+// (codegen::LowerOptions::ForTarget): the program a record measured.
+absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json, ir::TargetKind kind);
+// The same for a record of `device_class` (its kind: ir::DeviceClassKind).
+absl::StatusOr<ir::LoweredFunc> LowerRecordTrace(const std::string& trace_json,
+                                                 const std::string& device_class);
 
 // Stores the features of measured programs under their records' candidate ids (this build's
 // layout version), so that later runs train on them without lowering the traces again.

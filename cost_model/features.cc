@@ -70,19 +70,25 @@ struct Alloc {
   double outer_prod;
 };
 
-// Integer value of an index expression with some variables fixed (all others 0); used to
-// measure how an access moves with each loop. Approximate for non-affine indices, which is
-// what a feature needs.
-int64_t EvalIndex(const Expr& e, const ExprNode* var, int64_t value) {
+// Values of some variables (all others read 0).
+using Assignment = std::vector<std::pair<const ExprNode*, int64_t>>;
+
+// Integer value of an index or condition expression under `values`; used to measure how an
+// access moves with each loop and how often a branch is taken. Approximate for non-affine
+// indices, which is what a feature needs.
+int64_t EvalInt(const Expr& e, const Assignment& values) {
   if (e == nullptr) return 0;
-  auto op = [&](int i) { return EvalIndex(e->operands[i], var, value); };
+  auto op = [&](int i) { return EvalInt(e->operands[i], values); };
   switch (e->kind) {
     case ExprKind::kIntImm:
       return e->int_value;
     case ExprKind::kFloatImm:
       return static_cast<int64_t>(e->float_value);
     case ExprKind::kVar:
-      return e.get() == var ? value : 0;
+      for (const auto& [v, x] : values) {
+        if (v == e.get()) return x;
+      }
+      return 0;
     case ExprKind::kAdd:
       return op(0) + op(1);
     case ExprKind::kSub:
@@ -134,6 +140,20 @@ int64_t EvalIndex(const Expr& e, const ExprNode* var, int64_t value) {
   }
 }
 
+int64_t EvalIndex(const Expr& e, const ExprNode* var, int64_t value) {
+  return EvalInt(e, Assignment{{var, value}});
+}
+
+// Whether `e` holds something EvalInt cannot see (a load, a call): then its value is data.
+bool DataDependent(const Expr& e) {
+  if (e == nullptr) return false;
+  if (e->kind == ExprKind::kLoad || e->kind == ExprKind::kCall) return true;
+  for (const Expr& o : e->operands) {
+    if (DataDependent(o)) return true;
+  }
+  return false;
+}
+
 // The variables `e` mentions, each once.
 void CollectVars(const Expr& e, std::vector<const ExprNode*>* vars) {
   if (e == nullptr) return;
@@ -183,12 +203,24 @@ class Extractor {
       case StmtKind::kStore:
         OnStore(*s);
         return;
-      case StmtKind::kIfThenElse:
+      case StmtKind::kIfThenElse: {
+        // Each arm counts as often as it runs: loop versioning (Lower()'s partition pass)
+        // puts a guard-free copy of a body and the guarded original under one condition.
+        const double outer = share_;
         guards_.push_back(s->cond);
+        path_.push_back({s->cond, true});
+        share_ = PathShare();
         Run(s->body);
-        Run(s->else_body);
+        if (s->else_body) {
+          path_.back().second = false;
+          share_ = PathShare();
+          Run(s->else_body);
+        }
+        path_.pop_back();
+        share_ = outer;
         guards_.pop_back();
         return;
+      }
       case StmtKind::kSeq:
         for (const Stmt& c : s->seq) Run(c);
         return;
@@ -221,6 +253,61 @@ class Extractor {
     Run(s.body);
     loops_.pop_back();
     ranges_.erase(s.var.get());
+  }
+
+  // The share of the enclosing loops' iterations on which every branch condition on the
+  // path to the current statement takes its arm (path_), from the conditions evaluated on a
+  // grid over the loop variables they mention: every value of short loops, both ends and
+  // evenly spaced values of long ones, at most kMaxSamples points. Conditions that depend on
+  // data or on variables that are not loops here count as always taken.
+  double PathShare() const {
+    constexpr double kMaxSamples = 512;
+    std::vector<std::pair<Expr, bool>> conds;
+    std::vector<const ExprNode*> vars;
+    for (const auto& [cond, taken] : path_) {
+      if (cond->type.lanes > 1 || DataDependent(cond)) continue;
+      std::vector<const ExprNode*> mine;
+      CollectVars(cond, &mine);
+      bool known = true;
+      for (const ExprNode* v : mine) {
+        auto it = ranges_.find(v);
+        known = known && it != ranges_.end() && it->second.bounded();
+      }
+      if (!known) continue;
+      CollectVars(cond, &vars);
+      conds.push_back({cond, taken});
+    }
+    if (conds.empty()) return 1;
+    const double per_var =
+        vars.empty() ? 1 : std::max(2.0, std::floor(std::pow(kMaxSamples, 1.0 / vars.size())));
+    std::vector<std::vector<int64_t>> values;
+    double total = 1;
+    for (const ExprNode* v : vars) {
+      const ir::ConstInterval r = ranges_.at(v);
+      const int64_t n = std::min<int64_t>(r.hi - r.lo + 1, static_cast<int64_t>(per_var));
+      std::vector<int64_t> xs;
+      for (int64_t k = 0; k < n; ++k)
+        xs.push_back(n == 1 ? r.lo : r.lo + (r.hi - r.lo) * k / (n - 1));
+      total *= static_cast<double>(xs.size());
+      values.push_back(std::move(xs));
+    }
+    if (total > kMaxSamples * 4) return 1;  // many variables of two values each
+    Assignment at(vars.size());
+    std::vector<size_t> pos(vars.size(), 0);
+    double hits = 0;
+    for (double k = 0; k < total; ++k) {
+      for (size_t d = 0; d < vars.size(); ++d) at[d] = {vars[d], values[d][pos[d]]};
+      bool all = true;
+      for (const auto& [cond, taken] : conds) {
+        all = all && (EvalInt(cond, at) != 0) == taken;
+      }
+      hits += all ? 1 : 0;
+      for (size_t d = 0; d < vars.size(); ++d) {  // the next grid point
+        if (++pos[d] < values[d].size()) break;
+        pos[d] = 0;
+      }
+    }
+    return hits / total;
   }
 
   // Product of the extents of loops at levels >= `level`.
@@ -283,7 +370,9 @@ class Extractor {
     for (const Expr& o : n.operands) CountOps(o, weight, f, i);
   }
 
-  void Annotation(ForKind kind, float* out) const {
+  // `lanes` > 1 (kVectorized only): the store's vector width, counted as an innermost
+  // vectorized loop of that extent (Lower()'s CPU recipe has turned the loop into lanes).
+  void Annotation(ForKind kind, float* out, int lanes = 1) const {
     int num = 0, last = -1;
     double prod = 1, len = 0;
     for (size_t l = 0; l < loops_.size(); ++l) {
@@ -293,12 +382,31 @@ class Extractor {
       len = loops_[l].extent;
       last = static_cast<int>(l);
     }
+    int depth = static_cast<int>(loops_.size());
+    int pos = last < 0 ? 0 : last == depth - 1 ? 1 : last == 0 ? 3 : 2;
+    if (lanes > 1) {
+      ++num;
+      prod *= lanes;
+      len = lanes;
+      pos = 1;
+    }
     out[0] = static_cast<float>(num);
     out[1] = num > 0 ? static_cast<float>(prod) : 0.f;
     out[2] = static_cast<float>(len);
-    int depth = static_cast<int>(loops_.size());
-    int pos = last < 0 ? 0 : last == depth - 1 ? 1 : last == 0 ? 3 : 2;
     out[3 + pos] = 1.f;
+  }
+
+  // The widest vector the store computes: its value, index and loads.
+  static int VectorLanes(const StmtNode& s) {
+    int lanes = 1;
+    auto widest = [&](auto& self, const Expr& e) -> void {
+      if (e == nullptr) return;
+      lanes = std::max(lanes, e->type.lanes);
+      for (const Expr& o : e->operands) self(self, o);
+    };
+    widest(widest, s.value);
+    widest(widest, s.index);
+    return lanes;
   }
 
   // Unique elements of one access touched by the loops at levels >= `level`.
@@ -317,24 +425,26 @@ class Extractor {
     std::vector<float> row(kNumFeatures, 0.f);
     const size_t depth = loops_.size();
     const double prod = LoopProduct(0);
+    // Executions: the loops' iterations on which the enclosing branches take this arm.
+    const double runs = prod * share_;
     const int store_lanes = std::max(s.value->type.lanes, 1);
 
     // --- op counts ---
     std::array<double, kNumFloatOpFeatures> fops{};
     std::array<double, kNumIntOpFeatures> iops{};
-    CountOps(s.value, prod, fops, iops);
-    CountOps(s.index, prod, fops, iops);
-    CountOps(s.predicate, prod, fops, iops);
-    for (const Expr& g : guards_) CountOps(g, prod, fops, iops);
-    iops[8] = prod * static_cast<double>(guards_.size());
+    CountOps(s.value, runs, fops, iops);
+    CountOps(s.index, runs, fops, iops);
+    CountOps(s.predicate, runs, fops, iops);
+    for (const Expr& g : guards_) CountOps(g, runs, fops, iops);
+    iops[8] = runs * static_cast<double>(guards_.size());
     for (int k = 0; k < kNumFloatOpFeatures; ++k) row[kOffsetFloatOps + k] = fops[k];
     for (int k = 0; k < kNumIntOpFeatures; ++k) row[kOffsetIntOps + k] = iops[k];
     double float_ops_per_iter = 0;
     for (double v : fops) float_ops_per_iter += v;
-    float_ops_per_iter /= std::max(prod, 1.0);
+    float_ops_per_iter /= std::max(runs, 1e-9);
 
     // --- annotations ---
-    Annotation(ForKind::kVectorized, &row[kOffsetVectorize]);
+    Annotation(ForKind::kVectorized, &row[kOffsetVectorize], VectorLanes(s));
     Annotation(ForKind::kUnrolled, &row[kOffsetUnroll]);
     Annotation(ForKind::kParallel, &row[kOffsetParallel]);
     for (const Loop& l : loops_) {
@@ -408,7 +518,7 @@ class Extractor {
           }
         }
       }
-      const double bytes = prod * lanes_total * eb;
+      const double bytes = runs * lanes_total * eb;
       const double unique_bytes = st.unique_at[0];
       double lines = 1;
       if (moving >= 0) {
@@ -419,6 +529,7 @@ class Extractor {
                     : outer * std::ceil((stride * (ext - 1) + 1) * eb / kCacheLineBytes);
         lines *= LoopProduct(moving + 1);
       }
+      lines *= share_;
       const double unique_lines = stride * eb >= kCacheLineBytes
                                       ? unique_bytes / eb
                                       : std::ceil(unique_bytes / kCacheLineBytes);
@@ -545,6 +656,10 @@ class Extractor {
   std::vector<Loop> loops_;
   std::vector<Alloc> allocs_;
   std::vector<Expr> guards_;
+  // The branch conditions around the current statement and the arm taken (true: then).
+  std::vector<std::pair<Expr, bool>> path_;
+  // The share of the loops' iterations on which the enclosing branches take the current arm.
+  double share_ = 1;
   ir::RangeMap ranges_;
 };
 

@@ -12,7 +12,9 @@
 //   kOffsetIntOps    (9)  the same for int64 index arithmetic (add/sub, mul, div/mod, cmp,
 //                         min/max, select, other) and bool ops (and/or/not), guard conditions
 //   kOffsetVectorize (7)  number of vectorized loops, product of their extents, extent of the
-//                         innermost one, position one-hot (none, innermost, middle, outermost)
+//                         innermost one, position one-hot (none, innermost, middle, outermost);
+//                         a store of vectors (Lower()'s CPU recipe vectorizes loops into lanes)
+//                         counts as an innermost vectorized loop of its widest vector's lanes
 //   kOffsetUnroll    (7)  the same for unrolled loops
 //   kOffsetParallel  (7)  the same for parallel loops
 //   kOffsetGpu       (8)  any GPU binding, extents bound to blockIdx.x/y/z, threadIdx.x/y/z,
@@ -35,8 +37,11 @@
 //                         each loop level, from the outermost level to the innermost,
 //                         resampled to 10 points
 //
-// Extents that are not constants use their constant upper bound given the enclosing loops
-// (1 when unbounded). The features are deterministic: equal programs give equal bytes.
+// Counts (ops, bytes, lines, guards) weigh a store by how often it runs: the product of its
+// loops' extents times the share of their iterations on which the enclosing branches take its
+// arm (a versioned loop's guard-free and guarded copies split the iterations). Extents that
+// are not constants use their constant upper bound given the enclosing loops (1 when
+// unbounded). The features are deterministic: equal programs give equal bytes.
 #ifndef LATHE_COST_MODEL_FEATURES_H_
 #define LATHE_COST_MODEL_FEATURES_H_
 
@@ -73,7 +78,7 @@ static_assert(kNumFeatures == 164, "the documented layout has 164 floats");
 
 // Version of the layout above; a saved model records it and is refused by a build whose
 // layout differs. Bump it whenever a feature changes meaning.
-inline constexpr int kFeatureVersion = 1;
+inline constexpr int kFeatureVersion = 2;
 
 // A program's features: `num_rows` rows (one per Store) of `num_cols` floats, row-major.
 struct FeatureMatrix {

@@ -71,6 +71,7 @@ class GpuSpace : public SearchSpace {
   absl::Status Init();
   const ir::Workload& workload() const override { return workload_; }
   int num_sketches() const override { return 1; }
+  ir::TargetKind target_kind() const override { return ir::TargetKind::kCuda; }
   absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
   absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
   using SearchSpace::Mutate;

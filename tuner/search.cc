@@ -137,6 +137,8 @@ class ProgramScores {
     }
     std::vector<std::shared_ptr<cost_model::FeatureMatrix>> feats(todo.size());
     std::vector<char> lowered(todo.size(), 0);
+    const codegen::LowerOptions lower_options =
+        codegen::LowerOptions::ForTarget(space_.target_kind());
     pool_.For(todo.size(), [&](size_t t) {
       const Candidate& c = cands[todo[t]];
       absl::StatusOr<ir::Schedule> applied = absl::UnknownError("");
@@ -146,7 +148,7 @@ class ProgramScores {
         if (!applied.ok()) return;
         sch = &*applied;
       }
-      auto f = codegen::Lower(*sch, "candidate");
+      auto f = codegen::Lower(*sch, "candidate", lower_options);
       if (!f.ok()) return;
       auto m = cost_model::ExtractFeatures(*f);
       if (!m.ok()) return;

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "cost_model/features.h"
 #include "ir/schedule.h"
+#include "ir/target.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
 
@@ -66,6 +67,9 @@ class SearchSpace {
 
   virtual const ir::Workload& workload() const = 0;
   virtual int num_sketches() const = 0;
+  // The kind of target its programs run on: it picks Lower()'s recipe, so the search
+  // featurizes the program the backend compiles.
+  virtual ir::TargetKind target_kind() const { return ir::TargetKind::kCpu; }
 
   // The schedule of `c` (and c's trace, when `c` is non-const via the other overloads).
   virtual absl::StatusOr<ir::Schedule> Apply(const Candidate& c) const = 0;

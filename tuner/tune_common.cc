@@ -68,7 +68,8 @@ absl::StatusOr<cost_model::FeatureMatrix> CandidateFeatures(const SearchSpace& s
                                                             const Candidate& c) {
   absl::StatusOr<ir::Schedule> sch = space.Apply(c);
   if (!sch.ok()) return sch.status();
-  absl::StatusOr<ir::LoweredFunc> f = codegen::Lower(*sch, "kernel");
+  absl::StatusOr<ir::LoweredFunc> f =
+      codegen::Lower(*sch, "kernel", codegen::LowerOptions::ForTarget(space.target_kind()));
   if (!f.ok()) return f.status();
   return cost_model::ExtractFeatures(*f);
 }

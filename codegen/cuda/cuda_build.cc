@@ -20,7 +20,7 @@ std::string Commented(const std::string& text) {
 }  // namespace
 
 absl::StatusOr<CudaSource> BuildCudaSource(const ir::Schedule& sch, const std::string& name) {
-  auto f = Lower(sch, name);
+  auto f = Lower(sch, name, LowerOptions::ForTarget(ir::TargetKind::kCuda));
   if (!f.ok()) return f.status();
   return GenerateCuda(*f);
 }

@@ -17,7 +17,7 @@ namespace {
 using testing::W;
 
 std::string Lowered(const ir::Schedule& sch) {
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   EXPECT_TRUE(f.ok()) << f.status() << "\n" << ir::TraceToText(sch.trace());
   return f.ok() ? ir::ToText(*f) : "";
 }
@@ -193,7 +193,7 @@ TEST(LowerTest, Vectorize) {
 }
 )");
   // The vector form itself.
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok());
   ExpectText(ir::ToText(codegen::VectorizeLoops(f->body)), R"(for C.i in 0..4 {
   C[ramp(C.i*8, 1, 8)] = x8(0f)
@@ -208,7 +208,7 @@ TEST(LowerTest, VectorizeGuardedLanesUseMasks) {
   ir::Schedule sch(W("matmul:m=2,n=6,k=1"));
   ASSERT_TRUE(sch.Split("C", "j", {4}).ok());
   ASSERT_TRUE(sch.Vectorize("C", "j.1").ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   ExpectText(ir::ToText(codegen::VectorizeLoops(f->body)), R"(for C.i in 0..2 {
   for C.j.0 in 0..2 {
@@ -249,7 +249,7 @@ TEST(LowerTest, VectorizeKeepsLaneInvariantGuardsAsBranches) {
   ASSERT_TRUE(sch.Split("C", "j", {4}).ok());
   ASSERT_TRUE(sch.Reorder("C", {"i.0", "j.0", "i.1", "j.1"}).ok());
   ASSERT_TRUE(sch.Vectorize("C", "j.1").ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string text = ir::ToText(codegen::VectorizeLoops(f->body));
   EXPECT_NE(text.find("if (C.i.0*2 + C.i.1) < 3 {"), std::string::npos) << text;
@@ -484,7 +484,7 @@ TEST(LowerTest, ComputeAtLoopSplitAfterwardsFailsToLower) {
   ir::Schedule sch(W("matmul:m=8,n=4,k=2,epilogue=relu"));
   ASSERT_TRUE(sch.ComputeAt("matmul", "C", "i").ok());
   ASSERT_TRUE(sch.Split("C", "i", {2}).ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument) << f.status();
   EXPECT_NE(f.status().message().find("'i'"), std::string::npos) << f.status();
@@ -492,7 +492,7 @@ TEST(LowerTest, ComputeAtLoopSplitAfterwardsFailsToLower) {
   // The same through a replayed trace.
   auto replay = ir::ApplyTrace(sch.workload(), sch.trace());
   ASSERT_TRUE(replay.ok()) << replay.status();
-  EXPECT_FALSE(codegen::Lower(*replay, "f").ok());
+  EXPECT_FALSE(codegen::Lower(*replay, "f", codegen::LowerOptions::StructuralOnly()).ok());
 }
 
 TEST(LowerTest, ComputeAtInsideALoopOfAnotherConsumerFailsToLower) {
@@ -505,7 +505,7 @@ TEST(LowerTest, ComputeAtInsideALoopOfAnotherConsumerFailsToLower) {
     EXPECT_EQ(at.code(), absl::StatusCode::kInvalidArgument) << at;
     return;
   }
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_FALSE(f.ok()) << "lowered an invalid attachment:\n" << ir::ToText(*f);
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument) << f.status();
   EXPECT_NE(f.status().message().find("'j'"), std::string::npos) << f.status();
@@ -516,7 +516,7 @@ TEST(LowerTest, ComputeAtInsideALoopOfAnotherConsumerFailsToLower) {
 TEST(LowerTest, WrongNumArgsReturnsNonZeroWithoutTouchingMemory) {
   ir::Workload w = W("matmul:m=5,n=7,k=3,epilogue=bias");
   ir::Schedule sch(w);
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   auto k = codegen::JitCompile(*f);
   ASSERT_TRUE(k.ok()) << k.status();

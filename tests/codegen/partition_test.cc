@@ -31,7 +31,7 @@ TEST(PartitionTest, TailTileOfAnAccumulatorIsVersioned) {
   ASSERT_TRUE(sch.ComputeAt("C.local", "C", "i.0").ok());
   ASSERT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
   ASSERT_TRUE(sch.Vectorize("C.local", "j").ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string before = ir::ToText(f->body);
   const std::string guard = "(C.i.0*4 + C.local.i) < 10";
@@ -61,7 +61,7 @@ TEST(PartitionTest, PaddingSelectsLeaveTheInterior) {
   ASSERT_TRUE(sch.Reorder("Y", {"n", "k", "y.0", "x.0", "y.1", "x.1"}).ok());
   ASSERT_TRUE(sch.ComputeAt("Y.local", "Y", "x.0").ok());
   ASSERT_TRUE(sch.Vectorize("Y.local", "x").ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string before = ir::ToText(f->body);
   ASSERT_NE(before.find("select("), std::string::npos) << before;
@@ -78,7 +78,7 @@ TEST(PartitionTest, PaddingSelectsLeaveTheInterior) {
 TEST(PartitionTest, NothingToVersion) {
   ir::Schedule sch(W("matmul:m=8,n=8,k=8"));
   ASSERT_TRUE(sch.Split("C", "i", {4}).ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(ir::ToText(codegen::PartitionLoops(f->body)), ir::ToText(f->body));
 
@@ -90,7 +90,7 @@ TEST(PartitionTest, NothingToVersion) {
   ASSERT_TRUE(lanes.Reorder("C.local", {"k", "i", "j"}).ok());
   ASSERT_TRUE(lanes.Vectorize("C.local", "j").ok());
   ASSERT_TRUE(lanes.Vectorize("C", "j.1").ok());
-  auto g = codegen::Lower(lanes, "f");
+  auto g = codegen::Lower(lanes, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_NE(ir::ToText(g->body).find("(C.j.0*8 + C.local.j) < 12"), std::string::npos);
   EXPECT_EQ(ir::ToText(codegen::PartitionLoops(g->body)), ir::ToText(g->body));
@@ -106,7 +106,7 @@ TEST(PartitionTest, FusedLoopIsVersionedByPredicate) {
   ASSERT_TRUE(fused.Split("C", "j", {4}).ok());
   ASSERT_TRUE(fused.Reorder("C", {"i.0", "j.0", "i.1", "j.1"}).ok());
   ASSERT_TRUE(fused.Fuse("C", {"i.0", "j.0"}).ok());
-  auto g = codegen::Lower(fused, "f");
+  auto g = codegen::Lower(fused, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(g.ok()) << g.status();
   const std::string text = ir::ToText(codegen::PartitionLoops(g->body));
   EXPECT_EQ(Count(text, "if (((C.i.0+j.0 % 3)*4) - 7) < 0 {"), 1u) << text;
@@ -126,7 +126,7 @@ TEST(PartitionTest, DepthLimit) {
   ASSERT_TRUE(sch.Split("C", "j", {4}).ok());
   ASSERT_TRUE(sch.Split("C", "k", {4}).ok());
   ASSERT_TRUE(sch.Reorder("C", {"i.0", "j.0", "k.0", "i.1", "j.1", "k.1"}).ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   codegen::PartitionOptions one;
   one.max_depth = 1;
@@ -162,7 +162,7 @@ TEST(VectorizeTest, LocalAccumulatorOfATailTileIsUnmasked) {
   ASSERT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
   ASSERT_TRUE(sch.Vectorize("C.local", "j").ok());
   ASSERT_TRUE(sch.Vectorize("C", "j.1").ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string text = ir::ToText(codegen::VectorizeLoops(f->body));
   // Masked: the loads of B and the store of C; not the accumulator.
@@ -192,7 +192,7 @@ TEST(VectorizeTest, RowGuardOfALocalTileBecomesAMask) {
   ASSERT_TRUE(sch.ComputeAt("Y.local", "Y", "y.0").ok());
   ASSERT_TRUE(sch.Reorder("Y.local", {"rc", "ry", "rx", "n", "k", "y", "x"}).ok());
   ASSERT_TRUE(sch.Vectorize("Y.local", "x").ok());
-  auto f = codegen::Lower(sch, "f");
+  auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string before = ir::ToText(f->body);
   const std::string guard = "(Y.y.0*2 + Y.local.y) < 5";
@@ -204,6 +204,54 @@ TEST(VectorizeTest, RowGuardOfALocalTileBecomesAMask) {
             2u)
       << text;
   EXPECT_TRUE(testing::BuildAndCheck(sch).ok()) << testing::BuildAndCheck(sch);
+}
+
+// Lower()'s recipe: the CPU one is structural lowering, then versioning, then vectorization,
+// so what the cost model featurizes (Lower's result) is what the LLVM backend compiles; the
+// CUDA recipe keeps the vectorized loops (float4 accesses) and the guards.
+TEST(LowerRecipeTest, CpuRecipeVersionsThenVectorizes) {
+  ir::Schedule sch(W("matmul:m=10,n=16,k=8"));
+  ASSERT_TRUE(sch.CacheWrite("C", "local").ok());
+  ASSERT_TRUE(sch.Split("C", "i", {4}).ok());
+  ASSERT_TRUE(sch.Split("C", "j", {8}).ok());
+  ASSERT_TRUE(sch.Reorder("C", {"j.0", "i.0", "i.1", "j.1"}).ok());
+  ASSERT_TRUE(sch.ComputeAt("C.local", "C", "i.0").ok());
+  ASSERT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
+  ASSERT_TRUE(sch.Vectorize("C.local", "j").ok());
+  auto structural = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
+  auto cpu = codegen::Lower(sch, "f");
+  auto cuda = codegen::Lower(sch, "f", codegen::LowerOptions::ForTarget(ir::TargetKind::kCuda));
+  ASSERT_TRUE(structural.ok() && cpu.ok() && cuda.ok());
+  const std::string by_hand =
+      ir::ToText(codegen::VectorizeLoops(codegen::PartitionLoops(structural->body)));
+  EXPECT_EQ(ir::ToText(cpu->body), by_hand);
+  EXPECT_NE(by_hand.find("ramp("), std::string::npos) << by_hand;
+  EXPECT_NE(by_hand.find("if C.i.0 <= 1 {"), std::string::npos) << by_hand;
+  EXPECT_EQ(ir::ToText(cuda->body), ir::ToText(structural->body));
+  EXPECT_EQ(ir::ToText(cuda->body).find("ramp("), std::string::npos);
+
+  codegen::LowerOptions no_versioning;
+  no_versioning.partition = false;
+  auto plain = codegen::Lower(sch, "f", no_versioning);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(ir::ToText(plain->body), ir::ToText(codegen::VectorizeLoops(structural->body)));
+}
+
+// The LLVM backend compiles what it is given: a loop still marked vectorized (a program
+// lowered without the CPU recipe's vectorization) is refused, not run as a scalar loop.
+TEST(LowerRecipeTest, LlvmBackendRefusesUnvectorizedLoops) {
+  ir::Schedule sch(W("matmul:m=8,n=16,k=8"));
+  ASSERT_TRUE(sch.Vectorize("C", "j").ok());
+  auto structural = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
+  ASSERT_TRUE(structural.ok());
+  auto k = codegen::JitCompile(*structural);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << k.status();
+  EXPECT_NE(k.status().message().find("still marked vectorized"), absl::string_view::npos)
+      << k.status();
+  auto cpu = codegen::Lower(sch, "f");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_TRUE(codegen::JitCompile(*cpu).ok());
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ TEST(StorageOrderTest, ConvWithChannelsInnermost) {
   absl::Status st = testing::BuildAndCheck(sch);
   ASSERT_TRUE(st.ok()) << st;
 
-  auto fn = codegen::Lower(sch, "f");
+  auto fn = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(fn.ok()) << fn.status();
   const std::string text = ir::ToText(fn->body);
   // The packed weights hold 16 channels innermost: c x 3 x 3 x 16 per channel tile.

@@ -226,7 +226,8 @@ TEST(CostModelTest, CorruptBytesGiveAnErrorNotACrash) {
     }
     char hex[32];
     std::snprintf(hex, sizeof(hex), "%llx", static_cast<unsigned long long>(h));
-    return "lathe-xgb 1 164 5 " + std::to_string(b.size()) + " " + hex + "\n" + b;
+    return "lathe-xgb " + std::to_string(kFeatureVersion) + " 164 5 " + std::to_string(b.size()) +
+           " " + hex + "\n" + b;
   };
   std::string flipped = *bytes;
   flipped[body + model_body.size() / 2] ^= 0x5a;
@@ -379,7 +380,7 @@ TEST(CostModelDatabaseTest, TrainsFromRecordsOfADeviceClass) {
   std::vector<std::optional<FeatureMatrix>> stored = FeaturesOfRecords(t.db(), {**r0}, &lowered);
   EXPECT_EQ(lowered, 0);
   ASSERT_TRUE(stored[0].has_value());
-  absl::StatusOr<ir::LoweredFunc> f = LowerTraceJson((*r0)->trace_json);
+  absl::StatusOr<ir::LoweredFunc> f = LowerRecordTrace((*r0)->trace_json, (*r0)->device_class);
   ASSERT_TRUE(f.ok());
   absl::StatusOr<FeatureMatrix> fresh = ExtractFeatures(*f);
   ASSERT_TRUE(fresh.ok());

@@ -130,6 +130,70 @@ TEST(FeaturesTest, StrideOfTheInnermostMovingLoop) {
   EXPECT_EQ(ContiguousAndRowStrided(ikj), std::make_pair(3, 0));
 }
 
+// The features read the program the backend compiles (Lower()'s CPU recipe): a vectorized
+// loop has become vectors, counted as an innermost vectorized loop of their lanes, with the
+// same float operations as the loop it was.
+TEST(FeaturesTest, VectorLanesCountAsTheVectorizedLoop) {
+  ir::Schedule sch(Matmul(16, 32, 8));
+  ASSERT_TRUE(sch.Split("C", "j", {8}).ok());
+  ASSERT_TRUE(sch.Vectorize("C", "j.1").ok());
+  auto lower = [&](const codegen::LowerOptions& o) {
+    auto f = codegen::Lower(sch, "kernel", o);
+    EXPECT_TRUE(f.ok()) << f.status();
+    auto m = ExtractFeatures(*f);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return *m;
+  };
+  const FeatureMatrix vec = lower({});
+  const FeatureMatrix loop = lower(codegen::LowerOptions::StructuralOnly());
+  ASSERT_EQ(vec.num_rows, loop.num_rows);
+  for (int r = 0; r < vec.num_rows; ++r) {
+    EXPECT_EQ(vec.row(r)[kOffsetVectorize], 1.f) << "one vectorized loop, row " << r;
+    EXPECT_EQ(vec.row(r)[kOffsetVectorize + 2], std::log2(9.f)) << "of 8 lanes, row " << r;
+    EXPECT_EQ(vec.row(r)[kOffsetVectorize + 4], 1.f) << "innermost, row " << r;
+    // Multiplies and adds: the same counts whether a loop or lanes carry them.
+    EXPECT_FLOAT_EQ(vec.row(r)[kOffsetFloatOps], loop.row(r)[kOffsetFloatOps]) << r;
+    EXPECT_FLOAT_EQ(vec.row(r)[kOffsetFloatOps + 1], loop.row(r)[kOffsetFloatOps + 1]) << r;
+    EXPECT_FLOAT_EQ(vec.row(r)[kOffsetLoopNest],
+                    std::log2(std::exp2(loop.row(r)[kOffsetLoopNest]) - 1))
+        << "one loop fewer, row " << r;
+  }
+}
+
+// A versioned loop (Lower()'s partition pass) holds a guard-free copy and the guarded
+// original under one condition: each counts for the iterations it runs, so the versioned
+// program's multiply-adds sum to the unversioned one's instead of doubling.
+TEST(FeaturesTest, VersionedCopiesSplitTheIterations) {
+  ir::Schedule sch(Matmul(10, 16, 8));
+  ASSERT_TRUE(sch.CacheWrite("C", "local").ok());
+  ASSERT_TRUE(sch.Split("C", "i", {4}).ok());
+  ASSERT_TRUE(sch.Split("C", "j", {8}).ok());
+  ASSERT_TRUE(sch.Reorder("C", {"j.0", "i.0", "i.1", "j.1"}).ok());
+  ASSERT_TRUE(sch.ComputeAt("C.local", "C", "i.0").ok());
+  ASSERT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
+  ASSERT_TRUE(sch.Vectorize("C.local", "j").ok());
+  codegen::LowerOptions unversioned;
+  unversioned.partition = false;
+  auto total_muls = [&](const codegen::LowerOptions& o, int* rows) {
+    auto f = codegen::Lower(sch, "kernel", o);
+    EXPECT_TRUE(f.ok()) << f.status();
+    auto m = ExtractFeatures(*f);
+    EXPECT_TRUE(m.ok()) << m.status();
+    double sum = 0;
+    for (int r = 0; r < m->num_rows; ++r) sum += std::exp2(m->row(r)[kOffsetFloatOps + 1]) - 1;
+    *rows = m->num_rows;
+    return sum;
+  };
+  int rows_versioned = 0, rows_plain = 0;
+  const double versioned = total_muls({}, &rows_versioned);
+  const double plain = total_muls(unversioned, &rows_plain);
+  EXPECT_GT(rows_versioned, rows_plain) << "the versioned copy adds stores";
+  EXPECT_NEAR(versioned, plain, plain * 1e-3);
+  // A 10 x 16 x 8 matmul does 1280 multiplies: the guard of the tile rows past m = 10 holds
+  // on 10 of the 12 rows the tiles cover, and its body counts for those.
+  EXPECT_NEAR(plain, 1280, 1);
+}
+
 TEST(FeaturesTest, EmptyFunctionIsAnError) {
   ir::LoweredFunc f;
   f.name = "empty";

@@ -119,7 +119,8 @@ TEST_F(TuneTasksTest, SharesOneBudgetOverEveryTaskAndReportsTheObjective) {
         cost_model::FeaturesOfRecords(**database, *top, &lowered);
     EXPECT_EQ(lowered, 0) << "an ok record of this run without stored features";
     ASSERT_FALSE(top->empty());
-    absl::StatusOr<ir::LoweredFunc> fn = cost_model::LowerTraceJson(top->front().trace_json);
+    absl::StatusOr<ir::LoweredFunc> fn =
+        cost_model::LowerRecordTrace(top->front().trace_json, top->front().device_class);
     ASSERT_TRUE(fn.ok());
     absl::StatusOr<cost_model::FeatureMatrix> fresh = cost_model::ExtractFeatures(*fn);
     ASSERT_TRUE(fresh.ok() && f[0].has_value());
