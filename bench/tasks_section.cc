@@ -118,13 +118,28 @@ int RunTasksSection(const TasksSectionOptions& o) {
     }
   }
   std::printf(
-      "\nMedians over %zu seeds:\n\n| trials | gradient | round-robin | gradient / "
-      "round-robin |\n|---|---|---|---|\n",
+      "\nMedians over %zu seeds (\"-\": some task had no result yet; the last column pairs the "
+      "runs of one seed):\n\n| trials | gradient | round-robin | gradient / round-robin | "
+      "median of the per-seed ratios |\n|---|---|---|---|---|\n",
       o.seeds.size());
+  auto cell = [](double v, const char* fmt) {
+    char buf[32];
+    if (!std::isfinite(v)) return std::string("-");
+    std::snprintf(buf, sizeof(buf), fmt, v);
+    return std::string(buf);
+  };
   for (size_t k = 0; k < o.checkpoints.size(); ++k) {
-    const double g = Median(objective["gradient"][k]);
-    const double rr = Median(objective["round-robin"][k]);
-    std::printf("| %d | %.0f | %.0f | %.3f |\n", o.checkpoints[k], g, rr, g / rr);
+    const std::vector<double>& gs = objective["gradient"][k];
+    const std::vector<double>& rs = objective["round-robin"][k];
+    const double g = Median(gs);
+    const double rr = Median(rs);
+    std::vector<double> paired;
+    for (size_t i = 0; i < gs.size() && i < rs.size(); ++i) {
+      if (std::isfinite(gs[i]) && std::isfinite(rs[i])) paired.push_back(gs[i] / rs[i]);
+    }
+    std::printf("| %d | %s | %s | %s | %s |\n", o.checkpoints[k], cell(g, "%.0f").c_str(),
+                cell(rr, "%.0f").c_str(), cell(g / rr, "%.3f").c_str(),
+                cell(paired.empty() ? NAN : Median(paired), "%.3f").c_str());
   }
   std::printf("\ntarget: gradient <= 0.85x round-robin at 300 trials (median of the seeds)\n");
   return 0;
