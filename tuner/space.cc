@@ -689,16 +689,28 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
                                                           {2, 2, cols_for(4)}};
     absl::StatusOr<ir::Conv2dParams> params = ir::GetConv2dParams(workload_->spec);
     // AVX2 (16 registers), a dense conv whose block is one vector: two channel blocks first
-    // (2 x 2 x 2, then 2 x 1 x 4). With one block every broadcast input feeds a single FMA;
-    // measured single-threaded on Zen 4 capped at AVX2 against oneDNN's jit:avx2: conv
-    // 3x3/128/28x28 nchw8c 5983 us for 1 x 1 x 7, 3346 us for 2 x 1 x 4, 3061 us for 2 x 2 x 2
-    // (oneDNN 2200 us); 1x1/256/14x14 682, 429, 281 us (oneDNN 250 us).
+    // (2 x 2 x 2, then 1 x 2 x 6, 2 x 1 x 4), the weights packed per parallel tile (cache_read
+    // at the tile: the blocked weights' layout walks them with a stride of a whole kernel) and
+    // the channel lanes unrolled by 2. With one block every broadcast input feeds a single FMA.
+    // On Zen 3 (AVX2, 2 threads, bench_rules --blocked) packing took the first rule of conv
+    // 3x3/64/56x56 from 3203 to 1703-2082 us and of 3x3/128/28x28 from 3397 to 1862-2011 us
+    // (oneDNN jit:avx2 1611-2217 us); 300-trial tunings there picked 1 x 2 x 5-6, packed, unroll 2.
+    int64_t unroll_k = 4;
+    int64_t pack = 0;
     if (target_.vector_registers < 32 && params.ok() && !params->depthwise() && shape[4] == lanes) {
+      const int64_t half = std::max<int64_t>(1, std::min<int64_t>(ow, acc / 2));
       blocked_shapes = {{2, 2, cols_for(4)},
+                        {1, 2, half},
                         {2, 1, cols_for(2)},
-                        {1, 1, cols_for(first)},
-                        {1, 2, cols_for(2)},
-                        {1, 2, cols_for(4)}};
+                        {1, 2, std::max<int64_t>(1, half - 1)},
+                        {1, 1, cols_for(first)}};
+      // A whole output row that fits the accumulators (7 x 7 maps): one channel block x the row
+      // first (conv 3x3/512/7x7: 2281 us against 3429 us for 2 x 2 x 3 here).
+      if (ow <= acc) {
+        std::rotate(blocked_shapes.begin(), blocked_shapes.begin() + 4, blocked_shapes.begin() + 5);
+      }
+      unroll_k = 2;
+      pack = 1;
     }
     // Each shape with the padding computed once at root, then the first one with it inlined
     // (a depthwise conv reads each input element a few times only: a padded copy of the whole
@@ -739,8 +751,8 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
       d[swap_slot_] = Nearest(swap_slot_, 0);
       d[vec_slot_] = Nearest(vec_slot_, 1);
       d[unroll_slot_] = Nearest(unroll_slot_, 1);
-      d[unroll_k_slot_] = Nearest(unroll_k_slot_, 4);
-      for (int slot : pack_slot_) d[slot] = Nearest(slot, 0);
+      d[unroll_k_slot_] = Nearest(unroll_k_slot_, unroll_k);
+      for (int slot : pack_slot_) d[slot] = Nearest(slot, pack);
       emit(std::move(d));
     }
   }

@@ -57,8 +57,22 @@ TEST_P(MathTest, ExpIsWithinFourUlp) {
 TEST_P(MathTest, ExpEdges) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> in = {-inf, -1000.f, -88.f, 0.f, -0.f, 89.f, 1000.f, inf, nan, 1e-30f,
-                           -1e-30f, 1.f, 88.72283172607422f, -87.f, 0.5f, -0.5f};
+  std::vector<float> in = {-inf,
+                           -1000.f,
+                           -88.f,
+                           0.f,
+                           -0.f,
+                           89.f,
+                           1000.f,
+                           inf,
+                           nan,
+                           1e-30f,
+                           -1e-30f,
+                           1.f,
+                           88.72283172607422f,
+                           -87.f,
+                           0.5f,
+                           -0.5f};
   const std::vector<float> out = Apply("exp", in, GetParam());
   EXPECT_EQ(out[0], 0.f);
   EXPECT_EQ(out[1], 0.f);
