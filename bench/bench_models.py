@@ -4,7 +4,8 @@ rapidocr-onnxruntime 1.4.x models), a ResNet-18 and one BERT-base encoder layer
 (bench/make_models.py). Each model is built with `lathe build --model` (untuned: default
 schedules; tuned: the best records of --db) and loaded with ctypes; ONNX Runtime runs with 2
 intra-op threads. The two are timed alternately in one process (--rounds rounds of --repeat
-calls each), and the medians printed side by side, with the max error of lathe's output
+calls each, after a 0.1 s pause and a warm-up call so that the other runtime's threads have
+stopped spinning), and the medians printed side by side, with the max error of lathe's output
 against ONNX Runtime's and where lathe's time goes (the slowest steps, `lathe run --profile`).
 
 Run with the venv of scripts/model-venv.sh:
@@ -64,7 +65,11 @@ class LatheModel:
             raise RuntimeError(f"lathe_model_run returned {rc}")
 
 
-def timed(fn, n):
+def timed(fn, n, settle_s=0.1):
+    # The other runtime's threads may still be spinning after its last call (ONNX Runtime's
+    # intra-op pool spins by default): let them go idle, and warm this one up, before timing.
+    time.sleep(settle_s)
+    fn()
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
