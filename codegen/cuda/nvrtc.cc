@@ -25,12 +25,13 @@ absl::StatusOr<std::string> ParseArch(const std::string& arch) {
   for (const char* prefix : {"sm_", "compute_"}) {
     if (digits.rfind(prefix, 0) == 0) digits = digits.substr(std::string(prefix).size());
   }
-  bool ok = digits.size() >= 2 && std::isdigit(static_cast<unsigned char>(digits[0])) &&
-            std::isdigit(static_cast<unsigned char>(digits[1]));
-  for (size_t i = 2; ok && i < digits.size(); ++i) {
-    ok = i == digits.size() - 1 && (digits[i] == 'a' || digits[i] == 'f' ||
-                                    std::isdigit(static_cast<unsigned char>(digits[i])));
-  }
+  // Two or three digits (sm_80, sm_100), then an optional feature suffix (sm_90a, sm_100f), as
+  // ir::IsCudaArch accepts them.
+  size_t n = 0;
+  while (n < digits.size() && std::isdigit(static_cast<unsigned char>(digits[n]))) ++n;
+  const bool ok =
+      n >= 2 && n <= 3 &&
+      (n == digits.size() || (n + 1 == digits.size() && (digits[n] == 'a' || digits[n] == 'f')));
   if (!ok) {
     return absl::InvalidArgumentError(
         absl::StrCat("cuda architecture '", arch, "' is not of the form sm_XX (e.g. sm_80)"));

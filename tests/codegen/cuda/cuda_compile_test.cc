@@ -104,6 +104,27 @@ TEST(CudaCompileTest, CompileErrorCarriesTheLog) {
   EXPECT_NE(r.status().message().find("undeclared_thing"), std::string::npos) << r.status();
 }
 
+// The architectures ir::IsCudaArch accepts parse (three-digit ones and feature suffixes
+// included); anything else is an error naming it.
+TEST(CudaCompileTest, ArchitecturesParseAsTheTargetAcceptsThem) {
+  for (const auto& [arch, digits] :
+       std::vector<std::pair<std::string, std::string>>{{"sm_80", "80"},
+                                                        {"sm_90a", "90a"},
+                                                        {"sm_100", "100"},
+                                                        {"sm_100a", "100a"},
+                                                        {"sm_120f", "120f"},
+                                                        {"compute_86", "86"}}) {
+    auto d = ParseArch(arch);
+    ASSERT_TRUE(d.ok()) << arch << ": " << d.status();
+    EXPECT_EQ(*d, digits);
+  }
+  for (const std::string bad : {"sm_8", "sm_1000", "sm_80x", "sm_90aa", "sm_", "gfx90a", "sm_a0"}) {
+    auto d = ParseArch(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.status().message().find(bad), std::string::npos) << d.status();
+  }
+}
+
 TEST(CudaCompileTest, BadArchitectureIsRejected) {
   auto r = CompileToPtx("", "gfx90a");
   ASSERT_FALSE(r.ok());
