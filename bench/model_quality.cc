@@ -9,9 +9,6 @@
 #include "codegen/lower.h"
 #include "cost_model/database_io.h"
 #include "db/database.h"
-#include "ir/trace.h"
-#include "ir/workload.h"
-#include "proto/trace_io.h"
 
 namespace lathe::bench {
 
@@ -19,15 +16,10 @@ std::vector<Program> LoadPrograms(const std::string& db_path, bool structural_on
   std::vector<Program> out;
   auto database = db::Database::Open(db_path);
   if (!database.ok()) return out;
-  auto lower = [&](const db::Record& r) -> absl::StatusOr<ir::LoweredFunc> {
-    if (!structural_only) return cost_model::LowerRecordTrace(r.trace_json, r.device_class);
-    absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson(r.trace_json);
-    if (!trace.ok()) return trace.status();
-    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(trace->workload);
-    if (!w.ok()) return w.status();
-    absl::StatusOr<ir::Schedule> sch = ir::ApplyTrace(*w, *trace);
-    if (!sch.ok()) return sch.status();
-    return codegen::Lower(*sch, "kernel", codegen::LowerOptions::StructuralOnly());
+  auto lower = [&](const db::Record& r) {
+    return structural_only
+               ? cost_model::LowerTraceJson(r.trace_json, codegen::LowerOptions::StructuralOnly())
+               : cost_model::LowerRecordTrace(r.trace_json, r.device_class);
   };
   (void)(*database)->ForEachRecord([&](const db::Record& r) {
     auto f = lower(r);

@@ -485,21 +485,10 @@ llvm::Value* CodeGen::EmitCall(const Expr& e) {
   };
   if (fnm == "sqrt") return intrinsic(llvm::Intrinsic::sqrt);
   if (fnm == "abs") return intrinsic(llvm::Intrinsic::fabs);
-  const bool f32 = ty->getScalarType()->isFloatTy();
-  if (fnm == "exp") return f32 ? ExpF32(x) : intrinsic(llvm::Intrinsic::exp);
+  // Float32 is the only float type (ir/type.h).
+  if (fnm == "exp") return ExpF32(x);
   if (fnm == "log") return intrinsic(llvm::Intrinsic::log);
-  if (fnm == "tanh" && f32) return TanhF32(x);
-  if (fnm == "tanh") {
-    llvm::FunctionCallee f = mod_.getOrInsertFunction(
-        "tanhf", llvm::FunctionType::get(b_.getFloatTy(), {b_.getFloatTy()}, false));
-    if (!ty->isVectorTy()) return b_.CreateCall(f, {x});
-    llvm::Value* out = llvm::UndefValue::get(ty);
-    int n = e->type.lanes;
-    for (int i = 0; i < n; ++i) {
-      out = b_.CreateInsertElement(out, b_.CreateCall(f, {b_.CreateExtractElement(x, i)}), i);
-    }
-    return out;
-  }
+  if (fnm == "tanh") return TanhF32(x);
   error_ = absl::InvalidArgumentError("unknown function '" + fnm + "'");
   return x;
 }

@@ -51,21 +51,22 @@ absl::StatusOr<CostModel> LoadFromDatabase(db::Database& db, const std::string& 
   return model;
 }
 
-absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json, ir::TargetKind kind) {
+absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json,
+                                               const codegen::LowerOptions& recipe) {
   absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson(trace_json);
   if (!trace.ok()) return trace.status();
   absl::StatusOr<ir::Workload> w = ir::MakeWorkload(trace->workload);
   if (!w.ok()) return w.status();
   absl::StatusOr<ir::Schedule> sch = ir::ApplyTrace(*w, *trace);
   if (!sch.ok()) return sch.status();
-  return codegen::Lower(*sch, "kernel", codegen::LowerOptions::ForTarget(kind));
+  return codegen::Lower(*sch, "kernel", recipe);
 }
 
 absl::StatusOr<ir::LoweredFunc> LowerRecordTrace(const std::string& trace_json,
                                                  const std::string& device_class) {
   absl::StatusOr<ir::TargetKind> kind = ir::DeviceClassKind(device_class);
   if (!kind.ok()) return kind.status();
-  return LowerTraceJson(trace_json, *kind);
+  return LowerTraceJson(trace_json, codegen::LowerOptions::ForTarget(*kind));
 }
 
 absl::Status SaveFeatures(db::Database& db, const std::vector<std::string>& candidate_ids,

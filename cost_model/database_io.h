@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "codegen/lower.h"
 #include "cost_model/features.h"
 #include "cost_model/xgb_model.h"
 #include "db/database.h"
@@ -33,10 +34,11 @@ absl::Status SaveToDatabase(db::Database& db, const std::string& device_class,
 absl::StatusOr<CostModel> LoadFromDatabase(db::Database& db, const std::string& device_class,
                                            CostModelOptions options = {});
 
-// Replays a trace (JSON text) on its workload and lowers it by the recipe of `kind`
-// (codegen::LowerOptions::ForTarget): the program a record measured.
-absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json, ir::TargetKind kind);
-// The same for a record of `device_class` (its kind: ir::DeviceClassKind).
+// Replays a trace (JSON text) on its workload and lowers it by `recipe`.
+absl::StatusOr<ir::LoweredFunc> LowerTraceJson(const std::string& trace_json,
+                                               const codegen::LowerOptions& recipe);
+// The program a record of `device_class` measured: its trace lowered by the recipe of the
+// class's kind (codegen::LowerOptions::ForTarget of ir::DeviceClassKind).
 absl::StatusOr<ir::LoweredFunc> LowerRecordTrace(const std::string& trace_json,
                                                  const std::string& device_class);
 

@@ -207,7 +207,6 @@ class Extractor {
         // Each arm counts as often as it runs: loop versioning (Lower()'s partition pass)
         // puts a guard-free copy of a body and the guarded original under one condition.
         const double outer = share_;
-        guards_.push_back(s->cond);
         path_.push_back({s->cond, true});
         share_ = PathShare();
         Run(s->body);
@@ -218,7 +217,6 @@ class Extractor {
         }
         path_.pop_back();
         share_ = outer;
-        guards_.pop_back();
         return;
       }
       case StmtKind::kSeq:
@@ -435,8 +433,8 @@ class Extractor {
     CountOps(s.value, runs, fops, iops);
     CountOps(s.index, runs, fops, iops);
     CountOps(s.predicate, runs, fops, iops);
-    for (const Expr& g : guards_) CountOps(g, runs, fops, iops);
-    iops[8] = runs * static_cast<double>(guards_.size());
+    for (const auto& [guard, taken] : path_) CountOps(guard, runs, fops, iops);
+    iops[8] = runs * static_cast<double>(path_.size());
     for (int k = 0; k < kNumFloatOpFeatures; ++k) row[kOffsetFloatOps + k] = fops[k];
     for (int k = 0; k < kNumIntOpFeatures; ++k) row[kOffsetIntOps + k] = iops[k];
     double float_ops_per_iter = 0;
@@ -655,8 +653,8 @@ class Extractor {
   FeatureMatrix* out_;
   std::vector<Loop> loops_;
   std::vector<Alloc> allocs_;
-  std::vector<Expr> guards_;
-  // The branch conditions around the current statement and the arm taken (true: then).
+  // The branch conditions (guards) around the current statement and the arm taken (true:
+  // then); each counts as a guard of the stores below it, in either arm.
   std::vector<std::pair<Expr, bool>> path_;
   // The share of the loops' iterations on which the enclosing branches take the current arm.
   double share_ = 1;

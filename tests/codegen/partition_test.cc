@@ -20,17 +20,23 @@ size_t Count(const std::string& text, const std::string& what) {
 }
 
 // The GEMM micro-kernel shape: a 4-row accumulator tile over 10 rows leaves a last tile of 2
-// rows; every row of the reduction is guarded. Tiles 0 and 1 get a copy without the guard.
-TEST(PartitionTest, TailTileOfAnAccumulatorIsVersioned) {
+// rows; every row of the reduction is guarded (C.local vectorized over 8 columns).
+ir::Schedule TailTileGemm() {
   ir::Schedule sch(W("matmul:m=10,n=16,k=8"));
-  ASSERT_TRUE(sch.CacheWrite("C", "local").ok());
-  ASSERT_TRUE(sch.Split("C", "i", {4}).ok());
-  ASSERT_TRUE(sch.Split("C", "j", {8}).ok());
-  ASSERT_TRUE(sch.Reorder("C", {"j.0", "i.0", "i.1", "j.1"}).ok());
-  ASSERT_TRUE(sch.Parallel("C", "j.0").ok());
-  ASSERT_TRUE(sch.ComputeAt("C.local", "C", "i.0").ok());
-  ASSERT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
-  ASSERT_TRUE(sch.Vectorize("C.local", "j").ok());
+  EXPECT_TRUE(sch.CacheWrite("C", "local").ok());
+  EXPECT_TRUE(sch.Split("C", "i", {4}).ok());
+  EXPECT_TRUE(sch.Split("C", "j", {8}).ok());
+  EXPECT_TRUE(sch.Reorder("C", {"j.0", "i.0", "i.1", "j.1"}).ok());
+  EXPECT_TRUE(sch.Parallel("C", "j.0").ok());
+  EXPECT_TRUE(sch.ComputeAt("C.local", "C", "i.0").ok());
+  EXPECT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
+  EXPECT_TRUE(sch.Vectorize("C.local", "j").ok());
+  return sch;
+}
+
+// Tiles 0 and 1 of the tail-tile GEMM get a copy without the guard.
+TEST(PartitionTest, TailTileOfAnAccumulatorIsVersioned) {
+  const ir::Schedule sch = TailTileGemm();
   auto f = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   ASSERT_TRUE(f.ok()) << f.status();
   const std::string before = ir::ToText(f->body);
@@ -210,14 +216,7 @@ TEST(VectorizeTest, RowGuardOfALocalTileBecomesAMask) {
 // so what the cost model featurizes (Lower's result) is what the LLVM backend compiles; the
 // CUDA recipe keeps the vectorized loops (float4 accesses) and the guards.
 TEST(LowerRecipeTest, CpuRecipeVersionsThenVectorizes) {
-  ir::Schedule sch(W("matmul:m=10,n=16,k=8"));
-  ASSERT_TRUE(sch.CacheWrite("C", "local").ok());
-  ASSERT_TRUE(sch.Split("C", "i", {4}).ok());
-  ASSERT_TRUE(sch.Split("C", "j", {8}).ok());
-  ASSERT_TRUE(sch.Reorder("C", {"j.0", "i.0", "i.1", "j.1"}).ok());
-  ASSERT_TRUE(sch.ComputeAt("C.local", "C", "i.0").ok());
-  ASSERT_TRUE(sch.Reorder("C.local", {"k", "i", "j"}).ok());
-  ASSERT_TRUE(sch.Vectorize("C.local", "j").ok());
+  const ir::Schedule sch = TailTileGemm();
   auto structural = codegen::Lower(sch, "f", codegen::LowerOptions::StructuralOnly());
   auto cpu = codegen::Lower(sch, "f");
   auto cuda = codegen::Lower(sch, "f", codegen::LowerOptions::ForTarget(ir::TargetKind::kCuda));
