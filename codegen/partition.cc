@@ -94,22 +94,13 @@ class Partitioner {
           ConstInterval& u = g->ranges[s->var.get()];
           u = {std::min(u.lo, r.lo), std::max(u.hi, r.hi)};
         }
-        const bool vec = s->for_kind == ForKind::kVectorized;
-        if (vec) lane_vars_[s->var.get()] = true;
         Guards(s->body, true, out, g);
-        if (vec) lane_vars_.erase(s->var.get());
         return;
       }
       case StmtKind::kIfThenElse:
-        if (nested && s->cond->type.lanes == 1) {
-          // A guard that depends on a vectorized loop becomes a lane mask, cheap next to a
-          // branch (local accumulators even drop it, see vectorize.cc): not worth a copy.
-          std::vector<Expr> conj;
-          Conjuncts(s->cond, &conj);
-          for (const Expr& c : conj) {
-            if (lane_vars_.empty() || !UsesVar(c, lane_vars_)) out->push_back(c);
-          }
-        }
+        // Guards under a vectorized loop count too: as lane masks they would cost a masked
+        // load or store on every access of the tile.
+        if (nested && s->cond->type.lanes == 1) Conjuncts(s->cond, out);
         selects(s->cond);
         Guards(s->body, nested, out, g);
         Guards(s->else_body, nested, out, g);
@@ -260,8 +251,6 @@ class Partitioner {
 
   PartitionOptions opt_;
   RangeMap outer_;  // enclosing loop variables
-  // Variables of the vectorized loops around the statement Guards() looks at.
-  mutable std::unordered_map<const ExprNode*, bool> lane_vars_;
   int versioned_ = 0;
 };
 

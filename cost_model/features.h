@@ -77,8 +77,10 @@ inline constexpr int kNumFeatures = kOffsetIntensity + kNumIntensitySamples;
 static_assert(kNumFeatures == 164, "the documented layout has 164 floats");
 
 // Version of the layout above; a saved model records it and is refused by a build whose
-// layout differs. Bump it whenever a feature changes meaning.
-inline constexpr int kFeatureVersion = 2;
+// layout differs. Bump it whenever a feature changes meaning, or the program that Lower()
+// makes of a stored trace changes (stored features would describe another program): 2, the
+// vectorized program of the whole recipe; 3, tile loops versioned for guards under vectors.
+inline constexpr int kFeatureVersion = 3;
 
 // A program's features: `num_rows` rows (one per Store) of `num_cols` floats, row-major.
 struct FeatureMatrix {
