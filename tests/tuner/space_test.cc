@@ -280,15 +280,53 @@ TEST(SpaceRFactorTest, FewLongRowsOfferAnRFactor) {
     // A trace without the rfactor decisions (recorded before they existed) still maps back.
   }
   EXPECT_GT(with_rfactor, 5);
+  // Many long rows offer it too: each row's partial results are stored as one vector (rows
+  // outer), computed for the rows in parallel.
   auto many = ir::MakeWorkload("softmax:m=64,n=300");
   auto many_space = SearchSpace::Create(*many, HostCpuTarget());
   ASSERT_TRUE(many_space.ok());
-  for (int i = 0; i < 20; ++i) {
+  int many_rfactor = 0;
+  for (int i = 0; i < 40; ++i) {
     auto c = (*many_space)->Sample(rng);
     ASSERT_TRUE(c.ok());
-    EXPECT_EQ(ir::TraceToText(c->trace).find("rfactor"), std::string::npos)
-        << "64 rows parallelize without an rfactor";
+    const std::string text = ir::TraceToText(c->trace);
+    if (text.find("rfactor") == std::string::npos) continue;
+    ++many_rfactor;
+    EXPECT_NE(text.find("storage_order"), std::string::npos) << text;
+    auto sch = (*many_space)->Apply(*c);
+    ASSERT_TRUE(sch.ok()) << sch.status();
+    absl::Status st = testing::BuildAndCheck(*sch, 3);
+    ASSERT_TRUE(st.ok()) << st << "\n" << text;
   }
+  EXPECT_GT(many_rfactor, 5);
+}
+
+// A row reduction computed inside the output's tile loop must find the whole row there, and
+// nothing at root may read it: at a loop over columns, or under a root stage (an rfactor's
+// partial results) reading it, it would be recomputed for every column tile or point (a
+// 40x6625 softmax timed 8.6 s so).
+TEST(SpaceSideStageTest, RowReductionsArePerTileOnlyWhereTheRowIsWhole) {
+  auto w = ir::MakeWorkload("softmax:m=64,n=300");
+  ASSERT_TRUE(w.ok());
+  auto space = SearchSpace::Create(*w, HostCpuTarget());
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::mt19937_64 rng(11);
+  int per_tile = 0;
+  for (int i = 0; i < 80; ++i) {
+    auto c = (*space)->Sample(rng);
+    ASSERT_TRUE(c.ok()) << c.status();
+    bool exp_sum_rfactor = false;
+    for (const ir::Instruction& in : c->trace.instructions) {
+      if (in.kind == "rfactor" && in.stage == "exp_sum") exp_sum_rfactor = true;
+    }
+    for (const ir::Instruction& in : c->trace.instructions) {
+      if (in.kind != "compute_at" || (in.stage != "row_max" && in.stage != "exp_sum")) continue;
+      ++per_tile;
+      EXPECT_EQ(in.target_loop.find('j'), std::string::npos) << ir::TraceToText(c->trace);
+      EXPECT_FALSE(in.stage == "row_max" && exp_sum_rfactor) << ir::TraceToText(c->trace);
+    }
+  }
+  EXPECT_GT(per_tile, 5);
 }
 
 // Traces of the space before the rfactor decisions existed (decisions without them) replay.
