@@ -50,6 +50,24 @@ double ObjectiveAt(const tuner::TuneResult& r, int trial) {
   return sum;
 }
 
+// The first trial after which every task had an ok record (the end of the warm-up), and the
+// objective then; {0, 0} when some task never had one.
+std::pair<int, double> WarmUpEnd(const tuner::TuneResult& r) {
+  int trial = 0;
+  for (const tuner::TuneTaskResult& t : r.tasks) {
+    int first = 0;
+    for (const auto& [i, g] : t.curve) {
+      if (g > 0) {
+        first = i;
+        break;
+      }
+    }
+    if (first == 0) return {0, 0};
+    trial = std::max(trial, first);
+  }
+  return {trial, ObjectiveAt(r, trial)};
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -71,6 +89,10 @@ int RunTasksSection(const TasksSectionOptions& o) {
   std::printf("---|---|\n");
   // objective[scheduler][checkpoint] over the seeds
   std::map<std::string, std::vector<std::vector<double>>> objective;
+  // The best latency of each task over every run (both schedulers, every seed), and the
+  // warm-up figures of each run.
+  std::vector<double> floor_us(ResnetConvs().size(), INFINITY);
+  std::vector<double> warm_trials, warm_objective;
   for (uint64_t seed : o.seeds) {
     for (const char* scheduler : {"gradient", "round-robin"}) {
       tuner::TuneOptions t;
@@ -96,6 +118,15 @@ int RunTasksSection(const TasksSectionOptions& o) {
         std::fprintf(stderr, "resnet18 %s seed %llu: %s\n", scheduler,
                      static_cast<unsigned long long>(seed), r.status().ToString().c_str());
         return 1;
+      }
+      for (size_t i = 0; i < r->tasks.size() && i < floor_us.size(); ++i) {
+        if (r->tasks[i].has_best) {
+          floor_us[i] = std::min(floor_us[i], r->tasks[i].best_latency_us);
+        }
+      }
+      if (auto [t, v] = WarmUpEnd(*r); t > 0) {
+        warm_trials.push_back(t);
+        warm_objective.push_back(v);
       }
       auto& rows = objective[scheduler];
       rows.resize(o.checkpoints.size());
@@ -140,6 +171,24 @@ int RunTasksSection(const TasksSectionOptions& o) {
     std::printf("| %d | %s | %s | %s | %s |\n", o.checkpoints[k], cell(g, "%.0f").c_str(),
                 cell(rr, "%.0f").c_str(), cell(g / rr, "%.3f").c_str(),
                 cell(paired.empty() ? NAN : Median(paired), "%.3f").c_str());
+  }
+  // How much any scheduler could gain: every task at the best latency some run found for it
+  // (a floor no allocation of the same budget beats unless it finds better programs), beside
+  // the objective the warm-up round alone reached.
+  double floor = 0;
+  for (size_t i = 0; i < floor_us.size(); ++i) floor += ResnetConvs()[i].count * floor_us[i];
+  std::printf(
+      "\nheadroom: the warm-up (every task's first round) ends after %s trials at objective "
+      "%s us (medians over the runs); every task at the best latency any run found for it: "
+      "%s us\n",
+      cell(Median(warm_trials), "%.0f").c_str(), cell(Median(warm_objective), "%.0f").c_str(),
+      cell(floor, "%.0f").c_str());
+  for (size_t k = 0; k < o.checkpoints.size(); ++k) {
+    const double rr = Median(objective["round-robin"][k]);
+    if (!std::isfinite(rr)) continue;  // some task had no result yet
+    std::printf(
+        "  floor / round-robin at %d trials: %s (the lowest ratio a scheduler could reach)\n",
+        o.checkpoints[k], cell(floor / rr, "%.3f").c_str());
   }
   std::printf("\ntarget: gradient <= 0.85x round-robin at 300 trials (median of the seeds)\n");
   return 0;

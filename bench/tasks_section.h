@@ -4,7 +4,10 @@
 // 1x1 downsamples between stages), each weighted by how often the network runs it, tuned as
 // one multi-task run on a fresh database, once under the gradient task scheduler and once
 // round-robin, with the same budget and seed; for each seed the objective (sum of weight x best
-// latency) after a few trial counts, then the medians over the seeds and their ratio.
+// latency) after a few trial counts, then the medians over the seeds and their ratio. Last,
+// the headroom: the objective when the warm-up round ends, and the floor that every task at
+// the best latency any run found for it gives (floor / round-robin is the lowest ratio a
+// scheduler could reach at that budget without finding better programs than all the runs).
 #ifndef LATHE_BENCH_TASKS_SECTION_H_
 #define LATHE_BENCH_TASKS_SECTION_H_
 
