@@ -14,6 +14,13 @@ namespace {
 constexpr int64_t kAlign = 64;
 int64_t AlignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
+// Arena values start this far past a 64-byte line: where the measurement child places a
+// kernel's buffers when it times a record (worker/measure_child.cc, kUserBufferOffset), so
+// that each step runs as its record was timed. Some kernels are far from indifferent: det's
+// conv 3x3/96->24 at 160x160 timed 19-21 ms with its input 64-byte aligned and 10-10.7 ms
+// at 4, 8, 16, 48 or 80 bytes past a line (AVX2, Zen 3).
+constexpr int64_t kValueOffset = 16;
+
 struct Interval {
   std::string root;
   int64_t bytes = 0;
@@ -62,7 +69,7 @@ absl::StatusOr<Plan> MakePlan(const Program& p) {
         }
         Interval iv;
         iv.root = root;
-        iv.bytes = AlignUp(NumElements(g.Find(root)->shape) * 4);
+        iv.bytes = AlignUp(kValueOffset + NumElements(g.Find(root)->shape) * 4);
         iv.first = iv.last = i;
         live[root] = iv;
       } else {
@@ -130,7 +137,7 @@ absl::StatusOr<Plan> MakePlan(const Program& p) {
         ref.offset += weight(a.base);
       } else {
         ref.kind = BufferRef::kArena;
-        ref.offset += live.at(a.base).offset;
+        ref.offset += live.at(a.base).offset + kValueOffset;
       }
       step.args.push_back(ref);
     }
