@@ -345,22 +345,19 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
   // and where every consumer is computed per tile too (the output, or a side stage at the
   // tile): a stage at root (an rfactor's partial results, a side stage at root) that read one
   // computed per tile would recompute it for each of its own points.
-  std::vector<bool> per_tile(an_.side.size(), false);
+  std::vector<bool> per_tile(an_.side.size(), false);  // placed at the tile, as applied
   const bool row_tiles = !IteratesOver(*s.FindStage(o), first_outer, out_axes_.back());
   for (size_t i = 0; i < an_.side.size(); ++i) {  // consumers first
-    if (d(side_slot_[i]) == 0 || !row_tiles) continue;
-    bool ok = true;
-    for (const std::string& c : s.Consumers(an_.side[i])) {
-      auto j = std::find(an_.side.begin(), an_.side.end(), c) - an_.side.begin();
-      ok = ok && (c == o || (j < static_cast<std::ptrdiff_t>(per_tile.size()) && per_tile[j]));
-    }
-    per_tile[i] = ok;
-  }
-  for (size_t i = 0; i < an_.side.size(); ++i) {
     const std::string& st = an_.side[i];
-    if (per_tile[i]) {
-      absl::Status ok = s.ComputeAt(st, o, first_outer);
-      if (ok.ok()) continue;
+    bool at = d(side_slot_[i]) != 0 && row_tiles;
+    for (const std::string& c : s.Consumers(st)) {
+      const auto j =
+          static_cast<size_t>(std::find(an_.side.begin(), an_.side.end(), c) - an_.side.begin());
+      at = at && (c == o || (j < per_tile.size() && per_tile[j]));
+    }
+    if (at && s.ComputeAt(st, o, first_outer).ok()) {
+      per_tile[i] = true;
+      continue;
     }
     const Stage* ss = s.FindStage(st);
     if (!ss->tensor->axes.empty() && ss->tensor->shape[0] > 1) {
