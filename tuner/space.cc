@@ -747,7 +747,8 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
         std::rotate(blocked_shapes.begin(), blocked_shapes.begin() + 4, blocked_shapes.begin() + 5);
       }
       unroll_k = 2;
-      pack = 1;
+      // 1x1 kernels walk the blocked weights contiguously already: a copy is pure overhead.
+      pack = params->r * params->s > 1 ? 1 : 0;
     }
     // Each shape with the padding computed once at root, then the first one with it inlined
     // (a depthwise conv reads each input element a few times only: a padded copy of the whole
