@@ -157,7 +157,7 @@ int Main(int argc, char** argv) {
     }
     std::vector<std::vector<float>> args = ir::AllocateArgs(*w);
     ir::FillRandomInputs(args, /*seed=*/7);
-    Placed user(args, 64, 16), page(args, 4096, 0);
+    Placed user(args, 64, codegen::kTimedBufferOffset), page(args, 4096, 0);
     std::vector<double> user_s, page_s;
     for (int r = 0; r < rounds; ++r) {
       user_s.push_back(MedianTime(fn, user, seconds));

@@ -4,6 +4,7 @@
 #ifndef LATHE_CODEGEN_CPU_KERNEL_H_
 #define LATHE_CODEGEN_CPU_KERNEL_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,14 @@ namespace lathe::codegen {
 // The C ABI of every built kernel (CONTRACT.md): args are the workload's tensors in order;
 // returns 0, or non-zero without touching memory when num_args is wrong.
 using KernelFn = int (*)(void* const* args, int num_args);
+
+// Where a kernel's buffers start when it is timed, relative to a 64-byte line: 16 bytes past
+// one, where malloc, std::vector and numpy put a user's buffers (the C ABI asks only for each
+// element's alignment). The measurement child times every record so, and a compiled model
+// places its arena values so, that each step runs as its record was timed: some kernels are
+// far from indifferent (det's conv 3x3/96->24 at 160x160 timed 19-21 ms with its input 64-byte
+// aligned and 10-10.7 ms at 4-80 bytes past a line, AVX2 Zen 3).
+inline constexpr size_t kTimedBufferOffset = 16;
 
 // A JIT-compiled kernel; owns its code. Run() may be called from several threads at once.
 class CpuKernel {

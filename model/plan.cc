@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/cpu_kernel.h"
 #include "nlohmann/json.hpp"
 
 namespace lathe::model {
@@ -14,12 +15,9 @@ namespace {
 constexpr int64_t kAlign = 64;
 int64_t AlignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-// Arena values start this far past a 64-byte line: where the measurement child places a
-// kernel's buffers when it times a record (worker/measure_child.cc, kUserBufferOffset), so
-// that each step runs as its record was timed. Some kernels are far from indifferent: det's
-// conv 3x3/96->24 at 160x160 timed 19-21 ms with its input 64-byte aligned and 10-10.7 ms
-// at 4, 8, 16, 48 or 80 bytes past a line (AVX2, Zen 3).
-constexpr int64_t kValueOffset = 16;
+// Arena values start where the measurement child places a kernel's buffers when it times a
+// record, so that each step runs as its record was timed.
+constexpr int64_t kValueOffset = static_cast<int64_t>(codegen::kTimedBufferOffset);
 
 struct Interval {
   std::string root;

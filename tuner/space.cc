@@ -346,7 +346,8 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
   // tile): a stage at root (an rfactor's partial results, a side stage at root) that read one
   // computed per tile would recompute it for each of its own points.
   std::vector<bool> per_tile(an_.side.size(), false);  // placed at the tile, as applied
-  const bool row_tiles = !IteratesOver(*s.FindStage(o), first_outer, out_axes_.back());
+  const bool row_tiles =
+      !an_.side.empty() && !IteratesOver(*s.FindStage(o), first_outer, out_axes_.back());
   for (size_t i = 0; i < an_.side.size(); ++i) {  // consumers first
     const std::string& st = an_.side[i];
     bool at = d(side_slot_[i]) != 0 && row_tiles;

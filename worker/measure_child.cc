@@ -39,14 +39,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Where a CPU kernel's arguments start relative to a 64-byte line when it is timed: 16 bytes
-// past one, where malloc, std::vector and numpy put a user's buffers (CONTRACT.md "Built
-// kernels": the C ABI asks only for each element's alignment). A kernel that loses its speed
-// on such buffers is timed as slow as it will run for its users, so the record and the built
-// kernel agree.
-constexpr size_t kUserBufferOffset = 16;
-
-// A copy of a buffer placed kUserBufferOffset bytes past a 64-byte boundary.
+// A copy of a buffer placed where kernels are timed (codegen::kTimedBufferOffset past a 64-byte
+// boundary, CONTRACT.md "Built kernels"): a kernel that loses its speed on such buffers is
+// timed as slow as it will run for its users, so the record and the built kernel agree.
 class UserBuffer {
  public:
   explicit UserBuffer(const std::vector<float>& from)
@@ -55,7 +50,7 @@ class UserBuffer {
         size_(from.size()) {
     std::copy(from.begin(), from.end(), data());
   }
-  float* data() { return reinterpret_cast<float*>(block_.get() + kUserBufferOffset); }
+  float* data() { return reinterpret_cast<float*>(block_.get() + codegen::kTimedBufferOffset); }
   std::span<const float> view() { return {data(), size_}; }
 
  private:

@@ -270,46 +270,51 @@ INSTANTIATE_TEST_SUITE_P(
                       "pool2d:n=1,c=4,h=9,w=9,r=3,s=3,stride=2,pad=1", "softmax:m=8,n=40",
                       "layer_norm:m=6,n=33", "softmax:m=1,n=300", "layer_norm:m=2,n=77"));
 
-// Row reductions over few rows get an rfactor choice: vector-wide partial results.
+// The traces of `n` samples of `space` that chose an rfactor, each applied, built and checked
+// against the reference (a failure is reported and the sample left out).
+std::vector<std::string> CheckedRFactorSamples(const SearchSpace& space, std::mt19937_64& rng,
+                                               int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    auto c = space.Sample(rng);
+    if (!c.ok()) {
+      ADD_FAILURE() << c.status();
+      continue;
+    }
+    std::string text = ir::TraceToText(c->trace);
+    if (text.find("rfactor") == std::string::npos) continue;
+    auto sch = space.Apply(*c);
+    if (!sch.ok()) {
+      ADD_FAILURE() << sch.status() << "\n" << text;
+      continue;
+    }
+    if (absl::Status st = testing::BuildAndCheck(*sch, 3); !st.ok()) {
+      ADD_FAILURE() << st << "\n" << text;
+      continue;
+    }
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
+// Row reductions over long rows get an rfactor choice: vector-wide partial results.
 TEST(SpaceRFactorTest, FewLongRowsOfferAnRFactor) {
   auto w = ir::MakeWorkload("softmax:m=1,n=300");
   ASSERT_TRUE(w.ok());
   auto space = SearchSpace::Create(*w, HostCpuTarget());
   ASSERT_TRUE(space.ok()) << space.status();
   std::mt19937_64 rng(7);
-  int with_rfactor = 0;
-  for (int i = 0; i < 40; ++i) {
-    auto c = (*space)->Sample(rng);
-    ASSERT_TRUE(c.ok()) << c.status();
-    const std::string text = ir::TraceToText(c->trace);
-    if (text.find("rfactor") == std::string::npos) continue;
-    ++with_rfactor;
-    auto sch = (*space)->Apply(*c);
-    ASSERT_TRUE(sch.ok()) << sch.status();
-    absl::Status st = testing::BuildAndCheck(*sch, 3);
-    ASSERT_TRUE(st.ok()) << st << "\n" << text;
-    // A trace without the rfactor decisions (recorded before they existed) still maps back.
-  }
-  EXPECT_GT(with_rfactor, 5);
+  EXPECT_GT(CheckedRFactorSamples(**space, rng, 40).size(), 5u);
   // Many long rows offer it too: each row's partial results are stored as one vector (rows
   // outer), computed for the rows in parallel.
   auto many = ir::MakeWorkload("softmax:m=64,n=300");
   auto many_space = SearchSpace::Create(*many, HostCpuTarget());
   ASSERT_TRUE(many_space.ok());
-  int many_rfactor = 0;
-  for (int i = 0; i < 40; ++i) {
-    auto c = (*many_space)->Sample(rng);
-    ASSERT_TRUE(c.ok());
-    const std::string text = ir::TraceToText(c->trace);
-    if (text.find("rfactor") == std::string::npos) continue;
-    ++many_rfactor;
+  const std::vector<std::string> many_rfactor = CheckedRFactorSamples(**many_space, rng, 40);
+  for (const std::string& text : many_rfactor) {
     EXPECT_NE(text.find("storage_order"), std::string::npos) << text;
-    auto sch = (*many_space)->Apply(*c);
-    ASSERT_TRUE(sch.ok()) << sch.status();
-    absl::Status st = testing::BuildAndCheck(*sch, 3);
-    ASSERT_TRUE(st.ok()) << st << "\n" << text;
   }
-  EXPECT_GT(many_rfactor, 5);
+  EXPECT_GT(many_rfactor.size(), 5u);
 }
 
 // A row reduction computed inside the output's tile loop must find the whole row there, and
