@@ -5,9 +5,12 @@
 // user's are (16 bytes past a 64-byte line, where malloc, std::vector and numpy put them) and
 // on page-aligned ones, alternating the two, next to the record's latency.
 //
-// Usage: bench_built_kernel --db PATH [--workload SPEC ...] [--rounds N] [--seconds S]
+// Usage: bench_built_kernel (--db PATH [--workload SPEC ...] | --trace FILE ...) [--rounds N]
+//                           [--seconds S]
 //   --workload  workloads to look up (default: every workload with an ok record on this
 //               machine's device class)
+//   --trace     time this schedule trace (JSON, as `lathe build --trace` reads) instead of a
+//               database's record: schedules a tuning has not stored, side by side
 //   --rounds    alternations of the two placements (default 5); the figure is the median of
 //               the rounds' medians
 //   --seconds   time per placement and round (default 0.3)
@@ -19,8 +22,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,7 +72,7 @@ double MedianTime(KernelFn fn, Placed& p, double seconds) {
 
 int Main(int argc, char** argv) {
   std::string db_path;
-  std::vector<std::string> specs;
+  std::vector<std::string> specs, trace_files;
   int rounds = 5;
   double seconds = 0.3;
   for (int i = 1; i < argc; ++i) {
@@ -82,32 +88,59 @@ int Main(int argc, char** argv) {
       db_path = value();
     } else if (a == "--workload") {
       specs.push_back(value());
+    } else if (a == "--trace") {
+      trace_files.push_back(value());
     } else if (a == "--rounds") {
       rounds = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--seconds") {
       seconds = std::atof(value().c_str());
     } else {
       std::fprintf(stderr,
-                   "usage: bench_built_kernel --db PATH [--workload SPEC ...] [--rounds N] "
-                   "[--seconds S]\n");
+                   "usage: bench_built_kernel (--db PATH [--workload SPEC ...] | --trace FILE "
+                   "...) [--rounds N] [--seconds S]\n");
       return 2;
     }
   }
-  if (db_path.empty()) {
-    std::fprintf(stderr, "bench_built_kernel: --db is required\n");
+  if (db_path.empty() == trace_files.empty()) {
+    std::fprintf(stderr, "bench_built_kernel: give --db or --trace (not both)\n");
     return 2;
   }
-  db::OpenOptions oo;
-  oo.create_if_missing = false;
-  absl::StatusOr<std::unique_ptr<db::Database>> database = db::Database::Open(db_path, oo);
-  if (!database.ok()) {
-    std::fprintf(stderr, "bench_built_kernel: %s\n", database.status().ToString().c_str());
-    return 1;
-  }
   const std::string dc = codegen::HostDeviceClass();
-  if (specs.empty()) {
+  // What to time: a workload and its trace (JSON), with the record's latency where it is one.
+  struct Job {
+    std::string label, trace_json;
+    std::optional<ir::Workload> workload;
+    double record_us = 0;
+  };
+  std::vector<Job> jobs;
+  for (const std::string& file : trace_files) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson(text.str());
+    absl::StatusOr<ir::Workload> w = trace.ok() ? ir::MakeWorkload(trace->workload)
+                                                : absl::StatusOr<ir::Workload>(trace.status());
+    if (!in || !w.ok()) {
+      std::fprintf(stderr, "%s: %s\n", file.c_str(),
+                   !in ? "cannot read" : w.status().ToString().c_str());
+      return 2;
+    }
+    jobs.push_back({file, text.str(), *std::move(w)});
+  }
+  std::unique_ptr<db::Database> database;
+  if (!db_path.empty()) {
+    db::OpenOptions oo;
+    oo.create_if_missing = false;
+    absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(db_path, oo);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "bench_built_kernel: %s\n", opened.status().ToString().c_str());
+      return 1;
+    }
+    database = *std::move(opened);
+  }
+  if (database && specs.empty()) {
     std::set<std::string> seen;
-    (void)(*database)->ForEachRecord([&](const db::Record& r) {
+    (void)database->ForEachRecord([&](const db::Record& r) {
       if (r.device_class == dc && r.error_class == db::ErrorClass::kOk &&
           seen.insert(r.workload).second) {
         specs.push_back(r.workload);
@@ -131,17 +164,21 @@ int Main(int argc, char** argv) {
       status = 2;
       continue;
     }
-    absl::StatusOr<std::optional<db::Record>> best = (*database)->Best(w->key, dc);
+    absl::StatusOr<std::optional<db::Record>> best = database->Best(w->key, dc);
     if (!best.ok() || !best->has_value()) {
       std::fprintf(stderr, "%s: no ok record on %s\n", w->canonical.c_str(), dc.c_str());
       continue;
     }
-    absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson((*best)->trace_json);
+    jobs.push_back({w->canonical, (*best)->trace_json, *std::move(w), (*best)->median_us});
+  }
+  for (Job& job : jobs) {
+    const ir::Workload* w = &*job.workload;
+    absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson(job.trace_json);
     absl::StatusOr<ir::Schedule> sch =
         trace.ok() ? ir::ApplyTrace(*w, *trace) : absl::StatusOr<ir::Schedule>(trace.status());
     absl::StatusOr<ir::LoweredFunc> f =
         sch.ok() ? codegen::Lower(*sch, "kernel") : absl::StatusOr<ir::LoweredFunc>(sch.status());
-    const std::string so = dir + "/" + w->key + ".so";
+    const std::string so = dir + "/" + w->key + "_" + std::to_string(&job - jobs.data()) + ".so";
     absl::Status built = f.ok() ? codegen::WriteSharedLibrary({*f}, so) : f.status();
     if (!built.ok()) {
       std::fprintf(stderr, "%s: %s\n", w->canonical.c_str(), built.ToString().c_str());
@@ -163,10 +200,14 @@ int Main(int argc, char** argv) {
       user_s.push_back(MedianTime(fn, user, seconds));
       page_s.push_back(MedianTime(fn, page, seconds));
     }
-    const double rec = (*best)->median_us;
+    const double rec = job.record_us;
     const double u = MedianOf(user_s) * 1e6, pg = MedianOf(page_s) * 1e6;
-    std::printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", w->canonical.c_str(), rec, u, pg,
-                u / rec, pg / rec);
+    if (rec > 0) {
+      std::printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", job.label.c_str(), rec, u, pg,
+                  u / rec, pg / rec);
+    } else {
+      std::printf("| %s | - | %.1f | %.1f | - | - |\n", job.label.c_str(), u, pg);
+    }
     std::fflush(stdout);
     dlclose(h);
   }
