@@ -118,6 +118,12 @@ int RunRemoteTune(const TuneCliOptions& o) {
   }
   if (o.trials < 1) return Fail(cmd, fmt::format("--trials {} (need >= 1)", o.trials), kExitUsage);
   if (o.batch < 1) return Fail(cmd, fmt::format("--batch {} (need >= 1)", o.batch), kExitUsage);
+  if (o.max_trials_per_task != 0) {
+    return Fail(cmd,
+                "--max-trials-per-task is not supported with --tuner yet (a daemon job's "
+                "tasks share its trials without a cap)",
+                kExitUsage);
+  }
   if (!(o.min_repeat_ms >= 0)) {
     return Fail(cmd, fmt::format("--min-repeat-ms {} (need >= 0)", o.min_repeat_ms), kExitUsage);
   }

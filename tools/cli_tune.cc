@@ -242,6 +242,10 @@ int RunTune(const TuneCliOptions& o) {
   }
   if (o.trials < 1) return Fail(kExitUsage, fmt::format("--trials {} (need >= 1)", o.trials));
   if (o.batch < 1) return Fail(kExitUsage, fmt::format("--batch {} (need >= 1)", o.batch));
+  if (o.max_trials_per_task < 0) {
+    return Fail(kExitUsage,
+                fmt::format("--max-trials-per-task {} (need >= 0)", o.max_trials_per_task));
+  }
   if (!(o.min_repeat_ms >= 0)) {
     return Fail(kExitUsage, fmt::format("--min-repeat-ms {} (need >= 0)", o.min_repeat_ms));
   }
@@ -260,6 +264,7 @@ int RunTune(const TuneCliOptions& o) {
   if (multi) t.tasks = *tasks;
   t.scheduler = o.scheduler;
   t.trials = o.trials;
+  t.max_trials_per_task = o.max_trials_per_task;
   t.batch = o.batch;
   t.db_path = o.db_path.empty() ? DefaultDbPath() : o.db_path;
   t.target = o.target;  // the device class follows from it (tuner::DeviceClassForTarget)
@@ -283,8 +288,11 @@ int RunTune(const TuneCliOptions& o) {
   };
 
   if (multi) {
-    fmt::print(stderr, "lathe tune: {} tasks on {}, {} trials in all ({} scheduler)\n",
-               tasks->size(), o.target, t.trials, o.scheduler);
+    fmt::print(stderr, "lathe tune: {} tasks on {}, {} trials in all ({} scheduler{})\n",
+               tasks->size(), o.target, t.trials, o.scheduler,
+               o.max_trials_per_task > 0
+                   ? fmt::format(", at most {} per task", o.max_trials_per_task)
+                   : std::string());
   } else {
     fmt::print(stderr, "lathe tune: {} on {}, {} trials\n", w->canonical, o.target, t.trials);
   }

@@ -25,6 +25,7 @@ struct TuneCliOptions {
   std::string scheduler = "gradient";  // --scheduler (several tasks)
   std::string target = "cpu";          // --target
   int trials = 300;                    // --trials N
+  int max_trials_per_task = 0;         // --max-trials-per-task N (several tasks; 0: no cap)
   int batch = 64;                      // --batch N
   std::string db_path;                 // --db; empty: DefaultDbPath()
   std::string tuner;                   // --tuner HOST:PORT: submit to lathed (tools/cli_remote.h)

@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
   t->add_option("--target", tune.target, "cpu (default)");
   t->add_option("--trials", tune.trials,
                 "candidates to measure in this run, over all tasks (default 300)");
+  t->add_option("--max-trials-per-task", tune.max_trials_per_task,
+                "with several tasks (--model, --tasks, repeated --workload): the most trials "
+                "one task may take; the scheduler spreads the rest (default 0: no cap)");
   t->add_option("--db", tune.db_path,
                 "tuning database (default: $LATHE_DB or "
                 "~/.local/share/lathe/tuning.db)");

@@ -100,6 +100,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     t.workload = workloads[i];
     t.space = std::move(*space);
     t.weight = specs[i].weight;
+    t.cap = std::max(0, options.max_trials_per_task);
     tasks.push_back(std::move(t));
   }
 

@@ -74,8 +74,11 @@ struct TuneOptions {
   std::vector<TuneTask> tasks;
   std::string scheduler = "gradient";  // or "round-robin" (tasks only)
   int trials = 300;                    // candidates to measure in this run
-  int batch = 64;                      // candidates per round
-  std::string db_path;                 // created (with its directory) when missing; required
+  // With tasks: the most trials one task may take in this run (0: only `trials` limits it),
+  // e.g. a model's tuning held to N trials per workload while the scheduler spreads the rest.
+  int max_trials_per_task = 0;
+  int batch = 64;       // candidates per round
+  std::string db_path;  // created (with its directory) when missing; required
   // "cpu" (this machine's CPU), or a GPU of this machine: "cuda", "cuda:N", "cuda:sm_XX"
   // (measured on the GPU that tuner::GpuOrdinalForTarget picks).
   std::string target = "cpu";

@@ -207,6 +207,32 @@ TEST_F(TuneTasksTest, CliTasksFileAndRepeatedWorkloadsPrintTasksAndObjective) {
   EXPECT_NE(r.out.find(ir::MakeWorkload(kC)->canonical), std::string::npos) << r.out;
 }
 
+// --max-trials-per-task holds every task to its cap; when every task is at its cap the run
+// ends below --trials. A negative cap is a usage error (exit 2) that writes nothing.
+TEST_F(TuneTasksTest, CliCapsTheTrialsOfEachTask) {
+  CliRun r = Lathe(std::string("tune --workload ") + kA + " --workload " + kB +
+                       " --trials 40 --max-trials-per-task 8 --batch 8 --min-repeat-ms 2 "
+                       "--remeasure-top 0 --json --db " +
+                       db_path_,
+                   /*with_stderr=*/false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_TRUE(j.contains("tasks") && j["tasks"].is_array());
+  ASSERT_EQ(j["tasks"].size(), 2u);
+  for (const nlohmann::json& t : j["tasks"]) EXPECT_EQ(t.value("trials", -1), 8) << t.dump();
+  EXPECT_EQ(j.value("trials", -1), 16);
+  for (const auto& [key, n] : RecordsByWorkload()) EXPECT_EQ(n, 8) << key;
+
+  const std::string fresh = dir_ + "/fresh.db";
+  r = Lathe(std::string("tune --workload ") + kA + " --workload " + kB +
+                " --trials 8 --max-trials-per-task -1 --db " + fresh,
+            /*with_stderr=*/true);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--max-trials-per-task -1"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+}
+
 TEST_F(TuneTasksTest, CliBadTasksFilesExitTwoNamingTheLineAndWriteNothing) {
   struct Case {
     std::string text;
