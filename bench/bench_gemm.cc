@@ -7,8 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "baselines/conv_baselines.h"
@@ -54,17 +52,9 @@ int main(int argc, char** argv) {
       return Usage();
     }
   }
-  std::ifstream in(trace_file);
-  if (!in) {
-    std::fprintf(stderr, "bench_gemm: cannot read %s\n", trace_file.c_str());
-    return 1;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto trace = traceio::TraceFromJson(ss.str());
+  auto trace = traceio::ReadTraceFile(trace_file);
   if (!trace.ok()) {
-    std::fprintf(stderr, "bench_gemm: %s: %s\n", trace_file.c_str(),
-                 std::string(trace.status().message()).c_str());
+    std::fprintf(stderr, "bench_gemm: %s\n", std::string(trace.status().message()).c_str());
     return 1;
   }
   auto w = ir::MakeWorkload(trace->workload);

@@ -22,11 +22,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -114,18 +112,15 @@ int Main(int argc, char** argv) {
   };
   std::vector<Job> jobs;
   for (const std::string& file : trace_files) {
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    absl::StatusOr<ir::Trace> trace = traceio::TraceFromJson(text.str());
+    std::string json;
+    absl::StatusOr<ir::Trace> trace = traceio::ReadTraceFile(file, &json);
     absl::StatusOr<ir::Workload> w = trace.ok() ? ir::MakeWorkload(trace->workload)
                                                 : absl::StatusOr<ir::Workload>(trace.status());
-    if (!in || !w.ok()) {
-      std::fprintf(stderr, "%s: %s\n", file.c_str(),
-                   !in ? "cannot read" : w.status().ToString().c_str());
+    if (!w.ok()) {
+      std::fprintf(stderr, "bench_built_kernel: %s\n", std::string(w.status().message()).c_str());
       return 2;
     }
-    jobs.push_back({file, text.str(), *std::move(w)});
+    jobs.push_back({file, std::move(json), *std::move(w)});
   }
   std::unique_ptr<db::Database> database;
   if (!db_path.empty()) {

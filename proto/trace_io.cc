@@ -2,6 +2,8 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -82,6 +84,19 @@ ir::ProgramId ProgramIdOfTraceJson(const std::string& trace_json) {
   absl::StatusOr<ir::Trace> t = TraceFromJson(trace_json);
   if (t.ok()) return ir::ProgramIdOf(*t);
   return ir::ProgramIdOfUnreadableTrace(trace_json);
+}
+
+absl::StatusOr<ir::Trace> ReadTraceFile(const std::string& path, std::string* json) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot read trace file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<ir::Trace> trace = TraceFromJson(text.str());
+  if (!trace.ok()) {
+    return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
+  }
+  if (json != nullptr) *json = text.str();
+  return trace;
 }
 
 }  // namespace lathe::traceio

@@ -24,6 +24,10 @@ absl::StatusOr<ir::Trace> TraceFromProto(const lathe::v1::Trace& msg);
 // JSON, unknown fields, and versions newer than ir::kTraceVersion with InvalidArgument.
 std::string TraceToJson(const ir::Trace& trace, bool pretty = false);
 absl::StatusOr<ir::Trace> TraceFromJson(const std::string& json);
+// A trace file (its JSON form), as `lathe build --trace` reads it: NotFound "cannot read trace
+// file PATH" when it cannot be opened, TraceFromJson's error prefixed with "PATH: " otherwise.
+// `json`, when given, receives the file's text.
+absl::StatusOr<ir::Trace> ReadTraceFile(const std::string& path, std::string* json = nullptr);
 
 // The program of a stored trace (JSON); for text that is not a readable trace, the hash of
 // the text itself (ir::ProgramIdOfUnreadableTrace), so that it still identifies what was stored.

@@ -3,7 +3,6 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "codegen/cpu_kernel.h"
 #include "codegen/host.h"
@@ -88,12 +87,8 @@ int RunBuild(const BuildOptions& o) {
   ir::Trace trace;
   trace.workload = w->canonical;
   if (!o.trace_file.empty()) {
-    std::ifstream in(o.trace_file);
-    if (!in) return Fail(1, "cannot read trace file " + o.trace_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto t = traceio::TraceFromJson(ss.str());
-    if (!t.ok()) return Fail(1, o.trace_file + ": " + std::string(t.status().message()));
+    auto t = traceio::ReadTraceFile(o.trace_file);
+    if (!t.ok()) return Fail(1, std::string(t.status().message()));
     trace = *t;
   } else if (o.schedule.empty()) {
     std::string path = o.db_path.empty() ? DefaultDbPath() : o.db_path;

@@ -1,9 +1,7 @@
 #include "tools/cli_verify.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <vector>
 
 #include "fmt/format.h"
@@ -84,12 +82,8 @@ int RunVerify(const VerifyCliOptions& o) {
 
   std::vector<Named> schedules;
   if (!o.trace_file.empty()) {
-    std::ifstream in(o.trace_file);
-    if (!in) return Fail(kCmd, "cannot read trace file " + o.trace_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto t = traceio::TraceFromJson(ss.str());
-    if (!t.ok()) return Fail(kCmd, o.trace_file + ": " + std::string(t.status().message()));
+    auto t = traceio::ReadTraceFile(o.trace_file);
+    if (!t.ok()) return Fail(kCmd, std::string(t.status().message()));
     auto sch = ir::ApplyTrace(*w, *t);
     if (!sch.ok()) {
       return Fail(kCmd,

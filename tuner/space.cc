@@ -1,17 +1,15 @@
 #include "tuner/space.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdlib>
-#include <map>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "codegen/host.h"
 #include "ir/functor.h"
 #include "ir/ops.h"
+#include "tuner/cpu_space.h"
 #include "tuner/decisions.h"
 
 namespace lathe::tuner {
@@ -20,12 +18,6 @@ namespace {
 
 using ir::Schedule;
 using ir::Stage;
-
-// One decision: its name (for logs) and the values it may take.
-struct Slot {
-  std::string name;
-  std::vector<int64_t> choices;
-};
 
 // Candidate tile sizes for a loop of extent `e`: small values, multiples of the vector width,
 // and the extent itself when small; capped so that register tiles stay plausible.
@@ -50,11 +42,6 @@ std::vector<int64_t> TileChoices(int64_t e, int lanes, int64_t cap, bool inner) 
   return out;
 }
 
-// The most bytes a chunked convolution's output tile may take (ApplyTiles): it is read and
-// written once per chunk of the reduction and should stay in the L1 cache (32-48 KiB on
-// current x86 cores).
-constexpr int64_t kMaxChunkedTileBytes = 32 * 1024;
-
 // A stage's root loops: the spatial ones (one per axis), then the reduce ones.
 std::pair<std::vector<std::string>, std::vector<std::string>> RootLoopsOf(const Stage& st) {
   const auto mid = st.root_loops.begin() + static_cast<std::ptrdiff_t>(st.tensor->axes.size());
@@ -74,130 +61,9 @@ bool IteratesOver(const Stage& st, const std::string& loop, const std::string& a
   return false;
 }
 
-// The structure of a workload that the sketch rules found.
-struct Analysis {
-  std::vector<std::string> inline_stages;  // injective, not the output
-  std::vector<std::string> pad_stages;     // paddings: inlined, or computed once at root
-  std::string out;                         // the output stage (tiled, parallel)
-  std::string acc;                         // its accumulator: a reduction computed at the tile
-  bool cache_write = false;                // acc is created by cache_write(out, local)
-  std::vector<std::string> side;           // other stages, consumers first (compute_at or root)
-  std::vector<std::string> pack;           // inputs of acc worth packing
-  // Per packed input: its innermost index moves with the output's innermost axis (B of a
-  // matmul), so a tile walking along that axis reads a panel worth packing.
-  std::vector<bool> pack_walks_inner;
-  // A non-innermost output axis that the accumulator can be vectorized over instead (the
-  // output channels of an NCHW convolution): -1 when there is none. Only one packed input
-  // reads it, as the plain index of its dimension `chan_dim`; nothing else depends on it.
-  int chan_axis = -1;
-  int chan_pack = -1;  // index into `pack`
-  int chan_dim = -1;
-  // A convolution in a blocked layout (nchw{x}c): its innermost output axis is the block of
-  // output channels, already the vector axis; the register tile is output columns (and a few
-  // rows or channel blocks) x that vector.
-  bool blocked_conv = false;
-};
+}  // namespace
 
-class CpuSpace : public SearchSpace {
- public:
-  CpuSpace(ir::Workload w, CpuTarget t)
-      : workload_(std::make_shared<const ir::Workload>(std::move(w))), target_(t) {}
-
-  absl::Status Init();
-  const ir::Workload& workload() const override { return *workload_; }
-  int num_sketches() const override { return 1; }
-  absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
-  absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
-  using SearchSpace::Mutate;
-  absl::StatusOr<Candidate> Mutate(const Candidate& c, std::mt19937_64& rng,
-                                   const KnownCandidates* known) const override;
-  absl::StatusOr<Candidate> FromTrace(const ir::Trace& trace) const override;
-  std::vector<Candidate> Heuristic(int max) const override;
-  absl::StatusOr<Candidate> FromDecisions(int sketch,
-                                          const std::vector<int64_t>& decisions) const override {
-    if (sketch < 0 || sketch >= num_sketches()) {
-      return absl::InvalidArgumentError(absl::StrCat("no sketch ", sketch, " in this space"));
-    }
-    Candidate c;
-    c.sketch = sketch;
-    c.decisions = decisions;
-    if (c.decisions.size() < slots_.size()) c.decisions.resize(slots_.size(), 0);  // see FromTrace
-    return Finish(std::move(c));
-  }
-
- private:
-  int AddSlot(std::string name, std::vector<int64_t> choices) {
-    slots_.push_back({std::move(name), std::move(choices)});
-    return static_cast<int>(slots_.size()) - 1;
-  }
-  absl::StatusOr<Candidate> Finish(Candidate c) const {
-    Canonicalize(c.decisions);
-    auto s = Apply(c);
-    if (!s.ok()) return s.status();
-    c.trace = s->trace();
-    c.schedule = std::make_shared<const Schedule>(std::move(*s));
-    c.trace.sketch = c.sketch;
-    c.trace.decisions = c.decisions;
-    return c;
-  }
-
-  std::shared_ptr<const ir::Workload> workload_;  // shared by every replayed schedule
-  CpuTarget target_;
-  Analysis an_;
-  std::vector<Slot> slots_;
-  // The choice of `slot` nearest to `want` (the smaller one on a tie).
-  int64_t Nearest(int slot, int64_t want) const {
-    const auto& ch = slots_[slot].choices;
-    int64_t best = ch.front();
-    for (int64_t c : ch) {
-      if (std::llabs(c - want) < std::llabs(best - want)) best = c;
-    }
-    return best;
-  }
-
-  // Slot indices.
-  std::vector<std::string> out_axes_;
-  std::vector<int> tile_slot_;  // per output axis
-  int parallel_slot_ = -1;      // how many outer loops to fuse into the parallel loop
-  int swap_slot_ = -1;          // swap the two innermost outer loops
-  int vec_slot_ = -1;           // vectorize the innermost tile loops
-  int unroll_slot_ = -1;        // unroll the accumulator's outer spatial tile loops
-  int unroll_k_slot_ = -1;      // unroll factor of the innermost reduce loop
-  std::vector<int> pack_slot_;  // per packed input: 0 = no, else outer loop depth + 1
-  std::vector<int> side_slot_;  // per side stage: 0 = root, 1 = at the first outer loop
-  std::vector<int> pad_slot_;   // per padding: 0 = inline, 1 = root
-  // Per side stage: 0, or the factor of an rfactor of its reduce axis (vector partial sums),
-  // offered where the spatial extent is small; -1 where not offered. These slots come last
-  // so that traces from before they existed still map to decisions (FromTrace pads with 0).
-  std::vector<int> rfactor_slot_;
-  // 1: vectorize the accumulator over Analysis::chan_axis (ApplyChannelsInner); -1 when the
-  // workload has no such axis.
-  int chan_slot_ = -1;
-  // Dense blocked convolutions: 0, or how many input-channel blocks one chunk of the reduction
-  // covers when the accumulator tile is an L1-resident block of whole output rows (see
-  // ApplyTiles); -1 where not offered.
-  int chunk_slot_ = -1;
-  // Decisions as Apply reads them: slots that a chunked candidate does not read are set to
-  // their first choice, so that one program has one decision vector.
-  void Canonicalize(std::vector<int64_t>& d) const;
-
-  void FindChannelAxis(const Stage& acc_def);
-  // The output and its accumulator when the accumulator is vectorized over the channel axis:
-  // the accumulator and the packed input that reads the channels are stored with the channels
-  // innermost (Schedule::StorageOrder), the output is tiled with a channel tile of whole
-  // vectors, and the accumulator tile keeps (channel vectors x rows x columns) registers.
-  // Returns the outermost (parallel) loop of the output.
-  absl::StatusOr<std::string> ApplyChannelsInner(Schedule& s, const Candidate& c) const;
-  // The output and its accumulator otherwise: tiles with the innermost output axis as the
-  // vector axis, packed inputs as decided. Returns the outermost (parallel) loop.
-  absl::StatusOr<std::string> ApplyTiles(Schedule& s, const Candidate& c) const;
-  // ApplyTiles' accumulator of a chunked candidate (computed at the output tile already):
-  // chunk loop outermost, then the tile's rows and register tiles, the chunk's reduction, and
-  // the register tile (channel blocks x columns x the vector) unrolled innermost.
-  absl::Status ApplyChunkedAccumulator(Schedule& s, const Candidate& c,
-                                       const std::vector<std::string>& spatial,
-                                       const std::vector<std::string>& reduce) const;
-};
+namespace internal {
 
 absl::Status CpuSpace::Init() {
   Schedule sch(workload_);
@@ -256,6 +122,7 @@ absl::Status CpuSpace::Init() {
   if (workload_->spec.op == "conv2d") {
     absl::StatusOr<ir::Conv2dParams> p = ir::GetConv2dParams(workload_->spec);
     an_.blocked_conv = p.ok() && p->blocked();
+    an_.dense_blocked_conv = an_.blocked_conv && p->groups == 1;
   }
   // A blocked convolution's channels are innermost already: no channel-vector alternative.
   if (acc_def && acc_def->tensor->axes.size() >= 3 && !an_.blocked_conv) {
@@ -302,11 +169,10 @@ absl::Status CpuSpace::Init() {
   if (an_.chan_axis >= 0) chan_slot_ = AddSlot("vectorize." + out_axes_[an_.chan_axis], {0, 1});
   // A dense blocked convolution can chunk its input-channel blocks (the first reduce loop):
   // chunk sizes that divide them, below the whole.
-  if (an_.blocked_conv && out_axes_.size() == 5 && !an_.acc.empty()) {
-    absl::StatusOr<ir::Conv2dParams> p = ir::GetConv2dParams(workload_->spec);
+  if (an_.dense_blocked_conv && out_axes_.size() == 5 && !an_.acc.empty()) {
     const Stage* as = an_.cache_write ? out : sch.FindStage(an_.acc);
     const std::vector<std::string> reduce = RootLoopsOf(*as).second;
-    if (p.ok() && !p->depthwise() && p->groups == 1 && reduce.size() == 4) {
+    if (reduce.size() == 4) {
       const int64_t blocks = as->loops.at(reduce[0]).extent;
       std::vector<int64_t> chunks = {0};
       for (int64_t b : {1, 2, 4, 8}) {
@@ -318,9 +184,16 @@ absl::Status CpuSpace::Init() {
   return absl::OkStatus();
 }
 
-void CpuSpace::Canonicalize(std::vector<int64_t>& d) const {
-  if (chunk_slot_ < 0 || chunk_slot_ >= static_cast<int>(d.size()) || d[chunk_slot_] == 0) return;
-  for (int slot : {swap_slot_, vec_slot_, unroll_slot_}) d[slot] = slots_[slot].choices.front();
+bool CpuSpace::Canonicalize(std::vector<int64_t>& d) const {
+  if (chunk_slot_ < 0 || chunk_slot_ >= static_cast<int>(d.size()) || d[chunk_slot_] == 0) {
+    return false;
+  }
+  bool reset = false;
+  for (int slot : {swap_slot_, vec_slot_, unroll_slot_}) {
+    reset |= d[slot] != slots_[slot].choices.front();
+    d[slot] = slots_[slot].choices.front();
+  }
+  return reset;
 }
 
 absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
@@ -432,10 +305,8 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
   const int64_t chunk = chunk_slot_ >= 0 ? d(chunk_slot_) : 0;
   const std::vector<int64_t>& shape = workload_->output()->shape;
   if (chunk > 0) {
-    const int64_t vectors = (shape[4] + target_.vector_lanes - 1) / target_.vector_lanes;
-    const int64_t regs = d(tile_slot_[1]) * d(tile_slot_[3]) * vectors;
-    const int64_t bytes = d(tile_slot_[0]) * d(tile_slot_[1]) * d(tile_slot_[2]) * shape[3] *
-                          shape[4] * static_cast<int64_t>(sizeof(float));
+    const int64_t regs = d(tile_slot_[1]) * d(tile_slot_[3]) * VectorsFor(shape[4]);
+    const int64_t bytes = ChunkedTileBytes(d(tile_slot_[0]), d(tile_slot_[1]), d(tile_slot_[2]));
     if (regs > std::max(1, target_.vector_registers - 4) || bytes > kMaxChunkedTileBytes ||
         d(tile_slot_[4]) != shape[4]) {
       return absl::InvalidArgumentError(
@@ -497,8 +368,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
       // Past a few times the register file it only spills and slows the JIT down.
       // Rows are unrolled only around a vector loop: unrolled copies of scalar loops only bloat.
       bool unroll_rows = d(unroll_slot_) != 0 && vec;
-      int64_t body =
-          uk * (vec ? (d(tile_slot_[n - 1]) + target_.vector_lanes - 1) / target_.vector_lanes : 1);
+      int64_t body = uk * (vec ? VectorsFor(d(tile_slot_[n - 1])) : 1);
       if (unroll_rows) {
         for (size_t i = 0; i + 1 < n; ++i) {
           if (d(tile_slot_[i]) <= 16) body *= d(tile_slot_[i]);
@@ -726,264 +596,15 @@ absl::StatusOr<Candidate> CpuSpace::Mutate(const Candidate& base, std::mt19937_6
       c.decisions[i] = ch[np];
       changed = true;
     }
-    if (!changed) continue;
+    // Decisions as Apply reads them, before looking them up: a change to a slot the candidate
+    // does not read (Canonicalize) is no change at all.
+    if (!changed || (Canonicalize(c.decisions) && c.decisions == base.decisions)) continue;
     if (const Candidate* k = known ? known->Find(c.decisions) : nullptr) return *k;
     auto f = Finish(std::move(c));
     if (f.ok()) return f;
     last = f.status();
   }
   return last;
-}
-
-std::vector<Candidate> CpuSpace::Heuristic(int max) const {
-  std::vector<Candidate> out;
-  if (max <= 0) return out;
-  const std::vector<int64_t>& shape = workload_->output()->shape;
-  const size_t n = out_axes_.size();
-  const int lanes = target_.vector_lanes;
-  // Accumulators a register tile may hold: the file less a broadcast and a row of inputs.
-  const int acc_regs = std::max(1, target_.vector_registers - 4);
-  struct Shape {
-    int64_t cols, rows, third, unroll_k;
-    bool pack;
-  };
-  // Wide rows first (two registers per row, as many rows as fit), then narrower variants.
-  const int64_t c2 = 2 * lanes, c3 = 3 * lanes;
-  std::vector<Shape> shapes = {
-      {c2, acc_regs / 2, 1, 2, true},  {c3, acc_regs / 3, 1, 2, true},
-      {c2, acc_regs / 2, 1, 4, true},  {c2, acc_regs / 4, 2, 2, true},
-      {c2, acc_regs / 2, 1, 2, false}, {lanes, acc_regs / 2, 2, 2, true},
-      {c3, acc_regs / 3, 1, 4, false}, {2 * c2, acc_regs / 4, 1, 2, true},
-  };
-  if (n >= 3) {
-    // Outputs with a channel axis before the rows (convolutions): the channels as the tile's
-    // rows (one broadcast weight per channel), or a few of each.
-    shapes.insert(shapes.begin() + 1, {c2, 1, acc_regs / 2, 2, true});
-    shapes.insert(shapes.begin() + 3, {lanes, acc_regs / 4, 2, 4, true});
-    // First: one vector of columns, two rows, the rest of the file in channels, the kernel's
-    // columns unrolled (the best of every 300-trial tuning of conv 3x3/128/28x28 here: each
-    // input vector serves every channel, each broadcast weight both rows).
-    shapes.insert(shapes.begin(), {lanes, 2, acc_regs / 2, 4, false});
-  }
-  std::set<std::vector<int64_t>> seen;
-  // Every decision at its first choice, paddings computed once at root.
-  auto defaults = [&] {
-    std::vector<int64_t> d(slots_.size(), 0);
-    for (size_t i = 0; i < slots_.size(); ++i) d[i] = slots_[i].choices.front();
-    for (int slot : pad_slot_) d[slot] = Nearest(slot, 1);
-    // Long row reductions as vector partial results (softmax 1536x128 on AVX2: 1.04 ms
-    // without, 0.35 ms tuned with; layer_norm 128x768: 163 -> 73 us).
-    for (int slot : rfactor_slot_) {
-      if (slot >= 0) d[slot] = Nearest(slot, lanes);
-    }
-    return d;
-  };
-  auto emit = [&](std::vector<int64_t> d) {
-    if (!seen.insert(d).second) return;
-    Candidate c;
-    c.sketch = 0;
-    c.decisions = std::move(d);
-    auto f = Finish(std::move(c));
-    if (f.ok()) out.push_back(std::move(*f));
-  };
-  // Blocked convolutions: the output channel block is the vector; (channel blocks, rows,
-  // columns) of accumulators fill the register file (less a weight vector or two and a
-  // broadcast), columns first: each broadcast input pixel serves every channel block, each
-  // weight vector every pixel of the tile. Parallel over the outer loops; weights already
-  // blocked, nothing packed; the kernel's channel lanes unrolled by 4.
-  if (an_.blocked_conv && n == 5) {
-    const int64_t ow = shape[3];
-    // (channel blocks, rows, columns), the columns the most that fit (divisors of ow first).
-    const int64_t acc = acc_regs;
-    auto cols_for = [&](int64_t per_col) {
-      int64_t best = 1;
-      for (int64_t c = 1; c * per_col <= acc && c <= ow; ++c) {
-        if (ow % c == 0) best = c;
-      }
-      // A divisor under half the file wastes it: take the most columns that fit instead.
-      if (best * per_col * 2 <= acc) best = std::min<int64_t>(ow, acc / per_col);
-      return best;
-    };
-    // Half the file in one row of columns first: a full file of accumulators leaves LLVM too
-    // few registers for the weights and broadcasts (a 1 x 28 tile measured 2x slower than
-    // 1 x 14 or 2 x 14 on AVX-512).
-    const int64_t first = target_.vector_registers >= 32 ? 2 : 1;
-    std::vector<std::array<int64_t, 3>> blocked_shapes = {{1, 1, cols_for(first)},
-                                                          {1, 2, cols_for(2)},
-                                                          {2, 1, cols_for(2)},
-                                                          {1, 2, cols_for(4)},
-                                                          {2, 2, cols_for(4)}};
-    absl::StatusOr<ir::Conv2dParams> params = ir::GetConv2dParams(workload_->spec);
-    // AVX2 (16 registers), a dense conv whose block is one vector: two channel blocks first
-    // (2 x 2 x 2, then 1 x 2 x 6, 2 x 1 x 4), the weights packed per parallel tile (cache_read
-    // at the tile: the blocked weights' layout walks them with a stride of a whole kernel) and
-    // the channel lanes unrolled by 2. With one block every broadcast input feeds a single FMA.
-    // On Zen 3 (AVX2, 2 threads, bench_rules --blocked) packing took the first rule of conv
-    // 3x3/64/56x56 from 3203 to 1703-2082 us and of 3x3/128/28x28 from 3397 to 1862-2011 us
-    // (oneDNN jit:avx2 1611-2217 us); 300-trial tunings there picked 1 x 2 x 5-6, packed, unroll 2.
-    int64_t unroll_k = 4;
-    int64_t pack = 0;
-    if (target_.vector_registers < 32 && params.ok() && !params->depthwise() && shape[4] == lanes) {
-      const int64_t half = std::max<int64_t>(1, std::min<int64_t>(ow, acc / 2));
-      blocked_shapes = {{2, 2, cols_for(4)},
-                        {1, 2, half},
-                        {2, 1, cols_for(2)},
-                        {1, 2, std::max<int64_t>(1, half - 1)},
-                        {1, 1, cols_for(first)}};
-      // A whole output row that fits the accumulators (7 x 7 maps): one channel block x the row
-      // first (conv 3x3/512/7x7: 2281 us against 3429 us for 2 x 2 x 3 here).
-      if (ow <= acc) {
-        std::rotate(blocked_shapes.begin(), blocked_shapes.begin() + 4, blocked_shapes.begin() + 5);
-      }
-      unroll_k = 2;
-      // 1x1 kernels walk the blocked weights contiguously already: a copy is pure overhead.
-      pack = params->r * params->s > 1 ? 1 : 0;
-    }
-    // Each shape with the padding computed once at root, then the first one with it inlined
-    // (a depthwise conv reads each input element a few times only: a padded copy of the whole
-    // input can cost as much as the convolution).
-    // Inlined first where each input element is read at most 9 times (a depthwise 3x3, or a
-    // strided 5x5: measured 1.5-2.5x faster so on AVX-512); a depthwise 5x5 at stride 1 and
-    // dense convolutions read each element far more often and keep the copy.
-    bool inline_first = false;
-    if (params.ok()) {
-      inline_first =
-          params->depthwise() && params->r * params->s <= 9 * params->stride_h * params->stride_w;
-    }
-    std::vector<std::pair<const int64_t*, bool>> variants, others;
-    for (const auto& bs : blocked_shapes) {
-      variants.emplace_back(bs.data(), inline_first);
-      if (!pad_slot_.empty()) others.emplace_back(bs.data(), !inline_first);
-    }
-    if (!others.empty()) variants.insert(variants.begin() + 1, others.front());
-    variants.insert(variants.end(), others.begin() + (others.empty() ? 0 : 1), others.end());
-    // Chunked candidates (ApplyTiles): 4 channel blocks x the columns left in the register
-    // file, as many rows as keep the output tile in the L1 cache and leave 8 tiles per core,
-    // two input-channel blocks per chunk, the padding computed once. First where the weights
-    // do not fit an L2 cache (more than 1 MiB): conv 3x3/512/7x7 on Zen 3 (AVX2, 2 threads)
-    // took 1.7-1.8 ms chunked against 2.0-2.1 ms for its best tuned record, conv 3x3/256/
-    // 14x14 1.53-1.57 ms against 1.71-1.98 ms; 3x3/128/28x28 and 3x3/64/56x56, with their
-    // weights in L2, measured the same either way.
-    std::vector<std::vector<int64_t>> chunked;
-    if (chunk_slot_ >= 0 && params.ok()) {
-      const int64_t tk = Nearest(tile_slot_[1], std::min<int64_t>(4, shape[1]));
-      const int64_t vectors = (shape[4] + lanes - 1) / lanes;
-      const int64_t tx = Nearest(tile_slot_[3], std::clamp<int64_t>(acc / (tk * vectors), 1, ow));
-      int64_t ty = 1;
-      for (int64_t r = 1; r <= shape[2]; ++r) {
-        const int64_t tasks = shape[0] * ((shape[1] + tk - 1) / tk) * ((shape[2] + r - 1) / r);
-        if (shape[2] % r == 0 && tk * r * ow * shape[4] * 4 <= kMaxChunkedTileBytes &&
-            tasks >= 8 * target_.cores) {
-          ty = r;
-        }
-      }
-      for (int64_t ch : {2, 1, 4}) {
-        std::vector<int64_t> d = defaults();
-        d[chunk_slot_] = Nearest(chunk_slot_, ch);
-        d[tile_slot_[0]] = Nearest(tile_slot_[0], 1);
-        d[tile_slot_[1]] = tk;
-        d[tile_slot_[2]] = Nearest(tile_slot_[2], ty);
-        d[tile_slot_[3]] = tx;
-        d[tile_slot_[4]] = Nearest(tile_slot_[4], shape[4]);
-        // Parallel over (images, channel tiles, row tiles): the columns are one tile.
-        d[parallel_slot_] = Nearest(parallel_slot_, 3);
-        d[unroll_k_slot_] = Nearest(unroll_k_slot_, 8);
-        for (int slot : pack_slot_) d[slot] = Nearest(slot, 0);
-        chunked.push_back(std::move(d));
-      }
-    }
-    const int64_t weight_bytes =
-        params.ok() ? params->k * params->c / params->groups * params->r * params->s * 4 : 0;
-    const bool chunked_first = weight_bytes > (int64_t{1} << 20);
-    // Otherwise one of them third (measured in the first round), the others last.
-    auto emit_chunked = [&](size_t count) {
-      for (size_t i = 0; i < count && !chunked.empty(); ++i) {
-        if (static_cast<int>(out.size()) < max) emit(std::move(chunked.front()));
-        chunked.erase(chunked.begin());
-      }
-    };
-    if (chunked_first) emit_chunked(chunked.size());
-    for (const auto& [bs, inline_pad] : variants) {
-      if (out.size() == 2) emit_chunked(1);
-      if (static_cast<int>(out.size()) >= max) break;
-      std::vector<int64_t> d = defaults();
-      if (inline_pad) {
-        for (int slot : pad_slot_) d[slot] = Nearest(slot, 0);
-      }
-      d[tile_slot_[0]] = Nearest(tile_slot_[0], 1);
-      d[tile_slot_[1]] = Nearest(tile_slot_[1], bs[0]);
-      d[tile_slot_[2]] = Nearest(tile_slot_[2], bs[1]);
-      d[tile_slot_[3]] = Nearest(tile_slot_[3], bs[2]);
-      d[tile_slot_[4]] = Nearest(tile_slot_[4], shape[4]);
-      std::vector<int64_t> outer(n);
-      for (size_t a = 0; a < n; ++a)
-        outer[a] = (shape[a] + d[tile_slot_[a]] - 1) / d[tile_slot_[a]];
-      int64_t fused = 1;
-      size_t depth = 0;
-      while (depth < n - 1 && fused < 4 * target_.cores) fused *= outer[depth++];
-      d[parallel_slot_] = Nearest(parallel_slot_, static_cast<int64_t>(std::max<size_t>(depth, 1)));
-      d[swap_slot_] = Nearest(swap_slot_, 0);
-      d[vec_slot_] = Nearest(vec_slot_, 1);
-      d[unroll_slot_] = Nearest(unroll_slot_, 1);
-      d[unroll_k_slot_] = Nearest(unroll_k_slot_, unroll_k);
-      for (int slot : pack_slot_) d[slot] = Nearest(slot, pack);
-      emit(std::move(d));
-    }
-    emit_chunked(chunked.size());
-  }
-  // Vectorized over the channels (NCHW convolutions): (channel vectors, rows, columns) of
-  // accumulators, the kernel's columns unrolled, parallel over the channel tiles.
-  if (chan_slot_ >= 0) {
-    const size_t ca = static_cast<size_t>(an_.chan_axis);
-    const int64_t chan_shapes[][3] = {{2, 1, 4}, {4, 1, 2}, {2, 2, 2}, {1, 2, 4}};
-    for (const auto& cs : chan_shapes) {
-      if (static_cast<int>(out.size()) >= max) break;
-      std::vector<int64_t> d = defaults();
-      for (size_t a = 0; a < n; ++a) {
-        int64_t want = 1;
-        if (a == ca) want = cs[0] * lanes;
-        if (a + 1 == n) want = cs[2];
-        if (a + 2 == n && a != ca) want = cs[1];
-        d[tile_slot_[a]] = Nearest(tile_slot_[a], want);
-      }
-      d[parallel_slot_] = Nearest(parallel_slot_, static_cast<int64_t>(ca + 1));
-      d[unroll_slot_] = Nearest(unroll_slot_, 1);
-      d[unroll_k_slot_] = Nearest(unroll_k_slot_, 2);
-      d[chan_slot_] = 1;
-      emit(std::move(d));
-    }
-  }
-  for (const Shape& sh : shapes) {
-    if (static_cast<int>(out.size()) >= max) break;
-    std::vector<int64_t> d = defaults();
-    // Tiles: columns on the innermost axis, rows on the next, `third` on the one before.
-    for (size_t a = 0; a < n; ++a) {
-      int64_t want = 1;
-      if (a + 1 == n) want = std::min(sh.cols, shape[a]);
-      if (a + 2 == n) want = sh.rows;
-      if (a + 3 == n) want = sh.third;
-      d[tile_slot_[a]] = Nearest(tile_slot_[a], want);
-    }
-    // Parallel: the fewest outer loops that give every core several iterations; with two
-    // axes, the column tiles outermost so that a packed panel serves every row tile.
-    const bool swap = n == 2;
-    std::vector<int64_t> outer(n);
-    for (size_t a = 0; a < n; ++a) outer[a] = (shape[a] + d[tile_slot_[a]] - 1) / d[tile_slot_[a]];
-    if (swap) std::swap(outer[n - 1], outer[n - 2]);
-    int64_t fused = 1;
-    size_t depth = 0;
-    while (depth < n && fused < 4 * target_.cores) fused *= outer[depth++];
-    d[parallel_slot_] = Nearest(parallel_slot_, static_cast<int64_t>(std::max<size_t>(depth, 1)));
-    d[swap_slot_] = Nearest(swap_slot_, swap ? 1 : 0);
-    d[vec_slot_] = Nearest(vec_slot_, 1);
-    d[unroll_slot_] = Nearest(unroll_slot_, 1);
-    d[unroll_k_slot_] = Nearest(unroll_k_slot_, sh.unroll_k);
-    for (size_t p = 0; p < pack_slot_.size(); ++p) {
-      d[pack_slot_[p]] = Nearest(pack_slot_[p], sh.pack && an_.pack_walks_inner[p] ? 1 : 0);
-    }
-    emit(std::move(d));
-  }
-  return out;
 }
 
 absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {
@@ -1005,7 +626,7 @@ absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {
   return MatchesTrace(Finish(c), trace.instructions);
 }
 
-}  // namespace
+}  // namespace internal
 
 CpuTarget HostCpuTarget() {
   const codegen::CpuInfo& cpu = codegen::HostCpu();
@@ -1018,7 +639,7 @@ CpuTarget HostCpuTarget() {
 
 absl::StatusOr<std::unique_ptr<SearchSpace>> SearchSpace::Create(const ir::Workload& workload,
                                                                  const CpuTarget& target) {
-  auto s = std::make_unique<CpuSpace>(workload, target);
+  auto s = std::make_unique<internal::CpuSpace>(workload, target);
   if (auto st = s->Init(); !st.ok()) return st;
   return std::unique_ptr<SearchSpace>(std::move(s));
 }

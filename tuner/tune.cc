@@ -46,6 +46,10 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   if (options.batch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("batch ", options.batch, " (need >= 1)"));
   }
+  if (options.max_trials_per_task < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_trials_per_task ", options.max_trials_per_task, " (need >= 0)"));
+  }
   if (options.db_path.empty()) return absl::InvalidArgumentError("empty database path");
   if (absl::StatusOr<std::unique_ptr<TaskScheduler>> s = MakeTaskScheduler(options.scheduler);
       !s.ok()) {
@@ -100,7 +104,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     t.workload = workloads[i];
     t.space = std::move(*space);
     t.weight = specs[i].weight;
-    t.cap = std::max(0, options.max_trials_per_task);
+    t.cap = options.max_trials_per_task;
     tasks.push_back(std::move(t));
   }
 

@@ -109,6 +109,21 @@ TEST(SpaceHeuristicTest, ConvGetsTheChannelVectorKernelFirst) {
   EXPECT_TRUE(x_vector_kernel);
 }
 
+// The search space of `spec` on `target`; null, and a test failure, when either is invalid.
+std::unique_ptr<SearchSpace> SpaceOf(const std::string& spec, const CpuTarget& target) {
+  auto w = ir::MakeWorkload(spec);
+  if (!w.ok()) {
+    ADD_FAILURE() << spec << ": " << w.status();
+    return nullptr;
+  }
+  auto space = SearchSpace::Create(*w, target);
+  if (!space.ok()) {
+    ADD_FAILURE() << spec << ": " << space.status();
+    return nullptr;
+  }
+  return *std::move(space);
+}
+
 // The rule-picked candidates (what a tuning run measures first and what a model is built with
 // before any tuning) build and agree with the reference for an AVX2 and an AVX-512 target
 // description alike, on the kinds of convolution models bring (plain and blocked layouts,
@@ -127,12 +142,10 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
       "matmul:m=33,n=70,k=19,epilogue=bias"};
   for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
     for (const std::string& spec : specs) {
-      auto w = ir::MakeWorkload(spec);
-      ASSERT_TRUE(w.ok()) << spec << ": " << w.status();
-      auto space = SearchSpace::Create(*w, target);
-      ASSERT_TRUE(space.ok()) << spec << ": " << space.status();
-      std::vector<Candidate> rules = (*space)->Heuristic(6);
-      if (w->spec.op != "pool2d") EXPECT_FALSE(rules.empty()) << spec;
+      std::unique_ptr<SearchSpace> space = SpaceOf(spec, target);
+      ASSERT_NE(space, nullptr);
+      std::vector<Candidate> rules = space->Heuristic(6);
+      if (space->workload().spec.op != "pool2d") EXPECT_FALSE(rules.empty()) << spec;
       for (const Candidate& c : rules) {
         absl::Status st = testing::BuildAndCheck(*c.schedule);
         EXPECT_TRUE(st.ok()) << spec << " (" << target.vector_lanes << " lanes): " << st << "\n"
@@ -142,18 +155,25 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
   }
 }
 
+// The trace texts of the (at most `max`) rule-picked candidates of `spec` on `target`; none,
+// and a test failure, when the spec or its space is invalid.
+std::vector<std::string> RuleTexts(const std::string& spec, const CpuTarget& target, int max) {
+  std::unique_ptr<SearchSpace> space = SpaceOf(spec, target);
+  std::vector<std::string> out;
+  if (space == nullptr) return out;
+  for (const Candidate& c : space->Heuristic(max)) out.push_back(ir::TraceToText(c.trace));
+  return out;
+}
+
 // A blocked convolution's channels are innermost already: its rule-picked candidates vectorize
 // the output channel block, hold a row of output columns in registers (half the register file
 // on AVX-512: 14 of 28 columns), pack nothing and permute nothing. A depthwise 3x3 reads each
 // input element a few times only: its padding is inlined first.
 TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
-  auto w = ir::MakeWorkload("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1,layout=nchw16c");
-  ASSERT_TRUE(w.ok()) << w.status();
-  auto space = SearchSpace::Create(*w, Avx512TwoCores());
-  ASSERT_TRUE(space.ok()) << space.status();
-  std::vector<Candidate> rules = (*space)->Heuristic(4);
+  const std::string conv16 = "conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1,layout=nchw16c";
+  std::vector<std::string> rules = RuleTexts(conv16, Avx512TwoCores(), 4);
   ASSERT_FALSE(rules.empty());
-  std::string text = ir::TraceToText(rules[0].trace);
+  std::string text = rules[0];
   EXPECT_NE(text.find("split(Y, [x], {14})"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y, [kv], {16})"), std::string::npos) << text;
   EXPECT_NE(text.find("vectorize(Y.local, [kv])"), std::string::npos) << text;
@@ -161,24 +181,19 @@ TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
   EXPECT_EQ(text.find("cache_read"), std::string::npos) << text;
   EXPECT_EQ(text.find("compute_inline(pad)"), std::string::npos) << text;
   // AVX2: a full row of accumulators (12 of 16 registers): 7 columns of 28.
-  auto avx2 = SearchSpace::Create(*w, Avx2TwoCores());
-  ASSERT_TRUE(avx2.ok());
-  std::vector<Candidate> avx2_rules = (*avx2)->Heuristic(1);
+  std::vector<std::string> avx2_rules = RuleTexts(conv16, Avx2TwoCores(), 1);
   ASSERT_EQ(avx2_rules.size(), 1u);
-  text = ir::TraceToText(avx2_rules[0].trace);
+  text = avx2_rules[0];
   EXPECT_NE(text.find("split(Y, [x], {7})"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y, [kv], {16})"), std::string::npos) << text;  // two ymm vectors
 
   // AVX2 with a block of one vector (nchw8c): two channel blocks first, 2 rows x 2 columns
   // (one broadcast input per two FMAs), the weights packed per parallel tile and the kernel's
   // channel lanes unrolled by 2 (what 300-trial tunings on Zen 3 picked).
-  auto w8 = ir::MakeWorkload("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1,layout=nchw8c");
-  ASSERT_TRUE(w8.ok()) << w8.status();
-  auto avx2_8 = SearchSpace::Create(*w8, Avx2TwoCores());
-  ASSERT_TRUE(avx2_8.ok());
-  std::vector<Candidate> rules8 = (*avx2_8)->Heuristic(2);
+  std::vector<std::string> rules8 =
+      RuleTexts("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1,layout=nchw8c", Avx2TwoCores(), 2);
   ASSERT_EQ(rules8.size(), 2u);
-  text = ir::TraceToText(rules8[0].trace);
+  text = rules8[0];
   EXPECT_NE(text.find("split(Y, [k], {2})"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y, [y], {2})"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y, [x], {2})"), std::string::npos) << text;
@@ -187,25 +202,18 @@ TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
   EXPECT_NE(text.find("split(Y.local, [rv], {2})"), std::string::npos) << text;
   // A 1x1 kernel walks the blocked weights contiguously: no copy (first rule of conv
   // 1x1/256/14x14 on Zen 3: 252-259 us packed, 165-204 us not).
-  auto w1 = ir::MakeWorkload("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw8c");
-  ASSERT_TRUE(w1.ok()) << w1.status();
-  auto avx2_1 = SearchSpace::Create(*w1, Avx2TwoCores());
-  ASSERT_TRUE(avx2_1.ok());
-  std::vector<Candidate> rules1 = (*avx2_1)->Heuristic(1);
+  std::vector<std::string> rules1 =
+      RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
   ASSERT_EQ(rules1.size(), 1u);
-  text = ir::TraceToText(rules1[0].trace);
+  text = rules1[0];
   EXPECT_EQ(text.find("cache_read(W"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y.local, [rv], {2})"), std::string::npos) << text;
 
-  auto dw =
-      ir::MakeWorkload("conv2d:n=1,c=32,h=56,w=56,k=32,r=3,s=3,pad=1,groups=32,layout=nchw16c");
-  ASSERT_TRUE(dw.ok()) << dw.status();
-  auto dspace = SearchSpace::Create(*dw, Avx512TwoCores());
-  ASSERT_TRUE(dspace.ok()) << dspace.status();
-  rules = (*dspace)->Heuristic(2);
+  rules = RuleTexts("conv2d:n=1,c=32,h=56,w=56,k=32,r=3,s=3,pad=1,groups=32,layout=nchw16c",
+                    Avx512TwoCores(), 2);
   ASSERT_EQ(rules.size(), 2u);
-  EXPECT_NE(ir::TraceToText(rules[0].trace).find("compute_inline(pad)"), std::string::npos);
-  EXPECT_EQ(ir::TraceToText(rules[1].trace).find("compute_inline(pad)"), std::string::npos);
+  EXPECT_NE(rules[0].find("compute_inline(pad)"), std::string::npos);
+  EXPECT_EQ(rules[1].find("compute_inline(pad)"), std::string::npos);
 }
 
 // A mutation that lands on decisions the caller already holds copies that candidate: the
@@ -405,14 +413,12 @@ TEST(SpaceChunkTest, ChunkedCandidatesAreCorrectKernels) {
       "conv2d:n=1,c=64,h=5,w=6,k=48,r=1,s=1,layout=nchw16c,kblock=16"};
   for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
     for (const std::string& spec : specs) {
-      auto w = ir::MakeWorkload(spec);
-      ASSERT_TRUE(w.ok()) << spec << ": " << w.status();
-      auto space = SearchSpace::Create(*w, target);
-      ASSERT_TRUE(space.ok()) << spec << ": " << space.status();
+      std::unique_ptr<SearchSpace> space = SpaceOf(spec, target);
+      ASSERT_NE(space, nullptr);
       std::mt19937_64 rng(17);
       int chunked = 0;
       for (int i = 0; i < 200 && chunked < 4; ++i) {
-        auto c = (*space)->Sample(rng);
+        auto c = space->Sample(rng);
         ASSERT_TRUE(c.ok()) << spec << ": " << c.status();
         const std::string text = ir::TraceToText(c->trace);
         if (text.find("[rc], {") == std::string::npos) continue;
@@ -421,7 +427,7 @@ TEST(SpaceChunkTest, ChunkedCandidatesAreCorrectKernels) {
         EXPECT_TRUE(st.ok()) << spec << " (" << target.vector_lanes << " lanes): " << st << "\n"
                              << text;
         // One program, one decision vector: the trace maps back to the same decisions.
-        auto back = (*space)->FromTrace(c->trace);
+        auto back = space->FromTrace(c->trace);
         ASSERT_TRUE(back.ok()) << back.status();
         EXPECT_EQ(back->decisions, c->decisions);
       }
@@ -435,24 +441,20 @@ TEST(SpaceChunkTest, ChunkedCandidatesAreCorrectKernels) {
 // blocks per chunk. Small weights keep the register-tile candidates first. Traces stored
 // before the chunk choice existed (one decision fewer) replay as unchunked.
 TEST(SpaceChunkTest, LargeWeightsGetAChunkedCandidateFirst) {
-  auto w = ir::MakeWorkload(
-      "conv2d:n=1,c=512,h=7,w=7,k=512,r=3,s=3,pad=1,layout=nchw8c,epilogue=bias_res_relu");
-  ASSERT_TRUE(w.ok()) << w.status();
-  auto space = SearchSpace::Create(*w, Avx2TwoCores());
-  ASSERT_TRUE(space.ok()) << space.status();
-  std::vector<Candidate> rules = (*space)->Heuristic(6);
+  std::vector<std::string> rules =
+      RuleTexts("conv2d:n=1,c=512,h=7,w=7,k=512,r=3,s=3,pad=1,layout=nchw8c,epilogue=bias_res_relu",
+                Avx2TwoCores(), 6);
   ASSERT_FALSE(rules.empty());
-  std::string text = ir::TraceToText(rules[0].trace);
+  const std::string& text = rules[0];
   EXPECT_NE(text.find("split(conv2d, [rc], {2})"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y, [k], {4})"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y, [x], {7})"), std::string::npos) << text;
   EXPECT_NE(text.find("split(conv2d, [x], {3})"), std::string::npos) << text;
 
-  auto small = ir::MakeWorkload("conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1,layout=nchw8c");
-  ASSERT_TRUE(small.ok());
-  auto sspace = SearchSpace::Create(*small, Avx2TwoCores());
-  ASSERT_TRUE(sspace.ok());
-  std::vector<Candidate> srules = (*sspace)->Heuristic(8);
+  std::unique_ptr<SearchSpace> sspace =
+      SpaceOf("conv2d:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1,layout=nchw8c", Avx2TwoCores());
+  ASSERT_NE(sspace, nullptr);
+  std::vector<Candidate> srules = sspace->Heuristic(8);
   ASSERT_FALSE(srules.empty());
   EXPECT_EQ(ir::TraceToText(srules[0].trace).find("[rc], {"), std::string::npos);
   bool any_chunked = false;
@@ -466,7 +468,7 @@ TEST(SpaceChunkTest, LargeWeightsGetAChunkedCandidateFirst) {
   ir::Trace old = plain.trace;
   ASSERT_EQ(old.decisions.back(), 0);
   old.decisions.pop_back();
-  auto back = (*sspace)->FromTrace(old);
+  auto back = sspace->FromTrace(old);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->decisions, plain.decisions);
 }
