@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
+#include "ir/functor.h"
 #include "ir/target.h"
 #include "tuner/decisions.h"
 
@@ -364,12 +365,37 @@ int64_t Closest(const std::vector<int64_t>& choices, int64_t want) {
   return best;
 }
 
-// The shape of a good hand-written GEMM kernel, scaled to the workload: each reduction's two
-// innermost spatial axes tiled `threads` x `threads` threads of `inner` x `inner` outputs each
-// in registers (a 128x128 block tile from 16x16 threads of 8x8), its longest reduce axis cut
-// into k-tiles of `ktile` staged in shared memory (every input, stored reduce-axis-major so a
-// thread reads its rows consecutively), fetched cooperatively `vec` elements at a time, every
-// per-thread loop unrolled; elementwise stages 256 threads.
+// The spatial axis a reduction's innermost axis is tiled with, as a GEMM tiles rows with
+// columns: the innermost other axis that indexes different inputs (a matmul's i beside j, a
+// convolution's output channels beside its columns, in NCHW as in NHWC), so that the block's
+// two tiles of inputs are each reused across the other axis. Without one (pooling), the second
+// innermost axis.
+size_t GemmPartnerAxis(const Stage& st) {
+  const ir::Tensor& t = st.tensor;
+  const size_t nsp = t->axes.size();
+  if (nsp < 2) return nsp;
+  // For each spatial axis, the names of the tensors whose reads it indexes.
+  std::vector<std::set<std::string>> reads(nsp);
+  ir::Visit(t->body, [&](const ir::Expr& e) {
+    if (e->kind != ir::ExprKind::kTensorRead) return;
+    for (size_t a = 0; a < nsp; ++a) {
+      for (const ir::Expr& index : e->operands) {
+        if (ir::UsesVar(index, t->axes[a]->var.get())) reads[a].insert(e->name);
+      }
+    }
+  });
+  for (size_t a = nsp - 1; a-- > 0;) {
+    if (!reads[a].empty() && reads[a] != reads[nsp - 1]) return a;
+  }
+  return nsp - 2;
+}
+
+// The shape of a good hand-written GEMM kernel, scaled to the workload: each reduction's
+// innermost spatial axis and its GEMM partner (GemmPartnerAxis) tiled `threads` x `threads` threads
+// of `inner` x `inner` outputs each in registers (a 128x128 block tile from 16x16 threads of 8x8),
+// its longest reduce axis cut into k-tiles of `ktile` staged in shared memory (every input, stored
+// reduce-axis-major so a thread reads its rows consecutively), fetched cooperatively `vec` elements
+// at a time, every per-thread loop unrolled; elementwise stages 256 threads.
 std::vector<Candidate> GpuSpace::Heuristic(int max) const {
   struct Variant {
     int64_t threads, inner, ktile, vec;
@@ -393,9 +419,12 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
       }
       c.decisions[p.kind_slot] = kLocal;
       const size_t nsp = p.spatial.size();
+      const Stage& st = *std::find_if(workload_stages_.begin(), workload_stages_.end(),
+                                      [&](const Stage& x) { return x.name == p.name; });
+      const size_t second = GemmPartnerAxis(st);
       for (size_t a = 0; a < nsp; ++a) {
         set(p.vt[a], 1);
-        if (a + 2 < nsp) {  // leading axes (a batch): one per block
+        if (a + 1 != nsp && a != second) {  // the other axes (a batch, rows): one per block
           set(p.th[a], 1);
           set(p.in[a], 1);
           continue;
@@ -405,8 +434,6 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
         set(p.in[a], inner);
         set(p.th[a], std::min(v.threads, (e + inner - 1) / inner));
       }
-      const Stage& st = *std::find_if(workload_stages_.begin(), workload_stages_.end(),
-                                      [&](const Stage& x) { return x.name == p.name; });
       const std::string longest = codegen::cuda::CrossThreadAxis(st);
       for (size_t r = 0; r < p.k.size(); ++r) {
         const std::string& axis = st.root_loops[nsp + r];

@@ -361,9 +361,13 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
   }
   auto cubin = cuda::CompileToCubinWithResources(src->source, g.info.arch());
   if (!cubin.ok()) return fail(lathe::v1::COMPILE_ERROR, cubin.status().message());
-  // Refused before it runs when ptxas's figures exceed what the device can launch.
-  if (auto sm = cuda::SmResourcesFor(g.info.arch()); sm.ok()) {
-    sm->limits = g.info.limits;
+  // Refused before it runs when ptxas's figures exceed what the device can launch. Some NVRTC
+  // builds return no ptxas report at all (CUDA 13.0's toolkit NVRTC on an H100 host did, while
+  // the same version from PyPI did not): then the driver's figures, read after loading, decide.
+  auto sm = cuda::SmResourcesFor(g.info.arch());
+  if (sm.ok()) sm->limits = g.info.limits;
+  const bool ptxas_reported = !cubin->kernels.empty();
+  if (sm.ok() && ptxas_reported) {
     if (auto st = cuda::CheckKernelResources(src->plan, cubin->kernels, *sm); !st.ok()) {
       return fail(lathe::v1::INVALID_SCHEDULE, st.message());
     }
@@ -374,6 +378,13 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
       return fail(lathe::v1::INVALID_SCHEDULE, prog.status().message());
     }
     return runtime(prog.status());
+  }
+  if (sm.ok() && !ptxas_reported) {
+    auto used = (*prog)->Resources();
+    if (!used.ok()) return runtime(used.status());
+    if (auto st = cuda::CheckKernelResources(src->plan, *used, *sm); !st.ok()) {
+      return fail(lathe::v1::INVALID_SCHEDULE, st.message());
+    }
   }
   r.set_compile_ms(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   if (auto st = PrepareArgs(g, d); !st.ok()) return runtime(st);

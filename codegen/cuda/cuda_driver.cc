@@ -39,6 +39,7 @@ struct DriverApi {
   CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuFuncGetAttribute)(int*, int, CUfunction) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
@@ -117,6 +118,7 @@ absl::StatusOr<std::unique_ptr<DriverApi>> LoadApi() {
   need("cuModuleLoadData", &api->cuModuleLoadData);
   need("cuModuleUnload", &api->cuModuleUnload);
   need("cuModuleGetFunction", &api->cuModuleGetFunction);
+  need("cuFuncGetAttribute", &api->cuFuncGetAttribute);
   need("cuMemAlloc_v2", &api->cuMemAlloc);
   need("cuMemFree_v2", &api->cuMemFree);
   need("cuMemcpyHtoD_v2", &api->cuMemcpyHtoD);
@@ -355,6 +357,31 @@ absl::StatusOr<std::unique_ptr<CudaProgram>> CudaProgram::Load(const CudaContext
     p->temps_.push_back(std::move(*b));
   }
   return p;
+}
+
+absl::StatusOr<std::vector<KernelResources>> CudaProgram::Resources() const {
+  // CUfunction_attribute values of cuda.h.
+  constexpr int kSharedSizeBytes = 1, kLocalSizeBytes = 3, kNumRegs = 4;
+  const CudaDriver& d = ctx_.driver();
+  std::vector<KernelResources> out;
+  for (size_t i = 0; i < plan_.kernels.size(); ++i) {
+    KernelResources r;
+    r.name = plan_.kernels[i].name;
+    int regs = 0, shared = 0, local = 0;
+    for (auto [attr, value] : {std::pair{kNumRegs, &regs}, std::pair{kSharedSizeBytes, &shared},
+                               std::pair{kLocalSizeBytes, &local}}) {
+      if (auto st = d.Check(d.api().cuFuncGetAttribute(value, attr, functions_[i]),
+                            "cuFuncGetAttribute('" + r.name + "')");
+          !st.ok()) {
+        return st;
+      }
+    }
+    r.registers = regs;
+    r.shared_bytes = shared;
+    r.stack_frame = local;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 CudaProgram::~CudaProgram() {

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "codegen/cuda/cuda_codegen.h"
 #include "codegen/cuda/gpu_schedule.h"
+#include "codegen/cuda/resources.h"
 
 namespace lathe::codegen::cuda {
 
@@ -162,6 +163,11 @@ class CudaProgram {
                                            DeviceBuffer* flush = nullptr);
   // One timed run without warm-up (flushing first, as Time does); milliseconds.
   absl::StatusOr<double> TimeOnce(const std::vector<uint64_t>& args, DeviceBuffer* flush = nullptr);
+
+  // What the driver says each kernel of the plan uses (registers, static shared memory, local
+  // memory per thread as `stack_frame`; spills and barriers are not known to it): the same
+  // figures ptxas reports, for NVRTC builds whose log carries no ptxas report.
+  absl::StatusOr<std::vector<KernelResources>> Resources() const;
 
   const LaunchPlan& plan() const { return plan_; }
 

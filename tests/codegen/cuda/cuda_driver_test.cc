@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "../op_specs.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/gpu_schedule.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/cuda/resources.h"
 #include "ir/check.h"
 #include "ir/reference.h"
 
@@ -134,6 +136,43 @@ TEST(GpuDeviceTest, DescribesDeviceAndTimesWithEvents) {
   ASSERT_EQ(ms->size(), 5u);
   for (double t : *ms) EXPECT_GT(t, 0.0);
   EXPECT_EQ((*prog)->Launch({}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The driver's figures for a loaded kernel are what ptxas reported when NVRTC forwarded its
+// report (the measure child falls back on them when it does not).
+TEST(GpuDeviceTest, LoadedKernelsReportTheResourcesPtxasReports) {
+  REQUIRE_GPU(ctx, info);
+  std::string src = CudaPrelude() +
+                    "extern \"C\" __global__ void res_k0(float* __restrict__ a) {\n"
+                    "  __shared__ float s[1024];\n"
+                    "  s[threadIdx.x] = a[threadIdx.x];\n  __syncthreads();\n"
+                    "  a[threadIdx.x] = s[1023 - threadIdx.x];\n}\n";
+  auto cubin = CompileToCubinWithResources(src, info.arch());
+  ASSERT_TRUE(cubin.ok()) << cubin.status();
+  LaunchPlan plan;
+  plan.name = "res";
+  plan.args = {"a"};
+  KernelLaunch k;
+  k.name = "res_k0";
+  k.args = {"a"};
+  k.block[0] = 1024;
+  plan.kernels.push_back(k);
+  auto prog = CudaProgram::Load(ctx, cubin->cubin, plan);
+  ASSERT_TRUE(prog.ok()) << prog.status();
+  auto used = (*prog)->Resources();
+  ASSERT_TRUE(used.ok()) << used.status();
+  ASSERT_EQ(used->size(), 1u);
+  EXPECT_EQ((*used)[0].name, "res_k0");
+  EXPECT_EQ((*used)[0].shared_bytes, 4096);
+  EXPECT_GT((*used)[0].registers, 0);
+  if (cubin->kernels.empty()) {
+    std::printf("this NVRTC returned no ptxas report: driver figures only\n");
+  } else {
+    ASSERT_EQ(cubin->kernels.size(), 1u);
+    EXPECT_EQ((*used)[0].registers, cubin->kernels[0].registers);
+    EXPECT_EQ((*used)[0].shared_bytes, cubin->kernels[0].shared_bytes);
+    EXPECT_EQ((*used)[0].stack_frame, cubin->kernels[0].stack_frame);
+  }
 }
 
 TEST(GpuDeviceTest, IllegalAccessIsStickyAndTheNextProcessRecovers) {
