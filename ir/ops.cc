@@ -254,6 +254,14 @@ absl::StatusOr<MatmulParams> GetMatmulParams(const WorkloadSpec& spec) {
   p.transpose_b = internal::GetStrOr(spec, "transpose_b", "0") == "1";
   const std::string bcast = internal::GetStrOr(spec, "bcast", "none");
   p.bcast = bcast == "a" ? Bcast::kA : bcast == "b" ? Bcast::kB : Bcast::kNone;
+  if (spec.params.count("bpanel") != 0) {
+    LATHE_ASSIGN_OR_RETURN(p.bpanel, GetInt(spec, "bpanel"));
+    if (p.transpose_b) return absl::InvalidArgumentError("bpanel needs transpose_b=0");
+    if (p.n % p.bpanel != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bpanel ", p.bpanel, " does not divide n=", p.n));
+    }
+  }
   return p;
 }
 
@@ -354,11 +362,61 @@ absl::StatusOr<LayerNormParams> GetLayerNormParams(const WorkloadSpec& spec) {
 
 // --- operators -------------------------------------------------------------------------------
 
+// A matmul's definition from its inputs and product `mm`: the epilogue inputs `extra` as
+// arguments after A and B, the epilogue stage (bias and scale indexed by `channel`) after the
+// product when there is one.
+OpDefinition MatmulDefinition(const MatmulParams& p, const Tensor& a, const Tensor& b,
+                              const Tensor& mm, const std::vector<Tensor>& extra,
+                              const std::function<Expr(const std::vector<Expr>&)>& channel,
+                              std::vector<std::string> axis_names) {
+  OpDefinition def;
+  def.args = {a, b};
+  def.tensors = {a, b};
+  for (const Tensor& t : extra) {
+    def.args.push_back(t);
+    def.tensors.push_back(t);
+  }
+  def.tensors.push_back(mm);
+  Tensor out = mm;
+  if (!p.epilogue.empty()) {
+    out = EpilogueStage("C", mm, p.epilogue, extra, channel, std::move(axis_names));
+    def.tensors.push_back(out);
+  }
+  def.args.push_back(out);
+  const double outputs = Product(out->shape);
+  def.flops = 2.0 * outputs * static_cast<double>(p.k) + EpilogueFlops(p.epilogue, outputs);
+  return def;
+}
+
+// matmul with B in column panels (MatmulParams::bpanel): C[i, jo, ji] = sum_k A[i, k] *
+// B[jo, k, ji], the column j = jo * bpanel + ji.
+OpDefinition MatmulPanelOp(const MatmulParams& p) {
+  const int64_t pn = p.bpanel, panels = p.n / pn;
+  const bool has_epilogue = !p.epilogue.empty();
+  Tensor a = Placeholder(
+      "A", p.transpose_a ? std::vector<int64_t>{p.k, p.m} : std::vector<int64_t>{p.m, p.k});
+  Tensor b = Placeholder("B", {panels, p.k, pn});
+  const std::vector<std::string> axis_names = {"i", "jo", "ji"};
+  const std::vector<int64_t> out_shape = {p.m, panels, pn};
+  IterVar rk = MakeIterVar("k", p.k, /*reduce=*/true);
+  Tensor mm = Compute(
+      has_epilogue ? "matmul" : "C", out_shape,
+      [&](const std::vector<Expr>& idx) {
+        Expr av = p.transpose_a ? Read(a, {rk->var, idx[0]}) : Read(a, {idx[0], rk->var});
+        return Sum(Mul(av, Read(b, {idx[1], rk->var, idx[2]})), {rk});
+      },
+      "reduction", axis_names);
+  return MatmulDefinition(
+      p, a, b, mm, EpilogueInputs(p.epilogue, p.n, out_shape),
+      [pn](const std::vector<Expr>& idx) { return Add(Mul(idx[1], IntImm(pn)), idx[2]); },
+      axis_names);
+}
+
 OpDefinition MatmulOp(const MatmulParams& p) {
+  if (p.bpanel > 0) return MatmulPanelOp(p);
   const bool batched = p.batch > 0;
   const std::string op = batched ? "batch_matmul" : "matmul";
   const bool has_epilogue = !p.epilogue.empty();
-  OpDefinition def;
 
   auto shape = [&](int64_t a, int64_t b, bool shared) {
     return batched && !shared ? std::vector<int64_t>{p.batch, a, b} : std::vector<int64_t>{a, b};
@@ -393,23 +451,10 @@ OpDefinition MatmulOp(const MatmulParams& p) {
       },
       "reduction", axis_names);
 
-  std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.n, out_shape);
-  def.args = {a, b};
-  def.tensors = {a, b};
-  for (const Tensor& t : extra) {
-    def.args.push_back(t);
-    def.tensors.push_back(t);
-  }
-  def.tensors.push_back(mm);
-  Tensor out = mm;
-  if (has_epilogue) {
-    out = EpilogueStage("C", mm, p.epilogue, extra, batched ? 2 : 1, axis_names);
-    def.tensors.push_back(out);
-  }
-  def.args.push_back(out);
-  const double outputs = Product(out->shape);
-  def.flops = 2.0 * outputs * static_cast<double>(p.k) + EpilogueFlops(p.epilogue, outputs);
-  return def;
+  const int channel = batched ? 2 : 1;
+  return MatmulDefinition(
+      p, a, b, mm, EpilogueInputs(p.epilogue, p.n, out_shape),
+      [channel](const std::vector<Expr>& idx) { return idx[channel]; }, axis_names);
 }
 
 // conv2d in the blocked layout nchw{x}c (see the header).

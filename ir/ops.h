@@ -74,6 +74,10 @@ struct MatmulParams {
   int64_t m = 1, n = 1, k = 1;
   bool transpose_a = false, transpose_b = false;
   Bcast bcast = Bcast::kNone;
+  // B packed in column panels of `bpanel` columns, [n/bpanel][k][bpanel] (0: row-major [k][n]):
+  // the layout a model compiler gives constant weights once, so that a tile's columns are
+  // contiguous for every k. The output keeps its row-major memory, as [m][n/bpanel][bpanel].
+  int64_t bpanel = 0;
   EpilogueExpr epilogue;
 };
 

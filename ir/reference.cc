@@ -63,6 +63,10 @@ void Matmul(const MatmulParams& p, std::span<float* const> args) {
         const double av = p.transpose_a ? ab[kk * p.m + i] : ab[i * p.k + kk];
         if (p.transpose_b) {
           for (int64_t j = 0; j < p.n; ++j) acc[j] += av * bb_[j * p.k + kk];
+        } else if (p.bpanel > 0) {
+          for (int64_t j = 0; j < p.n; ++j) {
+            acc[j] += av * bb_[((j / p.bpanel) * p.k + kk) * p.bpanel + j % p.bpanel];
+          }
         } else {
           const float* brow = bb_ + kk * p.n;
           for (int64_t j = 0; j < p.n; ++j) acc[j] += av * brow[j];

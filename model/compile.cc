@@ -35,6 +35,7 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
     BlockLayouts(g, *lowered, options.block_lanes);
     p.layout = ActivationLayout::kBlocked;
   }
+  PackMatmulWeights(g, *lowered, options.weight_panel);
   p.aliases = std::move(lowered->aliases);
   // Resolve alias chains so that every alias names a storage root.
   for (auto& [v, a] : p.aliases) a = StorageOf(p, a.base);

@@ -53,6 +53,9 @@ struct CompileOptions {
   // The float lanes of the target's vector (16 on AVX-512, 8 on AVX2): activations between
   // convolutions are kept in blocks of up to this many channels. 0: plain NCHW throughout.
   int64_t block_lanes = 0;
+  // Constant matmul weights packed in column panels of this many columns (PackMatmulWeights;
+  // two vectors: 16 on AVX2, 32 on AVX-512). 0: row-major.
+  int64_t weight_panel = 0;
 };
 
 // Compiles an imported graph. Unsupported ops and attribute forms are InvalidArgument errors

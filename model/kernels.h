@@ -72,6 +72,11 @@ void ParameterizeConstants(Graph& g, Lowered& l);
 // share memory) where a kernel needs the plain form. lanes <= 1: nothing changes.
 void BlockLayouts(Graph& g, Lowered& l, int64_t lanes);
 
+// Constant row-major weights B [k][n] of matmul kernels packed once into column panels
+// [n/p][k][p] (model/pack.cc; the workload key bpanel=p), p = `panel` or, where that does not
+// divide n, half of it; kernels sharing a weight share its packed copy. panel <= 1: nothing.
+void PackMatmulWeights(Graph& g, Lowered& l, int64_t panel);
+
 }  // namespace lathe::model
 
 #endif  // LATHE_MODEL_KERNELS_H_

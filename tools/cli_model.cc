@@ -58,6 +58,7 @@ std::optional<model::Program> LoadProgram(const std::string& cmd, const ModelCli
   }
   model::CompileOptions co;
   co.block_lanes = layout->block_lanes;
+  co.weight_panel = layout->weight_panel;
   absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), co);
   if (!p.ok()) {
     *code = Fail(cmd, o.model + ": " + std::string(p.status().message()),
@@ -77,9 +78,11 @@ std::string Shape(const std::vector<int64_t>& s) {
 
 absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout) {
   LayoutChoice c;
+  const int host_lanes = std::max(1, codegen::HostCpu().vector_bits / 32);
+  c.weight_panel = 2 * host_lanes;
   if (layout == "nchw") return c;
   if (layout == "blocked") {
-    c.block_lanes = std::max(1, codegen::HostCpu().vector_bits / 32);
+    c.block_lanes = host_lanes;
     return c;
   }
   int64_t b = 0;
@@ -418,6 +421,7 @@ bool ModelTaskLines(const std::string& model, const std::vector<std::string>& in
   }
   model::CompileOptions co;
   co.block_lanes = lc->block_lanes;
+  co.weight_panel = lc->weight_panel;
   absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), co);
   if (!p.ok()) {
     *error = model + ": " + std::string(p.status().message());

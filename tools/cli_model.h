@@ -82,6 +82,8 @@ bool ModelTaskLines(const std::string& model, const std::vector<std::string>& in
 // an unknown one.
 struct LayoutChoice {
   int64_t block_lanes = 0;
+  // Constant matmul weights in panels of two host vectors, whatever the activation layout.
+  int64_t weight_panel = 0;
 };
 absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout);
 

@@ -61,6 +61,9 @@ struct Analysis {
   bool blocked_conv = false;
   // ... and a dense one (one group): every input channel block feeds every output channel.
   bool dense_blocked_conv = false;
+  // A matmul whose B comes in column panels (bpanel, packed once by the model compiler): the
+  // output's innermost axis is a panel's columns, which B holds contiguously for every k.
+  bool panel_matmul = false;
 };
 
 class CpuSpace : public SearchSpace {

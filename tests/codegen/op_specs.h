@@ -46,6 +46,8 @@ inline const std::vector<std::string>& ModelOpTestSpecs() {
       "conv2d_transpose:n=1,c=6,h=4,w=5,k=3,r=2,s=2,stride=2,epilogue=bias_sigmoid",
       "conv2d_transpose:n=1,c=4,h=3,w=5,k=4,r=3,s=3,stride=2,pad=1,output_padding=1,groups=2",
       "matmul:m=9,n=17,k=12,transpose_b=1,epilogue=bias_res",
+      "matmul:m=9,n=32,k=12,bpanel=16,epilogue=bias_gelu",
+      "matmul:m=7,n=24,k=5,bpanel=8,epilogue=bias_res",
       "batch_matmul:b=3,m=5,n=6,k=7,transpose_b=1,epilogue=mul0.125",
       "batch_matmul:b=2,m=5,n=6,k=7,bcast=b",
       "pool2d:n=1,c=3,h=9,w=8,r=3,s=2,stride=3x2,pad=1x0x0x1,kind=avg,count_include_pad=0",

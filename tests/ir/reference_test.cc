@@ -53,6 +53,18 @@ TEST(ReferenceTest, Matmul) {
               ElementsAre(0, 0, 19, 4));
 }
 
+// B in column panels gives the product of the row-major B it was packed from.
+TEST(ReferenceTest, PanelMatmulEqualsTheRowMajorOne) {
+  const int64_t m = 3, n = 12, k = 5, p = 4;
+  std::vector<float> a = Iota(m * k, -7), b = Iota(k * n, -20), packed(k * n), bias = Iota(n);
+  for (int64_t r = 0; r < k; ++r) {
+    for (int64_t j = 0; j < n; ++j) packed[((j / p) * k + r) * p + j % p] = b[r * n + j];
+  }
+  EXPECT_THAT(
+      RunReference("matmul:m=3,n=12,k=5,bpanel=4,epilogue=bias_relu", {a, packed, bias}),
+      ElementsAreArray(RunReference("matmul:m=3,n=12,k=5,epilogue=bias_relu", {a, b, bias})));
+}
+
 TEST(ReferenceTest, BatchMatmul) {
   // Batch 1 is batch 0 with A doubled.
   std::vector<float> a = Iota(6);

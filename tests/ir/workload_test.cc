@@ -248,6 +248,26 @@ TEST(WorkloadTest, BlockedLayoutsHaveTheirShapesAndRefuseBlocksThatDoNotDivide) 
               HasSubstr("c=12 is not a multiple of the block 8"));
 }
 
+// A matmul whose B comes in column panels of bpanel columns: B [n/p, k, p], the output and a
+// residual [m, n/p, p] (the memory of [m, n]), the bias [n]; the key is left out otherwise so
+// that existing records keep their keys.
+TEST(WorkloadTest, PanelMatmulShapesAndErrors) {
+  absl::StatusOr<Workload> w = MakeWorkload("matmul:m=5,n=48,k=7,bpanel=16,epilogue=bias_res");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->args[0]->shape, (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(w->args[1]->shape, (std::vector<int64_t>{3, 7, 16}));
+  EXPECT_EQ(w->args[2]->shape, (std::vector<int64_t>{48}));
+  EXPECT_EQ(w->args[3]->shape, (std::vector<int64_t>{5, 3, 16}));
+  EXPECT_EQ(w->output()->shape, (std::vector<int64_t>{5, 3, 16}));
+  EXPECT_DOUBLE_EQ(w->flops, 2.0 * 5 * 48 * 7 + 2.0 * 5 * 48);
+  EXPECT_EQ(Canonical("matmul:m=2,n=4,k=3"), "matmul:epilogue=none,k=3,m=2,n=4");
+  EXPECT_EQ(Canonical("matmul:m=2,n=4,k=3,bpanel=2"), "matmul:bpanel=2,epilogue=none,k=3,m=2,n=4");
+  EXPECT_THAT(Error("matmul:m=2,n=40,k=3,bpanel=16"), HasSubstr("bpanel 16 does not divide n=40"));
+  EXPECT_THAT(Error("matmul:m=2,n=32,k=3,bpanel=16,transpose_b=1"),
+              HasSubstr("bpanel needs transpose_b=0"));
+  EXPECT_THAT(Error("batch_matmul:b=2,m=2,n=32,k=3,bpanel=16"), HasSubstr("bpanel"));
+}
+
 TEST(WorkloadTest, MakeWorkloadRevalidatesHandBuiltSpecs) {
   WorkloadSpec spec;
   spec.op = "matmul";

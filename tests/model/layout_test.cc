@@ -214,5 +214,38 @@ TEST(AffineTest, BiasThenBatchNormAfterATransposedConvFoldIntoItsWeights) {
   ExpectClose(RunProgram(*p), RunProgram(*CompileGraph(g, off)));
 }
 
+// Constant matmul weights packed once into column panels (PackMatmulWeights): two vectors of
+// columns where they divide n, one vector where only that does, row-major otherwise; a weight
+// two kernels share is packed once. The packed program agrees with the row-major one.
+TEST(PackTest, MatmulWeightsArePackedInColumnPanels) {
+  GraphBuilder b;
+  std::string x = b.Input("x", {5, 24});
+  std::string w = b.Const("w", {24, 48});
+  std::string y = b.Op("Relu", {b.Op("Add", {b.Op("MatMul", {x, w}), b.Const("b", {48})})});
+  std::string y2 = b.Op("MatMul", {x, w});  // shares w; added to y as its residual
+  std::string z = b.Op("Gemm", {b.Op("Add", {y, y2}), b.Const("w2", {40, 48})},
+                       {{"transB", Attr{Attr::kInt, 1}}});       // n=40: panels of 8
+  std::string o = b.Op("MatMul", {z, b.Const("w3", {40, 20})});  // n=20: too narrow
+  Graph g = b.Finish(o);
+  absl::StatusOr<Program> plain = CompileGraph(g);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  CompileOptions opts;
+  opts.weight_panel = 16;
+  absl::StatusOr<Program> packed = CompileGraph(g, opts);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  std::string specs;
+  for (const KernelCall& k : packed->kernels) specs += k.spec + "\n";
+  EXPECT_THAT(specs, HasSubstr("matmul:bpanel=16,epilogue=bias_relu_res,k=24,m=5,n=48"));
+  EXPECT_THAT(specs, HasSubstr("matmul:bpanel=16,epilogue=none,k=24,m=5,n=48"));
+  EXPECT_THAT(specs, HasSubstr("bpanel=8,epilogue=none,k=48,m=5,n=40"));
+  EXPECT_THAT(specs, HasSubstr("matmul:epilogue=none,k=40,m=5,n=20"));
+  int panels = 0;
+  for (const auto& [name, v] : packed->graph.values) {
+    if (v.constant && name.find("@panel") != std::string::npos) ++panels;
+  }
+  EXPECT_EQ(panels, 2) << specs;  // w once, w2 once
+  ExpectClose(RunProgram(*packed), RunProgram(*plain));
+}
+
 }  // namespace
 }  // namespace lathe::model

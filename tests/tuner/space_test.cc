@@ -139,7 +139,9 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
       "conv2d:n=1,c=32,h=9,w=11,k=16,r=1,s=1,layout=nchw8c",
       "conv2d:n=1,c=32,h=12,w=12,k=32,r=5,s=5,stride=2,pad=2,groups=32,layout=nchw16c",
       "pool2d:n=1,c=32,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw16c",
-      "matmul:m=33,n=70,k=19,epilogue=bias"};
+      "matmul:m=33,n=70,k=19,epilogue=bias",
+      "matmul:m=20,n=64,k=19,bpanel=16,epilogue=bias_gelu",
+      "matmul:m=15,n=64,k=9,bpanel=32,epilogue=bias_res"};
   for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
     for (const std::string& spec : specs) {
       std::unique_ptr<SearchSpace> space = SpaceOf(spec, target);
@@ -214,6 +216,27 @@ TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
   ASSERT_EQ(rules.size(), 2u);
   EXPECT_NE(rules[0].find("compute_inline(pad)"), std::string::npos);
   EXPECT_EQ(rules[1].find("compute_inline(pad)"), std::string::npos);
+}
+
+// A matmul whose B comes in column panels: the first rule tiles a whole panel of columns by as
+// many rows as the accumulators allow (AVX2: 6 rows x 2 ymm; AVX-512: 14 rows x 2 zmm), one
+// panel per tile, and copies nothing (B is contiguous per k already).
+TEST(SpaceHeuristicTest, PanelMatmulTilesAWholePanel) {
+  std::vector<std::string> avx2 =
+      RuleTexts("matmul:m=128,n=3072,k=768,bpanel=16,epilogue=bias_gelu", Avx2TwoCores(), 2);
+  ASSERT_EQ(avx2.size(), 2u);
+  for (const std::string& text : avx2) {
+    EXPECT_NE(text.find("split(C, [i], {6})"), std::string::npos) << text;
+    EXPECT_NE(text.find("split(C, [jo], {1})"), std::string::npos) << text;
+    EXPECT_NE(text.find("split(C, [ji], {16})"), std::string::npos) << text;
+    EXPECT_EQ(text.find("cache_read"), std::string::npos) << text;
+    EXPECT_EQ(text.find("storage_order"), std::string::npos) << text;
+  }
+  std::vector<std::string> avx512 =
+      RuleTexts("matmul:m=128,n=3072,k=768,bpanel=32,epilogue=bias", Avx512TwoCores(), 1);
+  ASSERT_EQ(avx512.size(), 1u);
+  EXPECT_NE(avx512[0].find("split(C, [i], {14})"), std::string::npos) << avx512[0];
+  EXPECT_NE(avx512[0].find("split(C, [ji], {32})"), std::string::npos) << avx512[0];
 }
 
 // A mutation that lands on decisions the caller already holds copies that candidate: the
