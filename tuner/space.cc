@@ -237,6 +237,8 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
   }
   // rfactor before the side stage is transformed: partial results over the inner part of
   // the reduce axis, rows outer, that part innermost and vectorized.
+  std::vector<std::string> rf_of(an_.side.size());   // each side stage's partial results stage
+  std::vector<std::string> rf_row(an_.side.size());  // ... and its outermost row loop
   for (size_t i = 0; i < an_.side.size(); ++i) {
     if (rfactor_slot_[i] < 0 || d(rfactor_slot_[i]) == 0) continue;
     const std::string& st = an_.side[i];
@@ -254,11 +256,8 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
     order.push_back(loops[0]);
     LATHE_TRY(s.Reorder(rf, order));
     LATHE_TRY(s.Vectorize(rf, loops[0]));
-    // Computed at root for every row: the rows in parallel where there are several.
-    const Stage* rs = s.FindStage(rf);
-    if (!rows.empty() && rs->tensor->shape[0] >= 2 * target_.cores) {
-      LATHE_TRY(s.Parallel(rf, rows[0]));
-    }
+    rf_of[i] = rf;  // placed with its side stage below
+    if (!rows.empty()) rf_row[i] = rows[0];
   }
   // The output and its accumulator.
   const bool chan = chan_slot_ >= 0 && d(chan_slot_) != 0;
@@ -268,9 +267,12 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
   // Other reductions (softmax, layer_norm statistics): at root in parallel, or per tile row.
   // Per tile only where the tile loop runs over rows alone (a reduction along the rows is
   // whole in each of them: at a loop over columns it would be recomputed per column tile),
-  // and where every consumer is computed per tile too (the output, or a side stage at the
-  // tile): a stage at root (an rfactor's partial results, a side stage at root) that read one
-  // computed per tile would recompute it for each of its own points.
+  // and where every consumer is computed per tile too (the output, a side stage at the tile or
+  // its partial results): a stage at root (a side stage at root, its partial results) that
+  // read one computed per tile would recompute it for each of its own points. A side stage's
+  // partial results go where it goes: with softmax's two statistics and their partials at the
+  // row tile, the whole softmax is one parallel loop (1536x128 on Zen 3: four parallel regions
+  // before, 254-309 us against ONNX Runtime's 95 us).
   std::vector<bool> per_tile(an_.side.size(), false);  // placed at the tile, as applied
   const bool row_tiles =
       !an_.side.empty() && !IteratesOver(*s.FindStage(o), first_outer, out_axes_.back());
@@ -278,17 +280,28 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
     const std::string& st = an_.side[i];
     bool at = d(side_slot_[i]) != 0 && row_tiles;
     for (const std::string& c : s.Consumers(st)) {
-      const auto j =
-          static_cast<size_t>(std::find(an_.side.begin(), an_.side.end(), c) - an_.side.begin());
-      at = at && (c == o || (j < per_tile.size() && per_tile[j]));
+      bool tiled = c == o;
+      for (size_t j = 0; j < an_.side.size(); ++j) {
+        tiled = tiled || (per_tile[j] && (c == an_.side[j] || c == rf_of[j]));
+      }
+      at = at && tiled;
     }
     if (at && s.ComputeAt(st, o, first_outer).ok()) {
       per_tile[i] = true;
+      if (!rf_of[i].empty()) LATHE_TRY(s.ComputeAt(rf_of[i], o, first_outer));
       continue;
     }
     const Stage* ss = s.FindStage(st);
     if (!ss->tensor->axes.empty() && ss->tensor->shape[0] > 1) {
       LATHE_TRY(s.Parallel(st, ss->root_loops[0]));
+    }
+  }
+  // Partial results at root: computed for every row, the rows in parallel where there are
+  // several.
+  for (size_t i = 0; i < an_.side.size(); ++i) {
+    if (rf_of[i].empty() || rf_row[i].empty() || per_tile[i]) continue;
+    if (s.FindStage(rf_of[i])->tensor->shape[0] >= 2 * target_.cores) {  // rows outer (above)
+      LATHE_TRY(s.Parallel(rf_of[i], rf_row[i]));
     }
   }
   return s;

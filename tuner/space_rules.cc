@@ -53,6 +53,9 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     for (int slot : rfactor_slot_) {
       if (slot >= 0) d[slot] = Nearest(slot, lanes);
     }
+    // Row statistics (and their partial results) per row tile, in the output's parallel loop
+    // (softmax 1536x128 on Zen 3: 888-1114 us at root, 150-226 us per tile).
+    for (int slot : side_slot_) d[slot] = Nearest(slot, 1);
     return d;
   };
   auto emit = [&](std::vector<int64_t> d) {
@@ -269,7 +272,9 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     }
     // Parallel: the fewest outer loops that give every core several iterations; with two
     // axes, the column tiles outermost so that a packed panel serves every row tile.
-    const bool swap = n == 2;
+    // Row statistics (softmax, layer_norm): rows outermost, so that the statistics go per row
+    // tile (defaults()).
+    const bool swap = n == 2 && side_slot_.empty();
     std::vector<int64_t> outer(n);
     for (size_t a = 0; a < n; ++a) outer[a] = (shape[a] + d[tile_slot_[a]] - 1) / d[tile_slot_[a]];
     if (swap) std::swap(outer[n - 1], outer[n - 2]);
