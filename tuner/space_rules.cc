@@ -139,11 +139,13 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     variants.insert(variants.end(), others.begin() + (others.empty() ? 0 : 1), others.end());
     // Chunked candidates (ApplyTiles): 4 channel blocks x the columns left in the register
     // file, as many rows as keep the output tile in the L1 cache and leave 8 tiles per core,
-    // two input-channel blocks per chunk, the padding computed once. First where the weights
-    // do not fit an L2 cache (more than 1 MiB): conv 3x3/512/7x7 on Zen 3 (AVX2, 2 threads)
-    // took 1.7-1.8 ms chunked against 2.0-2.1 ms for its best tuned record, conv 3x3/256/
-    // 14x14 1.53-1.57 ms against 1.71-1.98 ms; 3x3/128/28x28 and 3x3/64/56x56, with their
-    // weights in L2, measured the same either way.
+    // two input-channel blocks per chunk, the padding computed once. First for every kernel
+    // wider than 1x1 and where the weights do not fit an L2 cache (more than 1 MiB): conv
+    // 3x3/512/7x7 on Zen 3 (AVX2, 2 threads) took 1.7-1.8 ms chunked against 2.0-2.1 ms for
+    // its best tuned record, conv 3x3/256/14x14 1.53-1.57 ms against 1.71-1.98 ms; the tuned
+    // best of all 12 3x3 tasks of ResNet-18 was chunked, and with chunked rules first the
+    // untuned ResNet-18 took 26-29 ms against 29-37 ms, PP-OCR det 61-69 ms against 99-129 ms
+    // (alternated, session 11).
     std::vector<std::vector<int64_t>> chunked;
     if (chunk_slot_ >= 0 && params.ok()) {
       const int64_t tk = Nearest(tile_slot_[1], std::min<int64_t>(4, shape[1]));
@@ -174,8 +176,10 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     }
     const int64_t weight_bytes =
         params.ok() ? params->k * params->c / params->groups * params->r * params->s * 4 : 0;
-    const bool chunked_first = weight_bytes > (int64_t{1} << 20);
-    // Otherwise one of them third (measured in the first round), the others last.
+    const bool chunked_first =
+        weight_bytes > (int64_t{1} << 20) || (params.ok() && params->r * params->s > 1);
+    // Otherwise (1x1 kernels) one of them third (measured in the first round), the others
+    // last.
     size_t next_chunked = 0;
     auto emit_chunked = [&](size_t count) {
       for (; count > 0 && next_chunked < chunked.size(); --count, ++next_chunked) {
