@@ -397,16 +397,20 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
   auto space = tuner::CreateGpuSearchSpace(*w, target);
   if (!space.ok()) return 1;
 
-  // lathe, rule-picked: the space's candidate shaped like a hand-written kernel, unmeasured.
-  std::vector<tuner::Candidate> rules = (*space)->Heuristic(4);
-  if (!rules.empty()) {
-    auto rp = Prepare(ctx, info, *rules[0].schedule, *b, &ref);
-    auto rt = rp.ok() ? TimeIt(ctx, flush, o.min_ms, launch(rp->get()))
+  // lathe, rule-picked: the space's candidates shaped like a hand-written kernel, unmeasured;
+  // the first is what an untuned build runs, the others (timed for a quarter as long) show
+  // which shape the rule should put first.
+  std::vector<tuner::Candidate> rules = (*space)->Heuristic(6);
+  for (size_t r = 0; r < rules.size(); ++r) {
+    char label[64];
+    std::snprintf(label, sizeof(label), r == 0 ? "lathe rule-picked" : "  rule-picked #%zu", r);
+    auto rp = Prepare(ctx, info, *rules[r].schedule, *b, &ref);
+    auto rt = rp.ok() ? TimeIt(ctx, flush, r == 0 ? o.min_ms : o.min_ms / 4, launch(rp->get()))
                       : absl::StatusOr<Timing>(rp.status());
     if (rt.ok()) {
-      PrintRow("lathe rule-picked", w->flops, rt->median_ms, base_ms, rt->repeats);
+      PrintRow(label, w->flops, rt->median_ms, base_ms, rt->repeats);
     } else {
-      std::printf("  lathe rule-picked: %s\n", rt.status().ToString().c_str());
+      std::printf("  %s: %s\n", label, rt.status().ToString().c_str());
     }
   }
 

@@ -400,8 +400,10 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
   struct Variant {
     int64_t threads, inner, ktile, vec;
   };
-  static constexpr Variant kVariants[] = {{16, 8, 8, 4},  {16, 4, 8, 4}, {8, 8, 8, 4},
-                                          {16, 8, 16, 4}, {8, 4, 16, 4}, {16, 8, 8, 1}};
+  // The 16-deep k-tile first: SGEMM 4096^3 on an H100 (bench_cuda, session 11) took 3.74 ms
+  // with it against 3.98 ms for the 8-deep one (cuBLAS 2.66 ms); the others 4.0-5.4 ms.
+  static constexpr Variant kVariants[] = {{16, 8, 16, 4}, {16, 8, 8, 4}, {16, 4, 8, 4},
+                                          {8, 8, 8, 4},   {8, 4, 16, 4}, {16, 8, 8, 1}};
   std::vector<Candidate> out;
   for (const Variant& v : kVariants) {
     if (static_cast<int>(out.size()) >= max) break;

@@ -201,7 +201,7 @@ TEST(GpuSpaceTest, RulePickedSgemmIsAHandKernelThatFitsTwoBlocksPerSm) {
   const codegen::cuda::KernelLaunch& k = src->plan.kernels[0];
   EXPECT_EQ(k.threads_per_block(), 256);
   EXPECT_EQ(k.grid[0] * k.grid[1] * k.grid[2], (4096 / 128) * (4096 / 128));
-  EXPECT_GE(k.shared_bytes, 2 * 128 * 8 * 4);  // an 8-deep k-tile of A and of B
+  EXPECT_GE(k.shared_bytes, 2 * 128 * 16 * 4);  // a 16-deep k-tile of A and of B
   EXPECT_NE(src->source.find(" C_local[64];"), std::string::npos) << "8x8 per thread";
   EXPECT_NE(src->source.find("float4"), std::string::npos);
   auto cubin = codegen::cuda::CompileToCubinWithResources(src->source, "sm_90");
