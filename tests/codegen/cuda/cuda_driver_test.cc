@@ -138,6 +138,19 @@ TEST(GpuDeviceTest, DescribesDeviceAndTimesWithEvents) {
   EXPECT_EQ((*prog)->Launch({}).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A plan of one kernel `name` reading one argument `arg`, with `threads` threads in one block.
+LaunchPlan OneKernelPlan(const std::string& name, const std::string& arg, int64_t threads = 1) {
+  LaunchPlan plan;
+  plan.name = name;
+  plan.args = {arg};
+  KernelLaunch k;
+  k.name = name + "_k0";
+  k.args = {arg};
+  k.block[0] = threads;
+  plan.kernels.push_back(k);
+  return plan;
+}
+
 // The driver's figures for a loaded kernel are what ptxas reported when NVRTC forwarded its
 // report (the measure child falls back on them when it does not).
 TEST(GpuDeviceTest, LoadedKernelsReportTheResourcesPtxasReports) {
@@ -149,15 +162,7 @@ TEST(GpuDeviceTest, LoadedKernelsReportTheResourcesPtxasReports) {
                     "  a[threadIdx.x] = s[1023 - threadIdx.x];\n}\n";
   auto cubin = CompileToCubinWithResources(src, info.arch());
   ASSERT_TRUE(cubin.ok()) << cubin.status();
-  LaunchPlan plan;
-  plan.name = "res";
-  plan.args = {"a"};
-  KernelLaunch k;
-  k.name = "res_k0";
-  k.args = {"a"};
-  k.block[0] = 1024;
-  plan.kernels.push_back(k);
-  auto prog = CudaProgram::Load(ctx, cubin->cubin, plan);
+  auto prog = CudaProgram::Load(ctx, cubin->cubin, OneKernelPlan("res", "a", 1024));
   ASSERT_TRUE(prog.ok()) << prog.status();
   auto used = (*prog)->Resources();
   ASSERT_TRUE(used.ok()) << used.status();
@@ -189,14 +194,7 @@ TEST(GpuDeviceTest, IllegalAccessIsStickyAndTheNextProcessRecovers) {
                           "  p[(long long)1 << 40] = 1.0f;\n}\n";
         auto cubin = CompileToCubin(src, info.arch());
         if (!cubin.ok()) std::_Exit(4);
-        LaunchPlan plan;
-        plan.name = "bad";
-        plan.args = {"p"};
-        KernelLaunch k;
-        k.name = "bad_k0";
-        k.args = {"p"};
-        plan.kernels.push_back(k);
-        auto prog = CudaProgram::Load(**c, *cubin, plan);
+        auto prog = CudaProgram::Load(**c, *cubin, OneKernelPlan("bad", "p"));
         if (!prog.ok()) std::_Exit(5);
         auto buf = DeviceBuffer::Allocate(**c, 16);
         if (!buf.ok()) std::_Exit(6);
