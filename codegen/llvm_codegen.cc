@@ -443,13 +443,22 @@ llvm::Value* CodeGen::EmitLoad(const Expr& e) {
 
 llvm::Value* CodeGen::EmitSelect(const Expr& e) {
   const auto& o = e->operands;
+  // A constant condition (a case of an unrolled position, e.g. ir/ops_winograd.cc's
+  // transforms) emits the chosen side only: both sides of a chain of cases would multiply the
+  // code LLVM must then delete, for every unrolled copy.
+  llvm::Value* cond = Emit(o[0]);
+  if (auto* k = llvm::dyn_cast<llvm::Constant>(cond)) {
+    llvm::Constant* v = k->getType()->isVectorTy() ? k->getSplatValue() : k;
+    if (auto* ci = llvm::dyn_cast_or_null<llvm::ConstantInt>(v))
+      return Emit(o[ci->isOne() ? 1 : 2]);
+  }
   bool has_load = false;
   for (int i = 1; i < 3; ++i) {
     Visit(o[i], [&](const Expr& x) {
       if (x->kind == ExprKind::kLoad && x->operands.size() == 1) has_load = true;
     });
   }
-  llvm::Value* c = Emit(o[0]);
+  llvm::Value* c = cond;
   if (!has_load || e->type.lanes > 1) {
     llvm::Value* t = Emit(o[1]);
     llvm::Value* f = Emit(o[2]);

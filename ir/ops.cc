@@ -165,6 +165,34 @@ absl::StatusOr<int64_t> LayoutBlock(const std::string& layout) {
       "unknown layout '", layout, "' (expected nchw, nhwc or nchw{x}c, e.g. nchw16c)"));
 }
 
+// The spatially padded copy of `x` (zero or `fill` outside), or `x` itself without padding.
+Tensor PadStage(const Tensor& x, const Window2d& win, bool nhwc, double fill, int64_t h, int64_t w,
+                std::vector<Tensor>* tensors) {
+  if (!win.has_pad()) return x;
+  const int hd = nhwc ? 1 : 2, wd = hd + 1;
+  std::vector<int64_t> shape = x->shape;
+  shape[hd] = h + win.pad_t + win.pad_b;
+  shape[wd] = w + win.pad_l + win.pad_r;
+  Tensor in = Compute(
+      "pad", shape,
+      [&](const std::vector<Expr>& idx) {
+        Expr hh = win.pad_t ? Sub(idx[hd], IntImm(win.pad_t)) : idx[hd];
+        Expr ww = win.pad_l ? Sub(idx[wd], IntImm(win.pad_l)) : idx[wd];
+        std::vector<Expr> src = idx;
+        src[hd] = hh;
+        src[wd] = ww;
+        return Select(And(And(GE(hh, IntImm(0)), LT(hh, IntImm(h))),
+                          And(GE(ww, IntImm(0)), LT(ww, IntImm(w)))),
+                      Read(x, src), FloatImm(fill));
+      },
+      "pad",
+      nhwc                   ? std::vector<std::string>{"n", "h", "w", "c"}
+      : x->shape.size() == 5 ? std::vector<std::string>{"n", "c", "h", "w", "cv"}
+                             : std::vector<std::string>{"n", "c", "h", "w"});
+  tensors->push_back(in);
+  return in;
+}
+
 }  // namespace internal
 
 namespace {
@@ -174,6 +202,7 @@ using internal::EpilogueStage;
 using internal::ExpectOp;
 using internal::GetInt;
 using internal::GetStr;
+using internal::PadStage;
 using internal::Product;
 
 #define LATHE_ASSIGN_OR_RETURN LATHE_IR_ASSIGN_OR_RETURN
@@ -188,32 +217,6 @@ Expr InRange(const Expr& e, int64_t hi) { return And(GE(e, I(0)), LT(e, I(hi)));
 
 double EpilogueFlops(const EpilogueExpr& e, double elements) {
   return elements * e.FlopsPerElement();
-}
-
-// The spatially padded copy of `x` (zero or `fill` outside), or `x` itself without padding.
-Tensor PadStage(const Tensor& x, const Window2d& win, bool nhwc, double fill, int64_t h, int64_t w,
-                std::vector<Tensor>* tensors) {
-  if (!win.has_pad()) return x;
-  const int hd = nhwc ? 1 : 2, wd = hd + 1;
-  std::vector<int64_t> shape = x->shape;
-  shape[hd] = h + win.pad_t + win.pad_b;
-  shape[wd] = w + win.pad_l + win.pad_r;
-  Tensor in = Compute(
-      "pad", shape,
-      [&](const std::vector<Expr>& idx) {
-        Expr hh = win.pad_t ? Sub(idx[hd], I(win.pad_t)) : idx[hd];
-        Expr ww = win.pad_l ? Sub(idx[wd], I(win.pad_l)) : idx[wd];
-        std::vector<Expr> src = idx;
-        src[hd] = hh;
-        src[wd] = ww;
-        return Select(And(InRange(hh, h), InRange(ww, w)), Read(x, src), F(fill));
-      },
-      "pad",
-      nhwc                   ? std::vector<std::string>{"n", "h", "w", "c"}
-      : x->shape.size() == 5 ? std::vector<std::string>{"n", "c", "h", "w", "cv"}
-                             : std::vector<std::string>{"n", "c", "h", "w"});
-  tensors->push_back(in);
-  return in;
 }
 
 }  // namespace
@@ -257,6 +260,7 @@ absl::StatusOr<MatmulParams> GetMatmulParams(const WorkloadSpec& spec) {
   if (spec.params.count("bpanel") != 0) {
     LATHE_ASSIGN_OR_RETURN(p.bpanel, GetInt(spec, "bpanel"));
     if (p.transpose_b) return absl::InvalidArgumentError("bpanel needs transpose_b=0");
+    if (p.bcast != Bcast::kNone) return absl::InvalidArgumentError("bpanel needs bcast=none");
     if (p.n % p.bpanel != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("bpanel ", p.bpanel, " does not divide n=", p.n));
@@ -389,26 +393,42 @@ OpDefinition MatmulDefinition(const MatmulParams& p, const Tensor& a, const Tens
 }
 
 // matmul with B in column panels (MatmulParams::bpanel): C[i, jo, ji] = sum_k A[i, k] *
-// B[jo, k, ji], the column j = jo * bpanel + ji.
+// B[jo, k, ji], the column j = jo * bpanel + ji; a batch_matmul adds the batch axis b in
+// front of every operand (C[b, i, jo, ji]).
 OpDefinition MatmulPanelOp(const MatmulParams& p) {
   const int64_t pn = p.bpanel, panels = p.n / pn;
   const bool has_epilogue = !p.epilogue.empty();
+  const bool batched = p.batch > 0;
+  auto shape = [&](std::vector<int64_t> s) {
+    if (batched) s.insert(s.begin(), p.batch);
+    return s;
+  };
   Tensor a = Placeholder(
-      "A", p.transpose_a ? std::vector<int64_t>{p.k, p.m} : std::vector<int64_t>{p.m, p.k});
-  Tensor b = Placeholder("B", {panels, p.k, pn});
-  const std::vector<std::string> axis_names = {"i", "jo", "ji"};
-  const std::vector<int64_t> out_shape = {p.m, panels, pn};
+      "A", shape(p.transpose_a ? std::vector<int64_t>{p.k, p.m} : std::vector<int64_t>{p.m, p.k}));
+  Tensor b = Placeholder("B", shape({panels, p.k, pn}));
+  const std::vector<std::string> axis_names = batched
+                                                  ? std::vector<std::string>{"b", "i", "jo", "ji"}
+                                                  : std::vector<std::string>{"i", "jo", "ji"};
+  const std::vector<int64_t> out_shape = shape({p.m, panels, pn});
+  const size_t o = batched ? 1 : 0;  // the first non-batch axis
   IterVar rk = MakeIterVar("k", p.k, /*reduce=*/true);
+  auto at = [&](const std::vector<Expr>& idx, std::vector<Expr> i) {
+    if (batched) i.insert(i.begin(), idx[0]);
+    return i;
+  };
   Tensor mm = Compute(
-      has_epilogue ? "matmul" : "C", out_shape,
+      has_epilogue ? (batched ? "batch_matmul" : "matmul") : "C", out_shape,
       [&](const std::vector<Expr>& idx) {
-        Expr av = p.transpose_a ? Read(a, {rk->var, idx[0]}) : Read(a, {idx[0], rk->var});
-        return Sum(Mul(av, Read(b, {idx[1], rk->var, idx[2]})), {rk});
+        Expr av = p.transpose_a ? Read(a, at(idx, {rk->var, idx[o]}))
+                                : Read(a, at(idx, {idx[o], rk->var}));
+        return Sum(Mul(av, Read(b, at(idx, {idx[o + 1], rk->var, idx[o + 2]}))), {rk});
       },
       "reduction", axis_names);
   return MatmulDefinition(
       p, a, b, mm, EpilogueInputs(p.epilogue, p.n, out_shape),
-      [pn](const std::vector<Expr>& idx) { return Add(Mul(idx[1], IntImm(pn)), idx[2]); },
+      [pn, o](const std::vector<Expr>& idx) {
+        return Add(Mul(idx[o + 1], IntImm(pn)), idx[o + 2]);
+      },
       axis_names);
 }
 
@@ -819,6 +839,11 @@ absl::StatusOr<OpDefinition> BuildOp(const WorkloadSpec& spec) {
   LATHE_BUILD("concat", GetConcatParams, ConcatOp)
   LATHE_BUILD("resize", GetResizeParams, ResizeOp)
   LATHE_BUILD("reduce", GetReduceParams, ReduceTensorOp)
+  if (spec.op == "winograd_in" || spec.op == "winograd_out") {
+    auto p = GetWinogradParams(spec);
+    if (!p.ok()) return p.status();
+    return p->output_side ? WinogradOutOp(*p) : WinogradInOp(*p);
+  }
 #undef LATHE_BUILD
   return absl::InvalidArgumentError(absl::StrCat("unknown op '", spec.op, "'"));
 }

@@ -54,6 +54,7 @@
 #define LATHE_IR_OPS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -191,6 +192,26 @@ struct ReduceParams {
   std::vector<int64_t> out_shape() const;
 };
 
+// Winograd convolution F(m x m, 3 x 3), stride 1, in a blocked layout nchw{block}c, as three
+// kernels (ir/ops_winograd.cc): winograd_in (X -> V: the input's tiles transformed), a
+// batch_matmul of b = (m+2)^2 (V x the transformed weights of WinogradWeights -> M), and
+// winograd_out (M -> Y: transformed back, then the epilogue). winograd_in: c, h, w are the
+// input's channels and extents, the pads those of the convolution; winograd_out: c is the
+// output channels (key k), h and w the output's extents (keys oh, ow).
+struct WinogradParams : Window2d {
+  bool output_side = false;  // winograd_out
+  int64_t n = 1, c = 1, h = 1, w = 1;
+  int64_t m = 4;  // output tile: 2 or 4
+  int64_t block = 0;
+  EpilogueExpr epilogue;  // winograd_out
+
+  int64_t t() const { return m + 2; }
+  // The output's extents (winograd_in: of the convolution it opens).
+  int64_t oh() const { return output_side ? h : h + pad_t + pad_b - 2; }
+  int64_t ow() const { return output_side ? w : w + pad_l + pad_r - 2; }
+  int64_t tiles() const { return n * (oh() / m) * (ow() / m); }
+};
+
 // Typed parameters of a canonical spec (as returned by ParseWorkloadSpec). They fail with
 // InvalidArgument when the spec is of another op or lacks a key; they do not re-validate
 // shapes (ParseWorkloadSpec does).
@@ -206,6 +227,7 @@ absl::StatusOr<SliceParams> GetSliceParams(const WorkloadSpec& spec);
 absl::StatusOr<ConcatParams> GetConcatParams(const WorkloadSpec& spec);
 absl::StatusOr<ResizeParams> GetResizeParams(const WorkloadSpec& spec);
 absl::StatusOr<ReduceParams> GetReduceParams(const WorkloadSpec& spec);
+absl::StatusOr<WinogradParams> GetWinogradParams(const WorkloadSpec& spec);  // both sides
 
 // An operator instantiated at concrete shapes.
 struct OpDefinition {
@@ -228,6 +250,21 @@ OpDefinition SliceOp(const SliceParams& p);
 OpDefinition ConcatOp(const ConcatParams& p);
 OpDefinition ResizeOp(const ResizeParams& p);
 OpDefinition ReduceTensorOp(const ReduceParams& p);
+//   winograd_in   X[n,c/x,h,w,x] -> V[t,t,n,th,tw,c/x,x] (t = m+2, th = oh/m): "pad" as for
+//                 conv2d, "V"(e1, e2, n, ty, tx, c, cv); V's memory is the batch_matmul
+//                 operand A[t*t][tiles][c].
+//   winograd_out  M[t,t,n,th,tw,k/x,x] -> Y[n,k/x,th,m,tw,m,x] (the memory of
+//                 [n,k/x,oh,ow,x]): "Y"(n, k, ty, vy, tx, vx, kv), or "winograd_out" and
+//                 the epilogue stage "Y"; a residual is shaped like Y.
+OpDefinition WinogradInOp(const WinogradParams& p);
+OpDefinition WinogradOutOp(const WinogradParams& p);
+
+// The B operand of a winograd convolution's batch_matmul: the weights w(k, c, ry, rx) of a
+// 3x3 convolution transformed (G g G^T, in double) to [t*t][k/panel][c][panel] (the layout
+// of bpanel=panel; panel 0: [t*t][c][k]).
+std::vector<float> WinogradWeights(
+    const std::function<double(int64_t, int64_t, int64_t, int64_t)>& w, int64_t k, int64_t c,
+    int64_t m, int64_t panel);
 
 // Dispatches on spec.op; InvalidArgument for an unknown op or missing keys.
 absl::StatusOr<OpDefinition> BuildOp(const WorkloadSpec& spec);

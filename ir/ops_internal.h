@@ -66,6 +66,28 @@ Tensor EpilogueStage(const std::string& name, const Tensor& main, const Epilogue
                      const std::function<Expr(const std::vector<Expr>&)>& channel,
                      std::vector<std::string> axis_names);
 
+// The spatially padded copy of `x` (stage "pad", tag "pad": `fill` outside X), appended to
+// *tensors, or `x` itself without padding. h and w are X's spatial extents; the spatial axes
+// are 1, 2 (nhwc) or 2, 3.
+Tensor PadStage(const Tensor& x, const Window2d& win, bool nhwc, double fill, int64_t h, int64_t w,
+                std::vector<Tensor>* tensors);
+
+// The epilogue's tensor arguments of a reference: they follow the `first` main inputs, in
+// step order.
+struct EpilogueTensors {
+  const float* bias = nullptr;
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  const float* res = nullptr;
+
+  EpilogueTensors(const EpilogueExpr& e, std::span<float* const> args, size_t first);
+  // The epilogue of `v` at output element `index` (flat) of channel `channel`, in double.
+  double Apply(const EpilogueExpr& e, double v, int64_t channel, int64_t index) const;
+};
+
+// The reference of winograd_in and winograd_out (ir/ops_winograd.cc).
+void WinogradReference(const WinogradParams& p, std::span<float* const> args);
+
 // The reference of the elementwise and data-movement ops (reference_elementwise.cc); sets
 // *handled to false for any other op.
 absl::Status ComputeDataReference(const WorkloadSpec& spec, std::span<float* const> args,

@@ -14,34 +14,12 @@
 namespace lathe::ir {
 namespace {
 
-// The epilogue's tensor arguments: they follow the `first` main inputs, in step order.
-struct EpilogueArgs {
-  const float* bias = nullptr;
-  const float* scale = nullptr;
-  const float* shift = nullptr;
-  const float* res = nullptr;
-
-  EpilogueArgs(const EpilogueExpr& e, std::span<float* const> args, size_t first) {
-    size_t i = first;
-    for (StepKind k : e.TensorSteps()) {
-      const float* p = args[i++];
-      if (k == StepKind::kBias) bias = p;
-      if (k == StepKind::kScale) scale = p;
-      if (k == StepKind::kShift) shift = p;
-      if (k == StepKind::kRes) res = p;
-    }
-  }
-};
+using EpilogueArgs = internal::EpilogueTensors;
 
 // The epilogue of output element `index` (flat) whose channel is `channel`.
 float Epi(const EpilogueExpr& e, const EpilogueArgs& a, double v, int64_t channel, int64_t index) {
   if (e.empty()) return static_cast<float>(v);
-  return static_cast<float>(ApplyEpilogueRef(e, v, [&](StepKind k) -> double {
-    if (k == StepKind::kBias) return a.bias[channel];
-    if (k == StepKind::kScale) return a.scale[channel];
-    if (k == StepKind::kShift) return a.shift[channel];
-    return a.res[index];
-  }));
+  return static_cast<float>(a.Apply(e, v, channel, index));
 }
 
 void Matmul(const MatmulParams& p, std::span<float* const> args) {
@@ -410,6 +388,12 @@ absl::Status ComputeReference(const Workload& w, std::span<float* const> args) {
     ConvTranspose(*p, args);
     return absl::OkStatus();
   }
+  if (spec.op == "winograd_in" || spec.op == "winograd_out") {
+    absl::StatusOr<WinogradParams> p = GetWinogradParams(spec);
+    if (!p.ok()) return p.status();
+    internal::WinogradReference(*p, args);
+    return absl::OkStatus();
+  }
   bool handled = false;
   absl::Status st = internal::ComputeDataReference(spec, args, &handled);
   if (handled) return st;
@@ -434,5 +418,31 @@ absl::Status ComputeReference(const Workload& w, std::vector<std::vector<float>>
   }
   return ComputeReference(w, std::span<float* const>(ptrs));
 }
+
+namespace internal {
+
+EpilogueTensors::EpilogueTensors(const EpilogueExpr& e, std::span<float* const> args,
+                                 size_t first) {
+  size_t i = first;
+  for (StepKind k : e.TensorSteps()) {
+    const float* p = args[i++];
+    if (k == StepKind::kBias) bias = p;
+    if (k == StepKind::kScale) scale = p;
+    if (k == StepKind::kShift) shift = p;
+    if (k == StepKind::kRes) res = p;
+  }
+}
+
+double EpilogueTensors::Apply(const EpilogueExpr& e, double v, int64_t channel,
+                              int64_t index) const {
+  return ApplyEpilogueRef(e, v, [&](StepKind k) -> double {
+    if (k == StepKind::kBias) return bias[channel];
+    if (k == StepKind::kScale) return scale[channel];
+    if (k == StepKind::kShift) return shift[channel];
+    return res[index];
+  });
+}
+
+}  // namespace internal
 
 }  // namespace lathe::ir

@@ -73,7 +73,8 @@ const std::vector<OpDef>& OpDefs() {
         {"epilogue", KeyKind::kEpilogue, "none"},
         {"transpose_a", KeyKind::kChoice, "0", kBools, true},
         {"transpose_b", KeyKind::kChoice, "0", kBools, true},
-        {"bcast", KeyKind::kChoice, "none", {"none", "a", "b"}, true}}},
+        {"bcast", KeyKind::kChoice, "none", {"none", "a", "b"}, true},
+        {"bpanel", KeyKind::kPositive, nullptr, {}, false, true}}},
       {"conv2d",
        {{"n", KeyKind::kPositive, nullptr},
         {"c", KeyKind::kPositive, nullptr},
@@ -162,6 +163,22 @@ const std::vector<OpDef>& OpDefs() {
        {{"shape", KeyKind::kShape, nullptr},
         {"axes", KeyKind::kIndices, nullptr},
         {"kind", KeyKind::kChoice, "mean", {"mean", "sum", "max", "min"}}}},
+      {"winograd_in",
+       {{"n", KeyKind::kPositive, nullptr},
+        {"c", KeyKind::kPositive, nullptr},
+        {"h", KeyKind::kPositive, nullptr},
+        {"w", KeyKind::kPositive, nullptr},
+        {"m", KeyKind::kChoice, "4", {"2", "4"}},
+        {"pad", KeyKind::kPads, "1"},
+        {"layout", KeyKind::kLayout, nullptr}}},
+      {"winograd_out",
+       {{"n", KeyKind::kPositive, nullptr},
+        {"k", KeyKind::kPositive, nullptr},
+        {"oh", KeyKind::kPositive, nullptr},
+        {"ow", KeyKind::kPositive, nullptr},
+        {"m", KeyKind::kChoice, "4", {"2", "4"}},
+        {"layout", KeyKind::kLayout, nullptr},
+        {"epilogue", KeyKind::kEpilogue, "none"}}},
   };
   return *defs;
 }
@@ -410,6 +427,24 @@ absl::Status ValidateDataShapes(const WorkloadSpec& spec) {
       return Invalid(op, "layout nhwc is not supported (nchw or nchw{x}c)");
     }
     return CheckSizes(op, {{"X", {p->n, p->c, p->h, p->w}}, {"Y", {p->n, p->c, p->oh, p->ow}}});
+  }
+  if (op == "winograd_in" || op == "winograd_out") {
+    absl::StatusOr<WinogradParams> p = GetWinogradParams(spec);
+    if (!p.ok()) return p.status();
+    const char* chan = p->output_side ? "k" : "c";
+    if (p->block <= 0) {
+      return Invalid(op, absl::StrCat("layout ", spec.Str("layout"), " is not blocked (nchw{x}c)"));
+    }
+    if (p->c % p->block != 0) {
+      return Invalid(op, absl::StrCat(chan, "=", p->c, " is not a multiple of the block ", p->block,
+                                      " of layout ", spec.Str("layout")));
+    }
+    if (p->oh() < 1 || p->ow() < 1 || p->oh() % p->m != 0 || p->ow() % p->m != 0) {
+      return Invalid(op, absl::StrCat("output ", p->oh(), "x", p->ow(),
+                                      " is not a whole number of ", p->m, "x", p->m, " tiles"));
+    }
+    const int64_t t = p->t();
+    return CheckSizes(op, {{"V", {t * t, p->tiles(), p->c}}});
   }
   if (op == "reduce") {
     absl::StatusOr<ReduceParams> p = GetReduceParams(spec);

@@ -35,6 +35,9 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
     BlockLayouts(g, *lowered, options.block_lanes);
     p.layout = ActivationLayout::kBlocked;
   }
+  if (options.winograd && options.block_lanes > 1) {
+    WinogradConvs(g, *lowered, options.weight_panel);
+  }
   PackMatmulWeights(g, *lowered, options.weight_panel);
   p.aliases = std::move(lowered->aliases);
   // Resolve alias chains so that every alias names a storage root.

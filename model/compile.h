@@ -56,6 +56,9 @@ struct CompileOptions {
   // Constant matmul weights packed in column panels of this many columns (PackMatmulWeights;
   // two vectors: 16 on AVX2, 32 on AVX-512). 0: row-major.
   int64_t weight_panel = 0;
+  // Blocked layout only: dense 3x3 stride-1 convolutions as Winograd F(m x m, 3 x 3)
+  // (WinogradConvs: winograd_in, batch_matmul, winograd_out).
+  bool winograd = false;
 };
 
 // Compiles an imported graph. Unsupported ops and attribute forms are InvalidArgument errors

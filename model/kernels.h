@@ -27,7 +27,7 @@ struct KernelDesc {
 
   bool has_epilogue() const {
     return op == "conv2d" || op == "conv2d_transpose" || op == "matmul" || op == "batch_matmul" ||
-           op == "ewise";
+           op == "ewise" || op == "winograd_out";
   }
   // The output axis that bias and scale index.
   int channel_axis(const Graph& g) const;
@@ -76,6 +76,16 @@ void BlockLayouts(Graph& g, Lowered& l, int64_t lanes);
 // [n/p][k][p] (model/pack.cc; the workload key bpanel=p), p = `panel` or, where that does not
 // divide n, half of it; kernels sharing a weight share its packed copy. panel <= 1: nothing.
 void PackMatmulWeights(Graph& g, Lowered& l, int64_t panel);
+
+// Dense 3x3 stride-1 convolutions in the blocked layout as Winograd F(4x4 or 2x2, 3x3)
+// (model/winograd.cc): winograd_in, a batch_matmul by the weights transformed and packed in
+// column panels of `panel` (halved until they divide the output channels), winograd_out with
+// the convolution's epilogue. Applied where both channel counts are at least
+// kWinogradMinChannels, the output is a whole number of tiles, and the transformed weights
+// take at most kWinogradMaxWeightBytes.
+constexpr int64_t kWinogradMinChannels = 32;
+constexpr int64_t kWinogradMaxWeightBytes = 8 << 20;
+void WinogradConvs(Graph& g, Lowered& l, int64_t panel);
 
 }  // namespace lathe::model
 

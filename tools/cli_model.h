@@ -84,6 +84,8 @@ struct LayoutChoice {
   int64_t block_lanes = 0;
   // Constant matmul weights in panels of two host vectors, whatever the activation layout.
   int64_t weight_panel = 0;
+  // Dense 3x3 convolutions as Winograd F(m x m, 3 x 3) (blocked layouts).
+  bool winograd = false;
 };
 absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout);
 

@@ -64,6 +64,10 @@ struct Analysis {
   // A matmul whose B comes in column panels (bpanel, packed once by the model compiler): the
   // output's innermost axis is a panel's columns, which B holds contiguously for every k.
   bool panel_matmul = false;
+  // Output axes tiled whole and unrolled: the positions of a winograd transform
+  // (winograd_in: e1, e2; winograd_out: vy, vx), whose cases (ir/ops_winograd.cc) code
+  // generation can only tell apart where the position is a constant.
+  std::vector<size_t> unrolled_axes;
 };
 
 class CpuSpace : public SearchSpace {

@@ -127,10 +127,12 @@ absl::Status CpuSpace::Init() {
     an_.blocked_conv = p.ok() && p->blocked();
     an_.dense_blocked_conv = an_.blocked_conv && p->groups == 1;
   }
-  if (workload_->spec.op == "matmul") {
+  if (workload_->spec.op == "matmul" || workload_->spec.op == "batch_matmul") {
     absl::StatusOr<ir::MatmulParams> p = ir::GetMatmulParams(workload_->spec);
     an_.panel_matmul = p.ok() && p->bpanel > 0;
   }
+  if (workload_->spec.op == "winograd_in") an_.unrolled_axes = {0, 1};
+  if (workload_->spec.op == "winograd_out") an_.unrolled_axes = {3, 5};
   // A blocked convolution's channels (a panel matmul's columns) are innermost already: no
   // channel-vector alternative.
   if (acc_def && acc_def->tensor->axes.size() >= 3 && !an_.blocked_conv && !an_.panel_matmul) {
@@ -142,6 +144,10 @@ absl::Status CpuSpace::Init() {
   for (size_t a = 0; a < out_axes_.size(); ++a) {
     int64_t e = out->tensor->shape[a];
     bool inner = a + 1 == out_axes_.size();
+    if (std::count(an_.unrolled_axes.begin(), an_.unrolled_axes.end(), a) != 0) {
+      tile_slot_.push_back(AddSlot("tile." + out_axes_[a], {e}));
+      continue;
+    }
     tile_slot_.push_back(AddSlot("tile." + out_axes_[a],
                                  TileChoices(e, lanes, inner ? 64 : std::max(32, 4 * lanes), inner,
                                              std::max(1, (target_.vector_registers - 4) / 2))));
@@ -347,14 +353,15 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
     outer.push_back(parts[0]);
     inner.push_back(parts[1]);
   }
-  if (an_.panel_matmul && n == 3) {
+  if (an_.panel_matmul && (n == 3 || n == 4)) {
     // Panels outermost, the row tiles inside: each panel of B is read from memory once and
     // serves every row tile from the L2 cache. Rows outermost stream all of B once per row
     // tile, which a timing that repeats one kernel (B stays in L3) cannot tell apart, but a
     // model, whose other layers evict the weights, can: BERT's FFN matmuls (128x3072x768 and
     // 128x768x3072, 9.4 MB of weights each) took 6.9 and 5.6 ms in the model that way and 4.5
     // and 4.5 ms panels-outermost (Zen 3, AVX2, 2 threads), with the same 4.3 ms alone.
-    std::swap(outer[0], outer[1]);
+    // A batch_matmul's batch stays outside: each batch has panels of its own.
+    std::swap(outer[n - 3], outer[n - 2]);
   } else if (d(swap_slot_) && n >= 2) {
     std::swap(outer[n - 1], outer[n - 2]);
   }
@@ -378,6 +385,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
   bool vec =
       d(vec_slot_) != 0 && vt > 1 && (vt % target_.vector_lanes == 0 || (vt & (vt - 1)) == 0);
   if (vec && d(tile_slot_[n - 1]) > 1) LATHE_TRY(s.Vectorize(o, inner[n - 1]));
+  for (size_t a : an_.unrolled_axes) LATHE_TRY(s.Unroll(o, inner[a]));
   const std::string& tile_loop = outer_loops.back();
 
   // The accumulator, computed for one tile: reduce loops outside, the tile inside.

@@ -74,6 +74,13 @@ inline const std::vector<std::string>& ModelOpTestSpecs() {
       "resize:n=1,c=8,h=5,w=6,oh=10,ow=12,mode=nearest,coord=asymmetric,nearest=floor,"
       "layout=nchw4c",
       "resize:n=1,c=6,h=4,w=5,oh=7,ow=9,mode=linear,layout=nchw2c",
+      // Winograd convolutions (ir/ops_winograd.cc): both transforms, and the batch_matmul
+      // between them with its weights in column panels.
+      "winograd_in:n=1,c=8,h=9,w=5,m=4,pad=1x0x0x1,layout=nchw4c",
+      "winograd_in:n=2,c=4,h=6,w=4,m=2,pad=1,layout=nchw4c",
+      "winograd_out:n=1,k=8,oh=4,ow=8,m=4,layout=nchw4c,epilogue=bias_relu_res",
+      "winograd_out:n=2,k=4,oh=6,ow=2,m=2,layout=nchw2c",
+      "batch_matmul:b=4,m=5,n=24,k=7,bpanel=8,epilogue=bias",
       // A second per-channel add after the activation (the model compiler's affine).
       "conv2d:n=1,c=8,h=6,w=7,k=16,r=1,s=1,layout=nchw8c,epilogue=bias_hswish_scale_shift",
       "conv2d:n=1,c=5,h=6,w=7,k=3,r=3,s=3,pad=1,epilogue=bias_relu_scale_shift",

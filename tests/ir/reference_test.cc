@@ -1,14 +1,17 @@
 #include "ir/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/check.h"
+#include "ir/ops.h"
 
 namespace lathe::ir {
 namespace {
@@ -75,6 +78,69 @@ TEST(ReferenceTest, BatchMatmul) {
               ElementsAre(22, 28, 49, 64, 44, 56, 98, 128));
   EXPECT_THAT(RunReference("batch_matmul:b=2,m=2,n=2,k=3,epilogue=bias", {a, b, {1, -1}}),
               ElementsAre(23, 27, 50, 63, 45, 55, 99, 127));
+}
+
+// Random values in [-1, 1), the same for the same seed.
+std::vector<float> Random(int64_t n, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / static_cast<float>(1 << 23) - 1.0f;
+  }
+  return v;
+}
+
+// winograd_in, a batch_matmul by WinogradWeights and winograd_out compute the blocked 3x3
+// convolution (m = 2 and 4, asymmetric pads, a residual epilogue), to float rounding.
+TEST(ReferenceTest, WinogradEqualsTheDirectConvolution) {
+  struct Case {
+    int64_t m, n, c, k, h, w, x;
+    std::string pad;
+  };
+  for (const Case& cs : {Case{4, 1, 8, 16, 8, 8, 8, "1"}, Case{2, 2, 4, 8, 5, 7, 4, "1x0x0x1"},
+                         Case{4, 1, 16, 8, 9, 8, 8, "0x1x1x1"}}) {
+    const std::string conv =
+        absl::StrCat("conv2d:n=", cs.n, ",c=", cs.c, ",h=", cs.h, ",w=", cs.w, ",k=", cs.k,
+                     ",r=3,s=3,pad=", cs.pad, ",layout=nchw", cs.x, "c,epilogue=bias_res_relu");
+    Workload cw = Make(conv);
+    absl::StatusOr<Conv2dParams> p = GetConv2dParams(cw.spec);
+    ASSERT_TRUE(p.ok()) << p.status();
+    const int64_t oh = p->oh(), ow = p->ow(), t = cs.m + 2;
+    const int64_t tiles = cs.n * (oh / cs.m) * (ow / cs.m);
+    const std::vector<float> x = Random(cs.n * cs.c * cs.h * cs.w, 1);
+    const std::vector<float> wt = Random(cs.k * cs.c * 9, 2);  // blocked [K/x][C/x][3][3][x][x]
+    const std::vector<float> bias = Random(cs.k, 3);
+    const std::vector<float> res = Random(cs.n * cs.k * oh * ow, 4);
+    const std::vector<float> want = RunReference(conv, {x, wt, bias, res});
+    const int64_t b = cs.x;
+    const std::vector<float> u = WinogradWeights(
+        [&](int64_t oc, int64_t ic, int64_t ry, int64_t rx) {
+          return wt[(((((oc / b) * (cs.c / b) + ic / b) * 3 + ry) * 3 + rx) * b + ic % b) * b +
+                    oc % b];
+        },
+        cs.k, cs.c, cs.m, 8);
+    const std::string layout = absl::StrCat("nchw", cs.x, "c");
+    const std::vector<float> v =
+        RunReference(absl::StrCat("winograd_in:n=", cs.n, ",c=", cs.c, ",h=", cs.h, ",w=", cs.w,
+                                  ",m=", cs.m, ",pad=", cs.pad, ",layout=", layout),
+                     {x});
+    const std::vector<float> mm = RunReference(
+        absl::StrCat("batch_matmul:b=", t * t, ",m=", tiles, ",n=", cs.k, ",k=", cs.c, ",bpanel=8"),
+        {v, u});
+    const std::vector<float> got =
+        RunReference(absl::StrCat("winograd_out:n=", cs.n, ",k=", cs.k, ",oh=", oh, ",ow=", ow,
+                                  ",m=", cs.m, ",layout=", layout, ",epilogue=bias_res_relu"),
+                     {mm, bias, res});
+    ASSERT_EQ(got.size(), want.size()) << conv;
+    float max_err = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      max_err = std::max(max_err, std::fabs(got[i] - want[i]));
+    EXPECT_LT(max_err, 2e-5f) << conv;
+    // Not trivially equal: the epilogue's relu leaves most outputs nonzero.
+    EXPECT_GT(std::count_if(want.begin(), want.end(), [](float f) { return f > 0; }),
+              static_cast<std::ptrdiff_t>(want.size() / 4))
+        << conv;
+  }
 }
 
 TEST(ReferenceTest, Conv2dBasic) {

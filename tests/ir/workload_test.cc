@@ -73,7 +73,8 @@ TEST(WorkloadSpecTest, KeyIsStable) {
 TEST(WorkloadSpecTest, UnknownOp) {
   EXPECT_EQ(Error("matmull:m=1,n=1,k=1"),
             "unknown op 'matmull' (expected one of matmul, batch_matmul, conv2d, conv2d_transpose, "
-            "pool2d, softmax, layer_norm, ewise, transpose, slice, concat, resize, reduce)");
+            "pool2d, softmax, layer_norm, ewise, transpose, slice, concat, resize, reduce, "
+            "winograd_in, winograd_out)");
   EXPECT_THAT(Error("MATMUL:m=1,n=1,k=1"), HasSubstr("unknown op 'MATMUL'"));
   EXPECT_THAT(Error(":m=1"), HasSubstr("unknown op ''"));
   EXPECT_EQ(Error(""), "empty workload spec");
@@ -265,7 +266,38 @@ TEST(WorkloadTest, PanelMatmulShapesAndErrors) {
   EXPECT_THAT(Error("matmul:m=2,n=40,k=3,bpanel=16"), HasSubstr("bpanel 16 does not divide n=40"));
   EXPECT_THAT(Error("matmul:m=2,n=32,k=3,bpanel=16,transpose_b=1"),
               HasSubstr("bpanel needs transpose_b=0"));
-  EXPECT_THAT(Error("batch_matmul:b=2,m=2,n=32,k=3,bpanel=16"), HasSubstr("bpanel"));
+  EXPECT_THAT(Error("batch_matmul:b=2,m=2,n=32,k=3,bpanel=16,bcast=b"),
+              HasSubstr("bpanel needs bcast=none"));
+  // A batch_matmul's panels are per batch: B [b, n/p, k, p], the output [b, m, n/p, p].
+  absl::StatusOr<Workload> bw = MakeWorkload("batch_matmul:b=4,m=5,n=32,k=3,bpanel=16");
+  ASSERT_TRUE(bw.ok()) << bw.status();
+  EXPECT_EQ(bw->args[1]->shape, (std::vector<int64_t>{4, 2, 3, 16}));
+  EXPECT_EQ(bw->output()->shape, (std::vector<int64_t>{4, 5, 2, 16}));
+}
+
+// The Winograd transforms: V [t, t, n, th, tw, c/x, x] (t = m + 2) from a blocked input, Y
+// [n, k/x, th, m, tw, m, x] (the memory of [n, k/x, oh, ow, x]) from M shaped like V.
+TEST(WorkloadTest, WinogradShapesAndErrors) {
+  absl::StatusOr<Workload> in =
+      MakeWorkload("winograd_in:n=2,c=16,h=9,w=5,m=4,pad=1x0x0x1,layout=nchw8c");
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->args[0]->shape, (std::vector<int64_t>{2, 2, 9, 5, 8}));
+  EXPECT_EQ(in->output()->shape, (std::vector<int64_t>{6, 6, 2, 2, 1, 2, 8}));
+  absl::StatusOr<Workload> out =
+      MakeWorkload("winograd_out:n=1,k=8,oh=4,ow=6,m=2,layout=nchw4c,epilogue=bias_res");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->args[0]->shape, (std::vector<int64_t>{4, 4, 1, 2, 3, 2, 4}));
+  EXPECT_EQ(out->args[1]->shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(out->args[2]->shape, (std::vector<int64_t>{1, 2, 2, 2, 3, 2, 4}));
+  EXPECT_EQ(out->output()->shape, (std::vector<int64_t>{1, 2, 2, 2, 3, 2, 4}));
+  EXPECT_EQ(Canonical("winograd_in:n=1,c=8,h=8,w=8,layout=nchw8c"),
+            "winograd_in:c=8,h=8,layout=nchw8c,m=4,n=1,pad=1,w=8");
+  EXPECT_THAT(Error("winograd_in:n=1,c=8,h=7,w=6,layout=nchw8c"),
+              HasSubstr("output 7x6 is not a whole number of 4x4 tiles"));
+  EXPECT_THAT(Error("winograd_in:n=1,c=8,h=6,w=6,layout=nchw"), HasSubstr("is not blocked"));
+  EXPECT_THAT(Error("winograd_out:n=1,k=12,oh=4,ow=4,layout=nchw8c"),
+              HasSubstr("k=12 is not a multiple of the block 8"));
+  EXPECT_THAT(Error("winograd_out:n=1,k=8,oh=4,ow=4,m=3,layout=nchw8c"), HasSubstr("m"));
 }
 
 TEST(WorkloadTest, MakeWorkloadRevalidatesHandBuiltSpecs) {

@@ -247,5 +247,47 @@ TEST(PackTest, MatmulWeightsArePackedInColumnPanels) {
   ExpectClose(RunProgram(*packed), RunProgram(*plain));
 }
 
+// Dense 3x3 stride-1 convolutions with enough channels become winograd_in, a batch_matmul by
+// the transformed weights and winograd_out carrying the epilogue (a residual included); the
+// others stay direct. The program computes what the direct one does.
+TEST(WinogradTest, ThreeByThreeConvsBecomeTransformsAroundABatchMatmul) {
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 32, 8, 12});
+  std::string y =
+      b.Op("Relu", {b.Op("Conv", {x, b.Const("w0", {32, 32, 3, 3}), b.Const("b0", {32})},
+                         {{"pads", Ints({1, 1, 1, 1})}})});
+  std::string z = b.Op("Conv", {y, b.Const("w1", {32, 32, 3, 3}), b.Const("b1", {32})},
+                       {{"pads", Ints({1, 1, 1, 1})}});
+  z = b.Op("Relu", {b.Op("Add", {z, y})});
+  // 6x10 out of 8x12 with no padding: tiles of 2.
+  std::string v = b.Op("Conv", {z, b.Const("w2", {32, 32, 3, 3})});
+  // Too few channels, and a stride of 2: direct.
+  std::string n = b.Op("Conv", {v, b.Const("w3", {16, 32, 3, 3})}, {{"pads", Ints({1, 1, 1, 1})}});
+  n = b.Op("Conv", {n, b.Const("w4", {16, 16, 3, 3})},
+           {{"pads", Ints({1, 1, 1, 1})}, {"strides", Ints({2, 2})}});
+  Graph g = b.Finish(n);
+  CompileOptions direct_opts;
+  direct_opts.block_lanes = 8;
+  absl::StatusOr<Program> direct = CompileGraph(g, direct_opts);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_EQ(Count(*direct, "winograd_in"), 0);
+  CompileOptions opts = direct_opts;
+  opts.winograd = true;
+  opts.weight_panel = 16;
+  absl::StatusOr<Program> wino = CompileGraph(g, opts);
+  ASSERT_TRUE(wino.ok()) << wino.status();
+  std::string specs;
+  for (const KernelCall& k : wino->kernels) specs += k.spec + "\n";
+  EXPECT_EQ(Count(*wino, "winograd_in"), 3) << specs;
+  EXPECT_EQ(Count(*wino, "winograd_out"), 3) << specs;
+  EXPECT_EQ(Count(*wino, "conv2d"), 2) << specs;
+  EXPECT_THAT(specs, HasSubstr("winograd_in:c=32,h=8,layout=nchw8c,m=4,n=1,pad=1,w=12"));
+  EXPECT_THAT(specs, HasSubstr("batch_matmul:b=36,bpanel=16,epilogue=none,k=32,m=6,n=32"));
+  EXPECT_THAT(specs, HasSubstr("winograd_out:epilogue=bias_relu,k=32,layout=nchw8c,m=4"));
+  EXPECT_THAT(specs, HasSubstr("winograd_out:epilogue=bias_res_relu,k=32,layout=nchw8c,m=4"));
+  EXPECT_THAT(specs, HasSubstr("batch_matmul:b=16,bpanel=16,epilogue=none,k=32,m=15,n=32"));
+  ExpectClose(RunProgram(*wino), RunProgram(*direct));
+}
+
 }  // namespace
 }  // namespace lathe::model

@@ -143,6 +143,9 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
       "matmul:m=33,n=70,k=19,epilogue=bias",
       "matmul:m=20,n=64,k=19,bpanel=16,epilogue=bias_gelu",
       "matmul:m=15,n=64,k=9,bpanel=32,epilogue=bias_res",
+      "batch_matmul:b=4,m=13,n=64,k=9,bpanel=16,epilogue=bias",
+      "winograd_in:n=1,c=32,h=8,w=8,m=4,pad=1,layout=nchw16c",
+      "winograd_out:n=1,k=32,oh=8,ow=8,m=2,layout=nchw8c,epilogue=bias_relu_res",
       "softmax:m=37,n=70",
       "layer_norm:m=20,n=96"};
   for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
@@ -253,6 +256,42 @@ TEST(SpaceHeuristicTest, PanelMatmulTilesAWholePanel) {
   ASSERT_EQ(avx512.size(), 1u);
   EXPECT_NE(avx512[0].find("split(C, [i], {14})"), std::string::npos) << avx512[0];
   EXPECT_NE(avx512[0].find("split(C, [ji], {32})"), std::string::npos) << avx512[0];
+}
+
+// A batch_matmul with panels: one batch and one panel per parallel tile, the rows as for a
+// matmul. Winograd transforms: the positions tiled whole and unrolled (so that code
+// generation keeps one case per position), the channel block as the vector.
+TEST(SpaceHeuristicTest, WinogradKernelsUnrollTheirPositions) {
+  std::vector<std::string> mm =
+      RuleTexts("batch_matmul:b=36,m=196,n=64,k=64,bpanel=16,epilogue=none", Avx2TwoCores(), 1);
+  ASSERT_EQ(mm.size(), 1u);
+  EXPECT_NE(mm[0].find("split(C, [b], {1})"), std::string::npos) << mm[0];
+  EXPECT_NE(mm[0].find("split(C, [i], {6})"), std::string::npos) << mm[0];
+  EXPECT_NE(mm[0].find("split(C, [ji], {16})"), std::string::npos) << mm[0];
+  EXPECT_NE(mm[0].find("fuse(C, [b.0, jo.0])"), std::string::npos) << mm[0];
+  for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
+    const int lanes = target.vector_lanes;
+    std::vector<std::string> in =
+        RuleTexts(absl::StrCat("winograd_in:n=1,c=64,h=56,w=56,m=4,pad=1,layout=nchw", lanes, "c"),
+                  target, 3);
+    ASSERT_EQ(in.size(), 3u);
+    for (const std::string& text : in) {
+      for (const char* loop : {"unroll(V, [e1.1])", "unroll(V, [e2.1])", "vectorize(V, [cv.1])"}) {
+        EXPECT_NE(text.find(loop), std::string::npos) << loop << "\n" << text;
+      }
+    }
+    // The padding computed once first (inlined, its bounds checks keep the loads apart).
+    EXPECT_NE(in[0].find("parallel(pad,"), std::string::npos) << in[0];
+    EXPECT_EQ(in[2].find("parallel(pad,"), std::string::npos) << in[2];
+    std::vector<std::string> out =
+        RuleTexts(absl::StrCat("winograd_out:n=1,k=64,oh=56,ow=56,m=4,layout=nchw", lanes,
+                               "c,epilogue=bias_relu"),
+                  target, 1);
+    ASSERT_EQ(out.size(), 1u);
+    for (const char* loop : {"unroll(Y, [vy.1])", "unroll(Y, [vx.1])", "vectorize(Y, [kv.1])"}) {
+      EXPECT_NE(out[0].find(loop), std::string::npos) << loop << "\n" << out[0];
+    }
+  }
 }
 
 // Row statistics (softmax's max and sum, layer_norm's mean and variance) and their vector
