@@ -33,6 +33,15 @@
 namespace lathe::tools {
 namespace {
 
+// The model compiler's options for an activation layout choice (every model command).
+model::CompileOptions CompileOptionsOf(const LayoutChoice& c) {
+  model::CompileOptions co;
+  co.block_lanes = c.block_lanes;
+  co.weight_panel = c.weight_panel;
+  co.winograd = c.winograd;
+  return co;
+}
+
 // Imports and compiles the model; on failure prints the message and sets *code (2 for
 // model errors, 1 for internal ones).
 std::optional<model::Program> LoadProgram(const std::string& cmd, const ModelCliOptions& o,
@@ -57,11 +66,7 @@ std::optional<model::Program> LoadProgram(const std::string& cmd, const ModelCli
     *code = Fail(cmd, std::string(layout.status().message()), kExitUsage);
     return std::nullopt;
   }
-  model::CompileOptions co;
-  co.block_lanes = layout->block_lanes;
-  co.weight_panel = layout->weight_panel;
-  co.winograd = layout->winograd;
-  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), co);
+  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), CompileOptionsOf(*layout));
   if (!p.ok()) {
     *code = Fail(cmd, o.model + ": " + std::string(p.status().message()),
                  absl::IsInvalidArgument(p.status()) ? kExitUsage : kExitFailure);
@@ -423,11 +428,7 @@ bool ModelTaskLines(const std::string& model, const std::vector<std::string>& in
     *error = std::string(g.status().message());
     return false;
   }
-  model::CompileOptions co;
-  co.block_lanes = lc->block_lanes;
-  co.weight_panel = lc->weight_panel;
-  co.winograd = lc->winograd;
-  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), co);
+  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), CompileOptionsOf(*lc));
   if (!p.ok()) {
     *error = model + ": " + std::string(p.status().message());
     return false;

@@ -76,8 +76,8 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     for (const auto& [blocks, pad_root] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {1, 0}}) {
       if (static_cast<int>(out.size()) >= max) break;
       std::vector<int64_t> d = defaults();
+      // (The positions' slots hold only their whole extent: Nearest picks it.)
       for (size_t a = 0; a + 1 < n; ++a) d[tile_slot_[a]] = Nearest(tile_slot_[a], 1);
-      for (size_t a : an_.unrolled_axes) d[tile_slot_[a]] = shape[a];
       d[tile_slot_[chan]] = Nearest(tile_slot_[chan], blocks);
       d[tile_slot_[n - 1]] = Nearest(tile_slot_[n - 1], shape[n - 1]);
       int64_t fused = 1;
