@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Model benchmark: lathe against ONNX Runtime in the same run, on PP-OCR cls/rec/det (the
-rapidocr-onnxruntime 1.4.x models), a ResNet-18 and one BERT-base encoder layer
-(bench/make_models.py). Each model is built with `lathe build --model` (untuned: default
+"""Model benchmark: lathe against ONNX Runtime and OpenVINO in the same run, on PP-OCR
+cls/rec/det (the rapidocr-onnxruntime 1.4.x models), a ResNet-18 and one BERT-base encoder
+layer (bench/make_models.py). Each model is built with `lathe build --model` (untuned: default
 schedules; tuned: the best records of --db) and loaded with ctypes; ONNX Runtime runs with 2
-intra-op threads. The two are timed alternately in one process (--rounds rounds of --repeat
-calls each, after a 0.1 s pause and a warm-up call so that the other runtime's threads have
-stopped spinning), and the medians printed side by side, with the max error of lathe's output
-against ONNX Runtime's and where lathe's time goes (the slowest steps, `lathe run --profile`).
+intra-op threads, OpenVINO's CPU plugin with 2 inference threads, the latency hint, one
+stream and f32 precision (so that its outputs compare; on hosts with AMX or AVX512-BF16 it
+would otherwise compute in bf16). The runtimes are timed alternately in one process
+(--rounds rounds of --repeat calls each, after a 0.1 s pause and a warm-up call so that the
+other runtimes' threads have stopped spinning), and the medians printed side by side, each
+lathe build as a ratio against both (x ORT, x OpenVINO: above 1 is faster), with the max error
+of lathe's and OpenVINO's outputs against ONNX Runtime's, and where lathe's time goes (the
+slowest steps, `lathe run --profile`) next to where OpenVINO's goes (its PERF_COUNT profile:
+the kernel it chose for each node and its time) with --profile.
 
 Run with the venv of scripts/model-venv.sh:
   build/model-venv/bin/python bench/bench_models.py --lathe build/bin/lathe [--db tuned.db]
@@ -27,6 +32,11 @@ import time
 
 import numpy as np
 import onnxruntime as ort
+
+try:  # the speed to beat; optional, so that a venv without it still gives the ORT figures
+    import openvino as ov
+except ImportError:  # pragma: no cover
+    ov = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -65,6 +75,43 @@ class LatheModel:
             raise RuntimeError(f"lathe_model_run returned {rc}")
 
 
+OV_CONFIG = {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1,
+             "INFERENCE_PRECISION_HINT": "f32"}
+
+
+class OpenVinoModel:
+    """One model compiled by OpenVINO's CPU plugin for a static input shape."""
+
+    def __init__(self, core, path, inp, shape, x, profile=False):
+        model = core.read_model(path)
+        model.reshape({inp: ov.PartialShape(shape)})
+        cfg = dict(OV_CONFIG)
+        if profile:
+            cfg["PERF_COUNT"] = True
+        self.compiled = core.compile_model(model, "CPU", cfg)
+        self.request = self.compiled.create_infer_request()
+        self.request.set_input_tensor(ov.Tensor(x))
+
+    def run(self):
+        self.request.infer()
+
+    def outputs(self):
+        return [np.array(self.request.get_output_tensor(i).data)
+                for i in range(len(self.compiled.outputs))]
+
+    def profile(self, top):
+        """The `top` slowest executed nodes of the last call: (ms, node, type, kernel)."""
+        rows = [(p.real_time.total_seconds() * 1e3, p.node_name, p.node_type, p.exec_type)
+                for p in self.request.profiling_info if p.status.name == "EXECUTED"]
+        rows.sort(reverse=True)
+        return sum(r[0] for r in rows), rows[:top]
+
+
+def rel_err(outs, ref):
+    return max(float(np.max(np.abs(o.reshape(r.shape) - r)) / max(np.max(np.abs(r)), 1e-30))
+               for o, r in zip(outs, ref))
+
+
 def timed(fn, n, settle_s=0.1):
     # The other runtime's threads may still be spinning after its last call (ONNX Runtime's
     # intra-op pool spins by default): let them go idle, and warm this one up, before timing.
@@ -85,14 +132,24 @@ def main():
     ap.add_argument("--models", default="cls,rec,det,resnet18,bert")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--profile", action="store_true", help="also show where lathe's time goes")
+    ap.add_argument("--profile", action="store_true",
+                    help="also show where lathe's and OpenVINO's time goes")
+    ap.add_argument("--top", type=int, default=8, help="steps shown per profile")
     ap.add_argument("--layouts", default="blocked",
                     help="comma-separated --layout values to build (blocked, nchw, nchw8c, ...)")
     ap.add_argument("--no-untuned", action="store_true", help="with --db: only the tuned builds")
+    ap.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "lathe-bench-models"))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     models = model_list(a.work)
+    core = None
+    if ov is not None and not a.no_openvino:
+        core = ov.Core()
+        print(f"OpenVINO {ov.__version__}, ONNX Runtime {ort.__version__}", flush=True)
+    elif not a.no_openvino:
+        print("OpenVINO is not installed (scripts/model-venv.sh installs it): its column is "
+              "left out", flush=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
     rows = []
     for name in a.models.split(","):
@@ -103,6 +160,11 @@ def main():
         opts.inter_op_num_threads = 1
         sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
         ref = sess.run(None, {inp: x})
+        ovm = None
+        if core is not None:
+            ovm = OpenVinoModel(core, path, inp, shape, x)
+            ovm.run()
+            ov_err = rel_err(ovm.outputs(), ref)
         variants = []
         for layout in a.layouts.split(","):
             sfx = "" if "," not in a.layouts else "-" + layout
@@ -120,33 +182,54 @@ def main():
             m = LatheModel(so)
             m.bind([x])
             m.run()
-            err = max(float(np.max(np.abs(o - r)) / max(np.max(np.abs(r)), 1e-30))
-                      for o, r in zip(m.outputs, ref))
+            err = rel_err(m.outputs, ref)
             libs[vname] = (m, err, time.time() - t0)
-        med = {k: [] for k in ["ort"] + list(libs)}
-        for _ in range(a.rounds):  # alternate: ORT, then each lathe build, every round
+        med = {k: [] for k in ["ort"] + (["ov"] if ovm else []) + list(libs)}
+        for _ in range(a.rounds):  # alternate: ORT, OpenVINO, then each lathe build, every round
             med["ort"].append(timed(lambda: sess.run(None, {inp: x}), a.repeat))
+            if ovm:
+                med["ov"].append(timed(ovm.run, a.repeat))
             for vname, (m, _, _) in libs.items():
                 med[vname].append(timed(m.run, a.repeat))
         row = {"model": name, "ort_ms": 1e3 * float(np.median(med["ort"]))}
+        if ovm:
+            row["openvino_ms"] = 1e3 * float(np.median(med["ov"]))
+            row["openvino_max_err"] = ov_err
         for vname, (m, err, build_s) in libs.items():
             row[vname + "_ms"] = 1e3 * float(np.median(med[vname]))
             row[vname + "_speedup"] = row["ort_ms"] / row[vname + "_ms"]
+            if ovm:
+                row[vname + "_vs_openvino"] = row["openvino_ms"] / row[vname + "_ms"]
             row[vname + "_max_err"] = err
             row[vname + "_build_s"] = build_s
         rows.append(row)
         line = f"{name:9s} ORT {row['ort_ms']:8.2f} ms"
+        if ovm:
+            line += f"   OpenVINO {row['openvino_ms']:8.2f} ms (err {ov_err:.1e})"
         for vname in libs:
             line += (f"\n    lathe {vname:16s} {row[vname + '_ms']:8.2f} ms "
-                     f"({row[vname + '_speedup']:.2f}x ORT, err {row[vname + '_max_err']:.1e})")
+                     f"({row[vname + '_speedup']:.2f}x ORT")
+            if ovm:
+                line += f", {row[vname + '_vs_openvino']:.2f}x OpenVINO"
+            line += f", err {row[vname + '_max_err']:.1e})"
         print(line, flush=True)
         if a.profile:
             cmd = [a.lathe, "run", "--model", path, "--input", f"{inp}={'x'.join(map(str, shape))}",
                    "--repeat", "5", "--profile", "--json", "--layout", a.layouts.split(",")[0]]
             cmd += ["--db", a.db] if a.db else ["--default-schedules"]
             prof = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            for p in prof["profile"][:5]:
+            print(f"    lathe: steps add up to {sum(p['ms'] for p in prof['profile']):.2f} ms; "
+                  f"the slowest:")
+            for p in prof["profile"][:a.top]:
                 print(f"    {100 * p['share']:5.1f}% {p['ms']:7.3f} ms  {p['workload']}  [{p['origin']}]")
+            if ovm:
+                pm = OpenVinoModel(core, path, inp, shape, x, profile=True)
+                for _ in range(3):
+                    pm.run()
+                total, top = pm.profile(a.top)
+                print(f"    OpenVINO: nodes add up to {total:.2f} ms; the slowest:")
+                for ms, node, typ, kernel in top:
+                    print(f"    {100 * ms / total:5.1f}% {ms:7.3f} ms  {typ} {node}  [{kernel}]")
     print(f"load average after: {os.getloadavg()}")
     print(json.dumps(rows))
 

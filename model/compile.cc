@@ -31,6 +31,7 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
     FuseKernels(g, *lowered);
     ParameterizeConstants(g, *lowered);
   }
+  if (options.deconv_as_conv) ConvTransposesAsConvs(g, *lowered);
   if (options.block_lanes > 1) {
     BlockLayouts(g, *lowered, options.block_lanes);
     p.layout = ActivationLayout::kBlocked;

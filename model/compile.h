@@ -50,6 +50,9 @@ struct Program {
 
 struct CompileOptions {
   bool fuse = true;  // epilogue fusion and activation patterns (off: one kernel per node)
+  // Transposed convolutions whose windows do not overlap as a 1x1 convolution and a
+  // depth-to-space transpose (ConvTransposesAsConvs); off: the direct conv2d_transpose.
+  bool deconv_as_conv = true;
   // The float lanes of the target's vector (16 on AVX-512, 8 on AVX2): activations between
   // convolutions are kept in blocks of up to this many channels. 0: plain NCHW throughout.
   int64_t block_lanes = 0;

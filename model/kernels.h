@@ -72,6 +72,17 @@ void ParameterizeConstants(Graph& g, Lowered& l);
 // share memory) where a kernel needs the plain form. lanes <= 1: nothing changes.
 void BlockLayouts(Graph& g, Lowered& l, int64_t lanes);
 
+// A transpose kernel of `in` (logical shape `shape`) by `perm` into `out`, with extent-1
+// dimensions dropped and dimensions that stay neighbours merged, so that equal data movements
+// share one task; `why` names it in the profile.
+KernelDesc TransposeKernel(std::vector<int64_t> shape, std::vector<int64_t> perm,
+                           const std::string& in, const std::string& out, const std::string& why);
+
+// Transposed convolutions whose windows do not overlap (stride == kernel, no padding, one
+// group) as a 1x1 convolution to k*r*s channels and a depth-to-space transpose
+// (model/deconv.cc): a dense product the layout pass blocks, instead of a gather per tap.
+void ConvTransposesAsConvs(Graph& g, Lowered& l);
+
 // Constant row-major weights B [k][n] of matmul kernels packed once into column panels
 // [n/p][k][p] (model/pack.cc; the workload key bpanel=p), p = `panel` or, where that does not
 // divide n, half of it; kernels sharing a weight share its packed copy. panel <= 1: nothing.

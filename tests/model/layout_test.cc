@@ -204,7 +204,9 @@ TEST(AffineTest, BiasThenBatchNormAfterATransposedConvFoldIntoItsWeights) {
                                   b.Const("mean", {6}), b.Const("var", {6}, 0.5, 2)});
   y = b.Op("Relu", {y});
   Graph g = b.Finish(y);
-  absl::StatusOr<Program> p = CompileGraph(g);
+  CompileOptions direct;
+  direct.deconv_as_conv = false;
+  absl::StatusOr<Program> p = CompileGraph(g, direct);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->kernels.size(), 1u);
   EXPECT_THAT(p->kernels[0].spec, HasSubstr("conv2d_transpose:"));
@@ -212,6 +214,82 @@ TEST(AffineTest, BiasThenBatchNormAfterATransposedConvFoldIntoItsWeights) {
   CompileOptions off;
   off.fuse = false;
   ExpectClose(RunProgram(*p), RunProgram(*CompileGraph(g, off)));
+}
+
+// ConvTransposes whose windows do not overlap (stride == kernel: PP-OCR det's head) become a
+// 1x1 convolution and a depth-to-space transpose, their bias and activation on the 1x1 conv;
+// an overlapping one stays direct. Every variant agrees with the direct program; in the
+// blocked layout each depth-to-space reads the 1x1 conv's blocked output directly.
+TEST(DeconvTest, NonOverlappingTransposedConvsBecomeOneByOneConvs) {
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 8, 5, 6});
+  std::string y = b.Op("ConvTranspose", {x, b.Const("w0", {8, 6, 2, 2}), b.Const("b0", {6})},
+                       {{"strides", Ints({2, 2})}});
+  y = b.Op("Relu", {y});
+  y = b.Op("ConvTranspose", {y, b.Const("w1", {6, 1, 2, 2}), b.Const("b1", {1})},
+           {{"strides", Ints({2, 2})}});
+  Graph g = b.Finish(b.Op("Sigmoid", {y}));
+  GraphBuilder ob;
+  Graph overlapping =
+      ob.Finish(ob.Op("ConvTranspose", {ob.Input("x", {1, 8, 5, 6}), ob.Const("w", {8, 4, 3, 3})},
+                      {{"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}}));
+  CompileOptions direct;
+  direct.deconv_as_conv = false;
+  absl::StatusOr<Program> want = CompileGraph(g, direct);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(Count(*want, "conv2d_transpose"), 2);
+  const std::vector<float> expected = RunProgram(*want);
+  for (int64_t lanes : {0, 8, 16}) {
+    SCOPED_TRACE(lanes);
+    CompileOptions opt;
+    opt.block_lanes = lanes;
+    absl::StatusOr<Program> p = CompileGraph(g, opt);
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::string specs;
+    for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
+    EXPECT_EQ(Count(*p, "conv2d_transpose"), 0) << specs;
+    EXPECT_THAT(specs, HasSubstr("epilogue=bias_relu,groups=1,h=5,k=24,"));
+    EXPECT_THAT(specs, HasSubstr("epilogue=bias_sigmoid,groups=1,h=10,k=4,"));
+    if (lanes == 0) EXPECT_EQ(Count(*p, "transpose"), 2) << specs;
+    // Blocked: the input's conversion, each depth-to-space (reading the blocked 1x1 output),
+    // and the second 1x1 conv's input blocked again.
+    if (lanes == 8) EXPECT_EQ(Count(*p, "transpose"), 4) << specs;
+    ExpectClose(RunProgram(*p), expected);
+    absl::StatusOr<Program> o = CompileGraph(overlapping, opt);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(Count(*o, "conv2d_transpose"), 1);
+  }
+}
+
+// A transpose of a value held only in the blocked layout reads the blocked form directly: one
+// transpose kernel instead of a conversion to the plain form and the transpose (also through
+// a reshaping view).
+TEST(LayoutTest, ATransposeReadsTheBlockedFormDirectly) {
+  for (bool reshaped : {false, true}) {
+    SCOPED_TRACE(reshaped);
+    GraphBuilder b;
+    std::string x = b.Input("x", {1, 16, 3, 5});
+    std::string y = b.Op("Conv", {x, b.Const("w0", {24, 16, 1, 1})});
+    if (reshaped) {
+      y = b.Op("Reshape", {y, b.Values("shape", {3}, {1, 24, 15})});
+      y = b.Op("Transpose", {y}, {{"perm", Ints({0, 2, 1})}});
+    } else {
+      y = b.Op("Transpose", {y}, {{"perm", Ints({0, 2, 3, 1})}});  // NHWC
+    }
+    Graph g = b.Finish(y);
+    const std::vector<float> want = RunProgram(*CompileGraph(g));
+    for (int64_t lanes : {8, 16}) {
+      SCOPED_TRACE(lanes);
+      CompileOptions o;
+      o.block_lanes = lanes;
+      absl::StatusOr<Program> p = CompileGraph(g, o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      std::string specs;
+      for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
+      EXPECT_EQ(Count(*p, "transpose"), 2) << specs;  // the input's conversion, the transpose
+      ExpectClose(RunProgram(*p), want);
+    }
+  }
 }
 
 // Constant matmul weights packed once into column panels (PackMatmulWeights): two vectors of
