@@ -20,6 +20,21 @@
 namespace lathe::model {
 namespace {
 
+// libonnx's messages span lines ("\n\n==> Context: ..."); an error is one line.
+std::string OneLine(const char* text) {
+  std::string out;
+  for (const char* p = text; *p != '\0'; ++p) {
+    const bool space = *p == '\n' || *p == '\r' || *p == '\t' || *p == ' ';
+    if (space) {
+      if (!out.empty() && out.back() != ' ') out.push_back(' ');
+      continue;
+    }
+    out.push_back(*p);
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 absl::Status Bad(const std::string& what, const std::string& msg) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", msg));
 }
@@ -355,7 +370,7 @@ absl::StatusOr<Graph> ImportModel(onnx::ModelProto& model, const std::string& wh
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
-    return Bad(what, absl::StrCat("invalid ONNX model: ", e.what()));
+    return Bad(what, absl::StrCat("invalid ONNX model: ", OneLine(e.what())));
   }
   Graph g;
   for (const auto& op : model.opset_import()) {
@@ -414,7 +429,7 @@ absl::StatusOr<Graph> ImportModel(onnx::ModelProto& model, const std::string& wh
     onnx::ShapeInferenceOptions options(/*check_type=*/false, /*strict=*/0, /*data_prop=*/true);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception& e) {
-    return Bad(what, absl::StrCat("ONNX shape inference failed: ", e.what()));
+    return Bad(what, absl::StrCat("ONNX shape inference failed: ", OneLine(e.what())));
   }
 
   // ONNX's inferred shapes, to cross-check lathe's own.

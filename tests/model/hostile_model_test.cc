@@ -220,5 +220,14 @@ TEST(HostileModelTest, UnknownOperatorsAreRefusedBeforeShapeInference) {
   ExpectRefused(m, "node 'SpaceToDepth_0' (SpaceToDepth): operator SpaceToDepth is not supported");
 }
 
+TEST(HostileModelTest, CheckerMessagesAreOneLine) {
+  // strides given as one INT where the schema wants INTS: libonnx's checker refuses it with a
+  // message over several lines, which the importer joins.
+  OnnxModel m = Image();
+  m.Floats("w", {1, 1, 3, 3}, std::vector<float>(9, 0.1f))
+      .Node("Conv", {"x", "w"}, {"y"}, {}, {{"strides", 2}});
+  ExpectRefused(m, "hostile.onnx: invalid ONNX model: ");
+}
+
 }  // namespace
 }  // namespace lathe::model
