@@ -104,6 +104,35 @@ int64_t IntField(const json& obj, const char* name, int64_t def) {
   return it->get<int64_t>();
 }
 
+// Reads one line (without its '\n') into *line. A line longer than `max` bytes is read to its
+// end but not kept: *line is then empty and *too_long true. False at the end of the stream.
+bool ReadBoundedLine(std::istream& in, int64_t max, std::string* line, bool* too_long) {
+  line->clear();
+  *too_long = false;
+  std::streambuf* buf = in.rdbuf();
+  if (buf == nullptr) {
+    in.setstate(std::ios::badbit);
+    return false;
+  }
+  bool any = false;
+  for (;;) {
+    const int c = buf->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(any ? std::ios::eofbit : std::ios::eofbit | std::ios::failbit);
+      return any;
+    }
+    any = true;
+    if (c == '\n') return true;
+    if (*too_long) continue;
+    if (static_cast<int64_t>(line->size()) >= max) {
+      *too_long = true;
+      std::string().swap(*line);  // give the memory back
+      continue;
+    }
+    line->push_back(static_cast<char>(c));
+  }
+}
+
 }  // namespace
 
 std::string RecordToJsonLine(const Record& r) {
@@ -184,12 +213,19 @@ absl::StatusOr<int64_t> ExportJsonl(Database& db, std::ostream& out) {
   return n;
 }
 
-absl::StatusOr<ImportStats> ImportJsonl(Database& db, std::istream& in, const std::string& source) {
+absl::StatusOr<ImportStats> ImportJsonl(Database& db, std::istream& in, const std::string& source,
+                                        const ImportOptions& options) {
   std::string line;
+  bool too_long = false;
   int64_t line_no = 0;
   // Header.
-  while (std::getline(in, line)) {
+  while (ReadBoundedLine(in, options.max_line_bytes, &line, &too_long)) {
     ++line_no;
+    if (too_long) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          source, ":", line_no, ": not a lathe records file (its first line is longer than ",
+          options.max_line_bytes, " bytes)"));
+    }
     if (!line.empty()) break;
   }
   if (line.empty()) {
@@ -233,8 +269,19 @@ absl::StatusOr<ImportStats> ImportJsonl(Database& db, std::istream& in, const st
     batch.clear();
     return absl::OkStatus();
   };
-  while (std::getline(in, line)) {
+  auto refuse = [&](std::string candidate_id, std::string reason) {
+    ++stats.refused;
+    if (stats.refusals.size() < kMaxListedRefusals) {
+      stats.refusals.push_back({line_no, std::move(candidate_id), std::move(reason)});
+    }
+  };
+  while (ReadBoundedLine(in, options.max_line_bytes, &line, &too_long)) {
     ++line_no;
+    if (too_long) {
+      ++stats.records;
+      refuse("", absl::StrCat("the line is longer than ", options.max_line_bytes, " bytes"));
+      continue;
+    }
     if (line.empty()) continue;
     absl::StatusOr<Record> r = RecordFromJsonLine(line);
     if (!r.ok()) {
@@ -244,6 +291,12 @@ absl::StatusOr<ImportStats> ImportJsonl(Database& db, std::istream& in, const st
           absl::StrCat(source, ":", line_no, ": ", r.status().message()));
     }
     ++stats.records;
+    if (options.check) {
+      if (absl::Status st = options.check(*r); !st.ok()) {
+        refuse(r->candidate_id, std::string(st.message()));
+        continue;
+      }
+    }
     batch.push_back(*std::move(r));
     if (batch.size() >= kImportBatch) {
       if (absl::Status st = flush(); !st.ok()) {

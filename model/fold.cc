@@ -20,10 +20,6 @@ namespace {
     lhs = *std::move(_v);                        \
   } while (0)
 
-// Folding produces at most this many elements (weights are folded, e.g. a transposed weight
-// or a Mul of constants; activations never are).
-constexpr int64_t kMaxFoldElements = int64_t{1} << 26;
-
 std::vector<int64_t> Strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
@@ -64,7 +60,7 @@ ConstData MakeData(bool is_int, int64_t count) {
 
 void Set(ConstData& d, int64_t k, double v) {
   if (d.is_int) {
-    d.i[k] = static_cast<int64_t>(v);
+    d.i[k] = ConstData::SaturatingInt64(v);
   } else {
     d.f[k] = static_cast<float>(v);
   }
@@ -81,6 +77,7 @@ void CopyElem(const ConstData& src, int64_t from, ConstData& dst, int64_t to) {
 
 absl::StatusOr<ConstData> ConstantAttr(const Node& n, std::vector<int64_t>* shape) {
   if (const Attr* a = n.attr("value")) {
+    if (a->kind != Attr::kTensor) return Unsupported(n, "attribute 'value' must be a tensor");
     *shape = a->tensor_shape;
     return a->tensor;
   }
@@ -173,6 +170,10 @@ const std::set<std::string>& FoldableOps() {
 
 }  // namespace
 
+bool IsFoldableOp(const std::string& op) {
+  return op == "Constant" || op == "Shape" || FoldableOps().count(op) > 0;
+}
+
 absl::StatusOr<std::vector<int64_t>> ReshapeShape(const Graph& g, const Node& n,
                                                   const std::vector<int64_t>& in) {
   const int64_t rank = static_cast<int64_t>(in.size());
@@ -190,7 +191,7 @@ absl::StatusOr<std::vector<int64_t>> ReshapeShape(const Graph& g, const Node& n,
     LATHE_TRY_ASSIGN(shape, IntsInput(g, n, 1));
     if (!shape) return Unsupported(n, "needs a shape input");
     const bool allowzero = n.Int("allowzero", 0) != 0;
-    int64_t known = 1, infer = -1;
+    int64_t infer = -1;
     for (size_t d = 0; d < shape->size(); ++d) {
       int64_t v = (*shape)[d];
       if (v == 0 && !allowzero) {
@@ -203,14 +204,15 @@ absl::StatusOr<std::vector<int64_t>> ReshapeShape(const Graph& g, const Node& n,
         out.push_back(1);
         continue;
       }
-      if (v < 0) return Unsupported(n, "negative extent in the shape");
-      known *= v;
+      if (v < 0) return Unsupported(n, absl::StrCat("negative extent ", v, " in the shape"));
       out.push_back(v);
     }
+    absl::StatusOr<int64_t> known = CheckedNumElements(out);
+    if (!known.ok()) return Unsupported(n, std::string(known.status().message()));
     const int64_t total = NumElements(in);
     if (infer >= 0) {
-      if (known == 0 || total % known != 0) return Unsupported(n, "cannot infer the -1 extent");
-      out[infer] = total / known;
+      if (*known == 0 || total % *known != 0) return Unsupported(n, "cannot infer the -1 extent");
+      out[infer] = total / *known;
     }
     if (NumElements(out) != total) {
       return Unsupported(n, absl::StrCat("cannot reshape ", ShapeText(in), " to ", ShapeText(out)));
@@ -240,7 +242,9 @@ absl::StatusOr<std::vector<int64_t>> ReshapeShape(const Graph& g, const Node& n,
     for (int64_t a : axes) {
       int64_t na = 0;
       LATHE_TRY_ASSIGN(na, NormAxis(n, a, out_rank));
-      add.insert(na);
+      if (!add.insert(na).second) {
+        return Unsupported(n, absl::StrCat("axis ", a, " is named twice"));
+      }
     }
     size_t k = 0;
     for (int64_t d = 0; d < out_rank; ++d) out.push_back(add.count(d) ? 1 : in[k++]);
@@ -264,6 +268,10 @@ absl::StatusOr<std::vector<SliceSpec>> SliceSpecs(const Graph& g, const Node& n,
     LATHE_TRY_ASSIGN(in_split, IntsInput(g, n, 1));
     if (in_split) split = *in_split;
     const int64_t parts = static_cast<int64_t>(n.outputs.size());
+    if (parts == 0) return Unsupported(n, "has no outputs");
+    if (!split.empty() && static_cast<int64_t>(split.size()) != parts) {
+      return Unsupported(n, absl::StrCat(split.size(), " split sizes for ", parts, " outputs"));
+    }
     if (split.empty()) {
       if (in[axis] % parts != 0) return Unsupported(n, "uneven split without split sizes");
       split.assign(parts, in[axis] / parts);
@@ -271,6 +279,9 @@ absl::StatusOr<std::vector<SliceSpec>> SliceSpecs(const Graph& g, const Node& n,
     std::vector<SliceSpec> out;
     int64_t off = 0;
     for (int64_t s : split) {
+      if (s < 0 || s > in[axis] - off) {
+        return Unsupported(n, "split sizes do not add up to the extent");
+      }
       SliceSpec sp = full;
       sp.begin[axis] = off;
       sp.size[axis] = s;
@@ -314,7 +325,7 @@ absl::StatusOr<std::vector<SliceSpec>> SliceSpecs(const Graph& g, const Node& n,
     int64_t en = ends[i] < 0 ? ends[i] + e : ends[i];
     b = std::clamp<int64_t>(b, 0, e);
     en = std::clamp<int64_t>(en, 0, e);
-    const int64_t size = en > b ? (en - b + step - 1) / step : 0;
+    const int64_t size = en > b ? (en - b - 1) / step + 1 : 0;
     if (size == 0) {
       return Unsupported(n, absl::StrCat("an empty slice is not supported (axis ", a, ", extent ",
                                          e, ", start ", starts[i], ", end ", ends[i], ")"));
@@ -378,8 +389,15 @@ coord_ok:
     if (scales.size() != 4 || scales[0] != 1 || scales[1] != 1) {
       return Unsupported(n, "scales must be given for 4 dimensions, 1 for batch and channels");
     }
-    r.oh = static_cast<int64_t>(std::floor(in[2] * static_cast<double>(scales[2])));
-    r.ow = static_cast<int64_t>(std::floor(in[3] * static_cast<double>(scales[3])));
+    const double oh = std::floor(in[2] * static_cast<double>(scales[2]));
+    const double ow = std::floor(in[3] * static_cast<double>(scales[3]));
+    // Written so that NaN fails too.
+    if (!(oh >= 1 && oh <= kMaxTensorElements && ow >= 1 && ow <= kMaxTensorElements)) {
+      return Unsupported(n, absl::StrCat("scales ", scales[2], " and ", scales[3],
+                                         " give no valid output extent"));
+    }
+    r.oh = static_cast<int64_t>(oh);
+    r.ow = static_cast<int64_t>(ow);
   }
   if (r.oh <= 0 || r.ow <= 0) return Unsupported(n, "the output extent is not positive");
   if (n.Int("exclude_outside", 0) != 0 || n.Int("antialias", 0) != 0) {
@@ -389,6 +407,9 @@ coord_ok:
 }
 
 absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
+  if (IsFoldableOp(n.op) && (n.outputs.empty() || n.outputs[0].empty())) {
+    return Unsupported(n, "has no output");
+  }
   auto set = [&](size_t i, std::vector<int64_t> shape, ConstData d) {
     Value v;
     v.name = n.outputs[i];
@@ -405,7 +426,7 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     return true;
   }
   if (n.op == "Shape") {
-    const Value* v = g.Find(n.inputs[0]);
+    const Value* v = n.inputs.empty() ? nullptr : g.Find(n.inputs[0]);
     if (!v) return Unsupported(n, "input is produced by no earlier node");
     ConstData d;
     d.is_int = true;
@@ -422,6 +443,19 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     return true;
   }
   if (!FoldableOps().count(n.op)) return false;
+  // The element count of a folded output of `shape`, checked before anything is allocated:
+  // above `cap`, an op that a kernel can compute is left unfolded (nullopt), any other is
+  // refused.
+  auto fold_count = [&](const std::vector<int64_t>& shape,
+                        int64_t cap) -> absl::StatusOr<std::optional<int64_t>> {
+    absl::StatusOr<int64_t> count = CheckedNumElements(shape);
+    if (!count.ok()) return Unsupported(n, std::string(count.status().message()));
+    if (*count <= cap) return std::optional<int64_t>(*count);
+    if (IsInferredOp(n.op)) return std::optional<int64_t>();
+    return Unsupported(
+        n, absl::StrCat("folding would create ", *count, " elements (shape ", ShapeText(shape),
+                        "), more than the ", cap, " lathe folds in one tensor"));
+  };
   std::vector<const Value*> ins;
   for (const std::string& name : n.inputs) {
     if (name.empty()) {
@@ -469,7 +503,9 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     const Value& y = *ins[1];
     std::vector<int64_t> out;
     LATHE_TRY_ASSIGN(out, Broadcast(n, x.shape, y.shape));
-    if (NumElements(out) > kMaxFoldElements) return false;
+    std::optional<int64_t> count;
+    LATHE_TRY_ASSIGN(count, fold_count(out, kMaxFoldElements));
+    if (!count) return false;
     const bool cmp = op == "Equal" || op == "Less" || op == "Greater";
     const bool is_int = cmp || (xd.is_int && y.constant->is_int);
     ConstData d = MakeData(is_int, NumElements(out));
@@ -486,6 +522,9 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     std::vector<int64_t> out;
     LATHE_TRY_ASSIGN(out, Broadcast(n, x.shape, ins[1]->shape));
     LATHE_TRY_ASSIGN(out, Broadcast(n, out, ins[2]->shape));
+    std::optional<int64_t> count;
+    LATHE_TRY_ASSIGN(count, fold_count(out, kMaxFoldElements));
+    if (!count) return false;
     const bool is_int = ins[1]->constant->is_int && ins[2]->constant->is_int;
     ConstData d = MakeData(is_int, NumElements(out));
     ForEach(out, [&](int64_t f, const std::vector<int64_t>& idx) {
@@ -505,7 +544,16 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     std::vector<int64_t> out(x.shape.begin(), x.shape.begin() + axis);
     out.insert(out.end(), ind.shape.begin(), ind.shape.end());
     out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
-    if (NumElements(out) > kMaxFoldElements) return false;
+    std::optional<int64_t> count;
+    LATHE_TRY_ASSIGN(count, fold_count(out, kMaxFoldElements));
+    if (!count) return false;
+    const int64_t extent = x.shape[axis];
+    for (int64_t k = 0; k < ind.constant->size(); ++k) {
+      const int64_t j = ind.constant->IntAt(k);
+      if (j < -extent || j >= extent) {
+        return Unsupported(n, absl::StrCat("index ", j, " is outside an axis of extent ", extent));
+      }
+    }
     ConstData d = MakeData(xd.is_int, NumElements(out));
     const std::vector<int64_t> xs = Strides(x.shape);
     const size_t ir = ind.shape.size();
@@ -514,9 +562,8 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
       for (int64_t dd = 0; dd < axis; ++dd) src += idx[dd] * xs[dd];
       int64_t flat_i = 0;
       for (size_t k = 0; k < ir; ++k) flat_i = flat_i * ind.shape[k] + idx[axis + k];
-      int64_t j = static_cast<int64_t>(ind.constant->at(flat_i));
-      if (j < 0) j += x.shape[axis];
-      j = std::clamp<int64_t>(j, 0, x.shape[axis] - 1);
+      int64_t j = ind.constant->IntAt(flat_i);
+      if (j < 0) j += extent;
       src += j * xs[axis];
       for (int64_t dd = axis + 1; dd < rank; ++dd) src += idx[dd - 1 + ir] * xs[dd];
       CopyElem(xd, src, d, f);
@@ -548,10 +595,18 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     bool is_int = true;
     for (const Value* v : ins) {
       if (!v) continue;
-      if (v->shape.size() != x.shape.size()) return Unsupported(n, "inputs differ in rank");
-      out[axis] += v->shape[axis];
+      bool same = v->shape.size() == x.shape.size();
+      for (int64_t dd = 0; same && dd < rank; ++dd) same = dd == axis || v->shape[dd] == out[dd];
+      if (!same) {
+        return Unsupported(n, absl::StrCat("input shapes ", ShapeText(x.shape), " and ",
+                                           ShapeText(v->shape), " differ outside axis ", axis));
+      }
+      out[axis] += v->shape[axis];  // each at most 2^31, and there are fewer than 2^31 inputs
       is_int = is_int && v->constant->is_int;
     }
+    std::optional<int64_t> count;
+    LATHE_TRY_ASSIGN(count, fold_count(out, kMaxFoldElements));
+    if (!count) return false;
     ConstData d = MakeData(is_int, NumElements(out));
     ForEach(out, [&](int64_t f, const std::vector<int64_t>& idx) {
       std::vector<int64_t> i2 = idx;
@@ -572,8 +627,9 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     if (perm.empty()) {
       for (size_t dd = x.shape.size(); dd-- > 0;) perm.push_back(static_cast<int64_t>(dd));
     }
+    if (absl::Status s = CheckPerm(n, perm, x.shape.size()); !s.ok()) return s;
     std::vector<int64_t> out;
-    for (int64_t p : perm) out.push_back(x.shape.at(p));
+    for (int64_t p : perm) out.push_back(x.shape[p]);
     ConstData d = MakeData(xd.is_int, NumElements(out));
     const std::vector<int64_t> xs = Strides(x.shape);
     ForEach(out, [&](int64_t f, const std::vector<int64_t>& idx) {
@@ -586,11 +642,13 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
   }
   if (op == "ConstantOfShape") {
     std::vector<int64_t> out;
-    for (int64_t k = 0; k < xd.size(); ++k) out.push_back(static_cast<int64_t>(xd.at(k)));
-    if (NumElements(out) > kMaxFoldElements) return false;
+    for (int64_t k = 0; k < xd.size(); ++k) out.push_back(xd.IntAt(k));
+    std::optional<int64_t> count;
+    LATHE_TRY_ASSIGN(count, fold_count(out, kMaxGeneratedElements));
     ConstData fill;
     fill.f = {0.0f};
     if (const Attr* a = n.attr("value")) fill = a->tensor;
+    if (fill.size() != 1) return Unsupported(n, "attribute 'value' must hold one element");
     ConstData d = MakeData(fill.is_int, NumElements(out));
     for (int64_t k = 0; k < NumElements(out); ++k) Set(d, k, fill.at(0));
     set(0, out, std::move(d));
@@ -598,10 +656,21 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
   }
   if (op == "Range") {
     if (ins.size() < 3 || !ins[1] || !ins[2]) return false;
+    if (xd.size() != 1 || ins[1]->constant->size() != 1 || ins[2]->constant->size() != 1) {
+      return Unsupported(n, "start, limit and delta must be scalars");
+    }
     const double start = xd.at(0), limit = ins[1]->constant->at(0), delta = ins[2]->constant->at(0);
     if (delta == 0) return Unsupported(n, "delta is 0");
-    const int64_t count =
-        std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    if (!std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta)) {
+      return Unsupported(n, "start, limit and delta must be finite");
+    }
+    const double elements = std::max(0.0, std::ceil((limit - start) / delta));
+    if (!(elements <= kMaxGeneratedElements)) {
+      return Unsupported(
+          n, absl::StrCat("a Range of ", elements, " elements (from ", start, " to ", limit, " by ",
+                          delta, ") is more than the ", kMaxGeneratedElements, " lathe folds"));
+    }
+    const int64_t count = static_cast<int64_t>(elements);
     ConstData d = MakeData(xd.is_int, count);
     for (int64_t k = 0; k < count; ++k) Set(d, k, start + k * delta);
     set(0, {count}, std::move(d));
@@ -611,11 +680,12 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     if (ins.size() < 2 || !ins[1]) return false;
     std::vector<int64_t> target;
     for (int64_t k = 0; k < ins[1]->constant->size(); ++k) {
-      target.push_back(static_cast<int64_t>(ins[1]->constant->at(k)));
+      target.push_back(ins[1]->constant->IntAt(k));
     }
     std::vector<int64_t> out;
     LATHE_TRY_ASSIGN(out, Broadcast(n, x.shape, target));
-    if (NumElements(out) > kMaxFoldElements) return false;
+    std::optional<int64_t> count;
+    LATHE_TRY_ASSIGN(count, fold_count(out, kMaxGeneratedElements));
     ConstData d = MakeData(xd.is_int, NumElements(out));
     ForEach(out, [&](int64_t f, const std::vector<int64_t>& idx) {
       CopyElem(xd, BroadcastFlat(x.shape, idx), d, f);

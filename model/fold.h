@@ -19,6 +19,19 @@ namespace lathe::model {
 // Returns whether it did (then the node is to be dropped).
 absl::StatusOr<bool> TryFold(Graph& g, const Node& n);
 
+// Whether TryFold may fold `op` (Constant, Shape and the ops it evaluates on constants).
+bool IsFoldableOp(const std::string& op);
+
+// The most elements one folded output may have (2^26); an op whose output would be larger is
+// left unfolded where a kernel can compute it, and refused where only folding could.
+inline constexpr int64_t kMaxFoldElements = int64_t{1} << 26;
+// Ops that create data rather than rearrange it (Range, ConstantOfShape, Expand) are held to
+// 2^24 elements: a few bytes of model must not become hundreds of megabytes.
+inline constexpr int64_t kMaxGeneratedElements = int64_t{1} << 24;
+// All the elements that folding creates in one graph: 2^27 beyond twice the elements of the
+// model's own constants.
+inline constexpr int64_t kFoldBudget = int64_t{1} << 27;
+
 // The output shape of a Reshape, Flatten, Squeeze or Unsqueeze of a tensor of shape `in`.
 absl::StatusOr<std::vector<int64_t>> ReshapeShape(const Graph& g, const Node& n,
                                                   const std::vector<int64_t>& in);

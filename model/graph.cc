@@ -1,9 +1,20 @@
 #include "model/graph.h"
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace lathe::model {
+
+int64_t ConstData::SaturatingInt64(double v) {
+  if (std::isnan(v)) return 0;
+  // 2^63 is exactly representable; every double below it converts without overflow.
+  if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
 
 int64_t Node::Int(const std::string& key, int64_t fallback) const {
   const Attr* a = attr(key);
@@ -61,6 +72,27 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 int64_t NumElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
+  return n;
+}
+
+absl::StatusOr<int64_t> CheckedNumElements(const std::vector<int64_t>& shape) {
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", ShapeText(shape), " has a negative extent"));
+    }
+    if (d == 0) return 0;
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    // n <= kMaxTensorElements here, so the test cannot overflow.
+    if (d > kMaxTensorElements / n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", ShapeText(shape), " has more than ", kMaxTensorElements,
+                       " (2^31) elements, the most lathe accepts in one tensor"));
+    }
+    n *= d;
+  }
   return n;
 }
 

@@ -28,6 +28,11 @@ struct ConstData {
     return is_int ? static_cast<int64_t>(i.size()) : static_cast<int64_t>(f.size());
   }
   double at(int64_t k) const { return is_int ? static_cast<double>(i[k]) : f[k]; }
+  // Element k as an integer: float values are truncated, saturated to the int64 range, and
+  // NaN is 0 (a float shape operand from a hostile file must not be undefined behaviour).
+  int64_t IntAt(int64_t k) const { return is_int ? i[k] : SaturatingInt64(f[k]); }
+
+  static int64_t SaturatingInt64(double v);
 };
 
 struct Value {
@@ -82,7 +87,20 @@ struct Graph {
 
 // "[1,3,224,224]" for messages.
 std::string ShapeText(const std::vector<int64_t>& shape);
+// The product of the extents; only for shapes already checked by CheckedNumElements (or built
+// from checked ones), since it neither refuses negative extents nor detects overflow.
 int64_t NumElements(const std::vector<int64_t>& shape);
+
+// The most elements one tensor of a model may have (2^31: 8 GiB of float32). Shapes from a
+// model file, from --input and from inference are checked against it before anything is
+// allocated or multiplied further, so element counts and byte sizes (at most 8 bytes an
+// element) never overflow int64.
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 31;
+
+// The element count of `shape`, computed without overflow: InvalidArgument for a negative
+// extent or a count above kMaxTensorElements (the message names the shape and the limit, to
+// be prefixed with what the shape belongs to). Zero extents are allowed (an empty tensor).
+absl::StatusOr<int64_t> CheckedNumElements(const std::vector<int64_t>& shape);
 
 // The error every unsupported construct gets: InvalidArgument naming the node, its op and
 // what is missing, e.g. "node 'conv_3' (Conv): 3-d convolution is not supported".

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/fold.h"
+#include "model/validate.h"
 
 namespace lathe::model {
 namespace {
@@ -37,6 +38,51 @@ const std::set<std::string>& BinaryOps() {
 }
 
 }  // namespace
+
+absl::Status CheckPerm(const Node& n, const std::vector<int64_t>& perm, size_t rank) {
+  if (perm.size() != rank) {
+    return Unsupported(
+        n, absl::StrCat("perm names ", perm.size(), " axes for an input of rank ", rank));
+  }
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(rank) || seen[p]) {
+      return Unsupported(
+          n, absl::StrCat("perm ", ShapeText(perm), " is not a permutation of ", rank, " axes"));
+    }
+    seen[p] = true;
+  }
+  return absl::OkStatus();
+}
+
+bool IsInferredOp(const std::string& op) {
+  static const std::set<std::string>* ops = new std::set<std::string>{"BatchNormalization",
+                                                                      "LRN",
+                                                                      "Conv",
+                                                                      "ConvTranspose",
+                                                                      "MaxPool",
+                                                                      "AveragePool",
+                                                                      "GlobalAveragePool",
+                                                                      "GlobalMaxPool",
+                                                                      "Gemm",
+                                                                      "MatMul",
+                                                                      "LayerNormalization",
+                                                                      "ReduceMean",
+                                                                      "ReduceSum",
+                                                                      "ReduceMax",
+                                                                      "ReduceMin",
+                                                                      "Transpose",
+                                                                      "Reshape",
+                                                                      "Flatten",
+                                                                      "Squeeze",
+                                                                      "Unsqueeze",
+                                                                      "Concat",
+                                                                      "Slice",
+                                                                      "Split",
+                                                                      "Resize",
+                                                                      "Upsample"};
+  return UnaryOps().count(op) || BinaryOps().count(op) || ops->count(op);
+}
 
 absl::StatusOr<int64_t> NormAxis(const Node& n, int64_t axis, int64_t rank) {
   const int64_t a = axis < 0 ? axis + rank : axis;
@@ -71,7 +117,7 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> IntsInput(const Graph& g, co
                                        "') must be a constant (it is computed at run time)"));
   }
   std::vector<int64_t> v;
-  for (int64_t k = 0; k < c->size(); ++k) v.push_back(static_cast<int64_t>(c->at(k)));
+  for (int64_t k = 0; k < c->size(); ++k) v.push_back(c->IntAt(k));
   return std::optional<std::vector<int64_t>>(std::move(v));
 }
 
@@ -83,6 +129,18 @@ absl::StatusOr<Window> WindowOf(const Node& n, const std::vector<int64_t>& in,
   std::vector<int64_t> pads = n.Ints("pads", {0, 0, 0, 0});
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) {
     return Unsupported(n, "only 2-d windows are supported (strides, dilations, pads)");
+  }
+  if (in.size() != 2 || kernel.size() != 2) {
+    return Unsupported(n, "only 2-d windows are supported (kernel)");
+  }
+  // ValidateNode has checked these for graphs from files; hand-built ones meet them here.
+  for (int a = 0; a < 2; ++a) {
+    if (strides[a] < 1 || dil[a] < 1 || kernel[a] < 1) {
+      return Unsupported(n, "strides, dilations and kernel extents must be >= 1");
+    }
+  }
+  for (int64_t p : pads) {
+    if (p < 0) return Unsupported(n, "pads must be >= 0");
   }
   w.stride_h = strides[0], w.stride_w = strides[1];
   w.dil_h = dil[0], w.dil_w = dil[1];
@@ -124,12 +182,46 @@ absl::StatusOr<Window> WindowOf(const Node& n, const std::vector<int64_t>& in,
 absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes);
 
 absl::Status InferAndFold(Graph& g) {
+  if (absl::Status s = ValidateNodes(g); !s.ok()) return s;
+  int64_t model_constants = 0;
+  for (const auto& [name, v] : g.values) {
+    if (v.constant) model_constants += v.constant->size();
+  }
+  // How many elements folding may still create (see kFoldBudget).
+  int64_t budget = kFoldBudget + 2 * model_constants;
   std::vector<Node> kept;
   for (Node& n : g.nodes) {
+    for (const std::string& o : n.outputs) {
+      // An output name that is already a value (an input, an initializer, an earlier output)
+      // would let this node change what earlier nodes were inferred against.
+      if (!o.empty() && g.Find(o) != nullptr) {
+        return Unsupported(n, "output '" + o + "' is already defined earlier in the graph");
+      }
+    }
     if (absl::Status s = InferNode(g, n, &kept); !s.ok()) return s;
     for (const std::string& o : n.outputs) {
       const Value* v = o.empty() ? nullptr : g.Find(o);
-      if (v && !v->constant && NumElements(v->shape) == 0) {
+      if (v == nullptr) continue;
+      absl::StatusOr<int64_t> count = CheckedNumElements(v->shape);
+      if (!count.ok()) {
+        return Unsupported(n, absl::StrCat("output '", o, "': ", count.status().message()));
+      }
+      if (v->constant) {
+        if (v->constant->size() != *count) {
+          return absl::InternalError(absl::StrCat("node '", n.name, "' (", n.op, "): folding made ",
+                                                  v->constant->size(), " values for output '", o,
+                                                  "' of shape ", ShapeText(v->shape)));
+        }
+        budget -= *count;
+        if (budget < 0) {
+          return Unsupported(n,
+                             absl::StrCat("constant folding would create more than ", kFoldBudget,
+                                          " elements beyond twice the model's "
+                                          "own constants (a bound against inflated models)"));
+        }
+        continue;
+      }
+      if (*count == 0) {
         return Unsupported(n, "output '" + o + "' is empty (shape " + ShapeText(v->shape) +
                                   "); empty tensors are not supported");
       }
@@ -177,6 +269,33 @@ absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes) {
       }
     }
     const std::string& op = n.op;
+    // The inputs that the kernels read without looking (weights, statistics, B of a matmul)
+    // must be there, and sized as the op says.
+    auto need = [&](size_t count, const char* what) -> absl::Status {
+      for (size_t i = 0; i < count; ++i) {
+        if (i >= ins.size() || ins[i] == nullptr) {
+          return Unsupported(n, absl::StrCat("needs ", count, " inputs (", what, ")"));
+        }
+      }
+      return absl::OkStatus();
+    };
+    auto sized = [&](size_t i, int64_t count, const char* what) -> absl::Status {
+      if (i < ins.size() && ins[i] && NumElements(in_shape(i)) != count) {
+        return Unsupported(n, absl::StrCat(what, " '", n.inputs[i], "' has shape ",
+                                           ShapeText(in_shape(i)), ", not ", count, " elements"));
+      }
+      return absl::OkStatus();
+    };
+    if (op == "BatchNormalization") {
+      if (absl::Status s = need(5, "X, scale, B, mean, var"); !s.ok()) return s;
+      if (in_shape(0).size() < 2) return Unsupported(n, "needs an input of rank 2 or more");
+      for (size_t i = 1; i < 5; ++i) {
+        if (absl::Status s = sized(i, in_shape(0)[1], "statistic"); !s.ok()) return s;
+      }
+    } else if (op == "Gemm" || op == "MatMul" || op == "Conv" || op == "ConvTranspose" ||
+               op == "LayerNormalization") {
+      if (absl::Status s = need(2, "data and weights"); !s.ok()) return s;
+    }
     if (op == "Cast") {
       const int64_t to = n.Int("to", 1);
       if (to != 1) {
@@ -208,7 +327,20 @@ absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes) {
       Window w;
       LATHE_TRY_ASSIGN(w, WindowOf(n, {x[2], x[3]}, {wt[2], wt[3]}));
       const int64_t groups = n.Int("group", 1);
+      if (groups < 1 || x[1] % groups != 0) {
+        return Unsupported(
+            n, absl::StrCat("group ", groups, " does not divide the ", x[1], " input channels"));
+      }
+      if (const Attr* k = n.attr("kernel_shape");
+          k && k->ints != std::vector<int64_t>{wt[2], wt[3]}) {
+        return Unsupported(n, absl::StrCat("attribute 'kernel_shape' ", ShapeText(k->ints),
+                                           " does not match the weight ", ShapeText(wt)));
+      }
       if (op == "Conv") {
+        if (wt[0] % groups != 0) {
+          return Unsupported(n, absl::StrCat("group ", groups, " does not divide the ", wt[0],
+                                             " output channels"));
+        }
         if (wt[1] * groups != x[1]) {
           return Unsupported(n, absl::StrCat("weight ", ShapeText(wt), " does not match input ",
                                              ShapeText(x), " with group ", groups));
@@ -216,6 +348,7 @@ absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes) {
         const int64_t oh = (x[2] + w.pad_t + w.pad_b - w.dil_h * (wt[2] - 1) - 1) / w.stride_h + 1;
         const int64_t ow = (x[3] + w.pad_l + w.pad_r - w.dil_w * (wt[3] - 1) - 1) / w.stride_w + 1;
         if (oh <= 0 || ow <= 0) return Unsupported(n, "output extent is not positive");
+        if (absl::Status s = sized(2, wt[0], "bias"); !s.ok()) return s;
         set_out(0, {x[0], wt[0], oh, ow});
       } else {
         if (wt[0] != x[1]) {
@@ -225,10 +358,12 @@ absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes) {
         if (n.attr("output_shape"))
           return Unsupported(n, "attribute output_shape is not supported");
         std::vector<int64_t> op_pad = n.Ints("output_padding", {0, 0});
+        if (op_pad.size() != 2) return Unsupported(n, "output_padding must have 2 values");
         const int64_t oh =
             (x[2] - 1) * w.stride_h - w.pad_t - w.pad_b + w.dil_h * (wt[2] - 1) + op_pad[0] + 1;
         const int64_t ow =
             (x[3] - 1) * w.stride_w - w.pad_l - w.pad_r + w.dil_w * (wt[3] - 1) + op_pad[1] + 1;
+        if (absl::Status s = sized(2, wt[1] * groups, "bias"); !s.ok()) return s;
         set_out(0, {x[0], wt[1] * groups, oh, ow});
       }
     } else if (op == "MaxPool" || op == "AveragePool") {
@@ -252,6 +387,10 @@ absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes) {
       if (a.size() != 2 || b.size() != 2) return Unsupported(n, "needs 2-d inputs");
       const int64_t m = n.Int("transA", 0) ? a[1] : a[0];
       const int64_t nn = n.Int("transB", 0) ? b[0] : b[1];
+      if ((n.Int("transA", 0) ? a[0] : a[1]) != (n.Int("transB", 0) ? b[1] : b[0])) {
+        return Unsupported(
+            n, absl::StrCat("shapes ", ShapeText(a), " and ", ShapeText(b), " do not multiply"));
+      }
       set_out(0, {m, nn});
     } else if (op == "MatMul") {
       std::vector<int64_t> a = in_shape(0), b = in_shape(1);
@@ -304,12 +443,9 @@ absl::Status InferNode(Graph& g, Node& n, std::vector<Node>* kept_nodes) {
       if (perm.empty()) {
         for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
       }
-      if (perm.size() != x.size()) return Unsupported(n, "perm does not match the input rank");
+      if (absl::Status s = CheckPerm(n, perm, x.size()); !s.ok()) return s;
       std::vector<int64_t> out;
-      for (int64_t p : perm) {
-        if (p < 0 || p >= static_cast<int64_t>(x.size())) return Unsupported(n, "bad perm");
-        out.push_back(x[p]);
-      }
+      for (int64_t p : perm) out.push_back(x[p]);
       set_out(0, out);
     } else if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
       std::vector<int64_t> out;

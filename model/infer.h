@@ -8,6 +8,7 @@
 #define LATHE_MODEL_INFER_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,7 +19,15 @@ namespace lathe::model {
 
 // Infers shapes and folds constants in place. An op lathe does not know, or an attribute or
 // input form it does not support, is an InvalidArgument error naming the node and the op.
+// Every node first passes ValidateNode (model/validate.h); every output shape is checked
+// (positive extents, at most kMaxTensorElements elements) before the next node uses it; and
+// the elements that folding creates over the whole graph are bounded (kFoldBudget), so a
+// small file cannot make the importer allocate without limit.
 absl::Status InferAndFold(Graph& g);
+
+// Whether InferAndFold infers `op` for run-time data (the ops a compiled model computes);
+// ops that only fold on constants are model/fold.h's IsFoldableOp.
+bool IsInferredOp(const std::string& op);
 
 // The 2-d window of a Conv, ConvTranspose or pooling node: strides, pads (top, left, bottom,
 // right; auto_pad resolved against the input extent) and dilations.
@@ -34,6 +43,9 @@ absl::StatusOr<Window> WindowOf(const Node& n, const std::vector<int64_t>& in,
 
 // Normalizes a possibly negative axis against `rank`; InvalidArgument when out of range.
 absl::StatusOr<int64_t> NormAxis(const Node& n, int64_t axis, int64_t rank);
+
+// OK when `perm` is a permutation of 0..rank-1; InvalidArgument naming the node otherwise.
+absl::Status CheckPerm(const Node& n, const std::vector<int64_t>& perm, size_t rank);
 
 // Numpy-style broadcast of two shapes; InvalidArgument naming the node when they do not.
 absl::StatusOr<std::vector<int64_t>> Broadcast(const Node& n, const std::vector<int64_t>& a,

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "model/infer.h"
+#include "model/validate.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
@@ -19,15 +20,42 @@
 namespace lathe::model {
 namespace {
 
+// libonnx's messages span lines ("\n\n==> Context: ..."); an error is one line.
+std::string OneLine(const char* text) {
+  std::string out;
+  for (const char* p = text; *p != '\0'; ++p) {
+    const bool space = *p == '\n' || *p == '\r' || *p == '\t' || *p == ' ';
+    if (space) {
+      if (!out.empty() && out.back() != ' ') out.push_back(' ');
+      continue;
+    }
+    out.push_back(*p);
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 absl::Status Bad(const std::string& what, const std::string& msg) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", msg));
+}
+
+// The element count of a TensorProto's dims, checked (no negative extent, no overflow, at most
+// kMaxTensorElements) before anything reads its data.
+absl::StatusOr<int64_t> TensorCount(const onnx::TensorProto& t, const std::string& where) {
+  std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+  absl::StatusOr<int64_t> count = CheckedNumElements(dims);
+  if (!count.ok()) {
+    return Bad(where, absl::StrCat("tensor '", t.name(), "': ", count.status().message()));
+  }
+  return count;
 }
 
 // The data of a TensorProto as float32 or int64 (raw_data or the typed fields).
 absl::StatusOr<ConstData> TensorData(const onnx::TensorProto& t, const std::string& where) {
   ConstData d;
-  int64_t count = 1;
-  for (int64_t dim : t.dims()) count *= dim;
+  absl::StatusOr<int64_t> checked = TensorCount(t, where);
+  if (!checked.ok()) return checked.status();
+  const int64_t count = *checked;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     return Bad(where, absl::StrCat("tensor '", t.name(),
                                    "' keeps its data in an external file, "
@@ -213,6 +241,14 @@ absl::Status ApplyInputShapes(onnx::GraphProto* g, const std::set<std::string>& 
       }
     }
   }
+  for (const onnx::ValueInfoProto& in : g->input()) {
+    if (initializers.count(in.name())) continue;
+    std::vector<int64_t> dims;
+    for (const auto& d : in.type().tensor_type().shape().dim()) dims.push_back(d.dim_value());
+    if (absl::StatusOr<int64_t> n = CheckedNumElements(dims); !n.ok()) {
+      return Bad(what, absl::StrCat("input '", in.name(), "': ", n.status().message()));
+    }
+  }
   if (!given.empty()) {
     return Bad(what, absl::StrCat("--input names '", given.begin()->first,
                                   "', which is not an input of the model (its inputs: ",
@@ -321,10 +357,20 @@ absl::StatusOr<Graph> ImportModel(onnx::ModelProto& model, const std::string& wh
   if (!model.has_graph() || model.graph().node_size() == 0) {
     return Bad(what, "not an ONNX model (it has no graph nodes)");
   }
+  // Tensor sizes first: the checker and everything after it multiply these dims.
+  for (const auto& t : model.graph().initializer()) {
+    if (absl::StatusOr<int64_t> n = TensorCount(t, what); !n.ok()) return n.status();
+  }
+  for (const auto& np : model.graph().node()) {
+    for (const auto& a : np.attribute()) {
+      if (!a.has_t()) continue;
+      if (absl::StatusOr<int64_t> n = TensorCount(a.t(), what); !n.ok()) return n.status();
+    }
+  }
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
-    return Bad(what, absl::StrCat("invalid ONNX model: ", e.what()));
+    return Bad(what, absl::StrCat("invalid ONNX model: ", OneLine(e.what())));
   }
   Graph g;
   for (const auto& op : model.opset_import()) {
@@ -334,44 +380,8 @@ absl::StatusOr<Graph> ImportModel(onnx::ModelProto& model, const std::string& wh
   std::set<std::string> initializers;
   for (const auto& t : gp->initializer()) initializers.insert(t.name());
   if (absl::Status s = ApplyInputShapes(gp, initializers, shapes, what); !s.ok()) return s;
-  try {
-    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*strict=*/0, /*data_prop=*/true);
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (const std::exception& e) {
-    return Bad(what, absl::StrCat("ONNX shape inference failed: ", e.what()));
-  }
-
-  // Values: inputs, initializers, then node outputs (shapes from lathe's inference below).
-  for (const auto& in : gp->input()) {
-    if (initializers.count(in.name())) continue;
-    Value v;
-    v.name = in.name();
-    for (const auto& d : in.type().tensor_type().shape().dim()) v.shape.push_back(d.dim_value());
-    g.values[v.name] = v;
-    g.inputs.push_back(v.name);
-  }
-  for (const auto& t : gp->initializer()) {
-    absl::StatusOr<ConstData> d = TensorData(t, what);
-    if (!d.ok()) return d.status();
-    Value v;
-    v.name = t.name();
-    v.shape.assign(t.dims().begin(), t.dims().end());
-    v.is_int = d->is_int;
-    v.constant = *std::move(d);
-    g.values[v.name] = std::move(v);
-  }
-  // ONNX's inferred shapes, to cross-check lathe's own.
-  std::map<std::string, std::vector<int64_t>> onnx_shapes;
-  for (const auto& vi : gp->value_info()) {
-    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
-    std::vector<int64_t> s;
-    bool known = true;
-    for (const auto& d : vi.type().tensor_type().shape().dim()) {
-      known = known && d.has_dim_value();
-      s.push_back(d.dim_value());
-    }
-    if (known) onnx_shapes[vi.name()] = s;
-  }
+  // lathe's nodes, checked before any shape inference runs on them (libonnx's divides by
+  // strides and indexes with perms and window attributes as the file gives them).
   int index = 0;
   for (const auto& np : gp->node()) {
     Node n;
@@ -391,8 +401,49 @@ absl::StatusOr<Graph> ImportModel(onnx::ModelProto& model, const std::string& wh
     n.outputs.assign(np.output().begin(), np.output().end());
     g.nodes.push_back(std::move(n));
   }
+  if (absl::Status s = ValidateNodes(g); !s.ok()) return s;
+  // Values: inputs, initializers, then node outputs (shapes from lathe's inference below).
+  for (const auto& in : gp->input()) {
+    if (initializers.count(in.name())) continue;
+    Value v;
+    v.name = in.name();
+    for (const auto& d : in.type().tensor_type().shape().dim()) v.shape.push_back(d.dim_value());
+    g.values[v.name] = v;
+    g.inputs.push_back(v.name);
+  }
+  for (const auto& t : gp->initializer()) {
+    absl::StatusOr<ConstData> d = TensorData(t, what);
+    if (!d.ok()) return d.status();
+    Value v;
+    v.name = t.name();
+    v.shape.assign(t.dims().begin(), t.dims().end());
+    v.is_int = d->is_int;
+    v.constant = *std::move(d);
+    g.values[v.name] = std::move(v);
+  }
   for (const auto& out : gp->output()) g.outputs.push_back(out.name());
   if (absl::Status s = InferAndFold(g); !s.ok()) return s;
+  // libonnx's shape inference runs last, on a graph that lathe's own inference has accepted
+  // (every attribute and every input shape checked): only to cross-check the shapes.
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/false, /*strict=*/0, /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    return Bad(what, absl::StrCat("ONNX shape inference failed: ", OneLine(e.what())));
+  }
+
+  // ONNX's inferred shapes, to cross-check lathe's own.
+  std::map<std::string, std::vector<int64_t>> onnx_shapes;
+  for (const auto& vi : gp->value_info()) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    std::vector<int64_t> s;
+    bool known = true;
+    for (const auto& d : vi.type().tensor_type().shape().dim()) {
+      known = known && d.has_dim_value();
+      s.push_back(d.dim_value());
+    }
+    if (known) onnx_shapes[vi.name()] = s;
+  }
   for (const auto& [name, shape] : onnx_shapes) {
     const Value* v = g.Find(name);
     if (v && !v->constant && v->shape != shape) {

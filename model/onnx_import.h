@@ -1,9 +1,12 @@
 // \file
 // Reading ONNX models into a model::Graph: the file is parsed with the official protobuf
-// schema of Debian's libonnx, checked with its checker, given the caller's input shapes (for
-// dynamic dimensions) and run through its shape inference; initializers and Constant nodes
-// become constant values (weights are kept). libonnx and protobuf types stay in
-// onnx_import.cc.
+// schema of Debian's libonnx, its tensor sizes checked (no negative extent, no overflow, at
+// most kMaxTensorElements elements), checked with libonnx's checker, given the caller's input
+// shapes (for dynamic dimensions), its nodes' attributes validated (model/validate.h), shapes
+// inferred and constants folded by lathe (model/infer.h), and only then run through libonnx's
+// shape inference to cross-check the shapes: a hostile file meets lathe's checks before any
+// code that divides by or indexes with what it says. Initializers and Constant nodes become
+// constant values (weights are kept). libonnx and protobuf types stay in onnx_import.cc.
 #ifndef LATHE_MODEL_ONNX_IMPORT_H_
 #define LATHE_MODEL_ONNX_IMPORT_H_
 

@@ -20,6 +20,7 @@
 #include "ir/target.h"
 #include "ir/workload.h"
 #include "tools/cli_common.h"
+#include "tools/record_check.h"
 
 namespace lathe::tools {
 namespace {
@@ -41,6 +42,9 @@ std::string FormatTime(int64_t unix_ms) {
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
   return buf;
 }
+
+// How many untrusted records `lathe db verify` lists one by one.
+constexpr int64_t kMaxListedRecordProblems = 100;
 
 absl::StatusOr<std::unique_ptr<db::Database>> OpenExisting(const std::string& path) {
   db::OpenOptions options;
@@ -212,19 +216,46 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
     options.quick_check = true;  // never merge into a damaged file
     absl::StatusOr<std::unique_ptr<db::Database>> database = db::Database::Open(path, options);
     if (!database.ok()) return Fail(cmd, std::string(database.status().message()));
+    const std::string source = file == "-" ? "<stdin>" : file;
+    RecordChecker checker;
+    db::ImportOptions import_options;
+    import_options.check = [&checker](const db::Record& r) { return checker.Check(r); };
     absl::StatusOr<db::ImportStats> stats =
-        db::ImportJsonl(**database, *in, file == "-" ? "<stdin>" : file);
+        db::ImportJsonl(**database, *in, source, import_options);
     if (!stats.ok()) return Fail(cmd, std::string(stats.status().message()));
+    for (const db::RefusedRecord& r : stats->refusals) {
+      std::fprintf(
+          stderr, "%s: %s:%lld: refused%s: %s\n", cmd.c_str(), source.c_str(),
+          static_cast<long long>(r.line),
+          r.candidate_id.empty() ? "" : (" record '" + SafeText(r.candidate_id) + "'").c_str(),
+          SafeText(r.reason).c_str());
+    }
+    if (stats->refused > static_cast<int64_t>(stats->refusals.size())) {
+      std::fprintf(stderr, "%s: ... and %lld more refused\n", cmd.c_str(),
+                   static_cast<long long>(stats->refused - stats->refusals.size()));
+    }
     if (json_out) {
       json out = {{"records", stats->records},
                   {"inserted", stats->inserted},
-                  {"duplicates", stats->duplicates}};
+                  {"duplicates", stats->duplicates},
+                  {"refused", stats->refused},
+                  {"refusals", json::array()}};
+      for (const db::RefusedRecord& r : stats->refusals) {
+        out["refusals"].push_back({{"line", r.line},
+                                   {"candidate_id", SafeText(r.candidate_id)},
+                                   {"reason", SafeText(r.reason)}});
+      }
       std::printf("%s\n", out.dump().c_str());
     } else {
-      std::printf("imported %lld records into %s: %lld new, %lld already present\n",
+      std::printf("imported %lld records into %s: %lld new, %lld already present, %lld refused\n",
                   static_cast<long long>(stats->records), path.c_str(),
                   static_cast<long long>(stats->inserted),
-                  static_cast<long long>(stats->duplicates));
+                  static_cast<long long>(stats->duplicates),
+                  static_cast<long long>(stats->refused));
+    }
+    if (stats->refused > 0) {
+      return Fail(cmd, absl::StrCat(stats->refused, " record(s) of ", source,
+                                    " refused (the others were imported)"));
     }
     return kExitOk;
   }
@@ -290,9 +321,25 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
     return kExitOk;
   }
 
-  // verify
+  // verify: the file's integrity, then every record as an import would check it.
   absl::StatusOr<std::vector<std::string>> problems = (*database)->IntegrityCheck();
   if (!problems.ok()) return Fail(cmd, std::string(problems.status().message()));
+  RecordChecker checker;
+  int64_t untrusted = 0;
+  absl::Status walked = (*database)->ForEachRecord([&](const db::Record& r) -> absl::Status {
+    absl::Status st = checker.Check(r);
+    if (st.ok()) return absl::OkStatus();
+    if (++untrusted <= kMaxListedRecordProblems) {
+      problems->push_back(absl::StrCat("record '", r.candidate_id, "' (", r.workload, " on ",
+                                       r.device_class, "): ", st.message()));
+    }
+    return absl::OkStatus();
+  });
+  if (!walked.ok()) return Fail(cmd, std::string(walked.message()));
+  if (untrusted > kMaxListedRecordProblems) {
+    problems->push_back(
+        absl::StrCat("... and ", untrusted - kMaxListedRecordProblems, " more records like these"));
+  }
   absl::StatusOr<int> version = (*database)->SchemaVersion();
   if (json_out) {
     json out = {{"path", path}, {"ok", problems->empty()}, {"problems", json::array()}};
@@ -302,7 +349,7 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
   } else if (problems->empty()) {
     std::printf("database %s: ok (schema v%d)\n", path.c_str(), version.ok() ? *version : 0);
   } else {
-    for (const std::string& p : *problems) std::printf("%s\n", p.c_str());
+    for (const std::string& p : *problems) std::printf("%s\n", SafeText(p).c_str());
   }
   if (!problems->empty()) {
     return Fail(cmd, "database " + path + ": integrity check found " +

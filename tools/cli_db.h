@@ -46,8 +46,16 @@ int RunQuery(const QueryOptions& options);
 //   stats           counts (json: workloads, records, ok_records, device_classes,
 //                   by_error_class, schema_version)
 //   export [FILE]   JSONL to FILE (written to FILE.tmp, then renamed) or stdout ("" or "-")
-//   import FILE     merges a JSONL file ("-": stdin); creates the database and its directory
-//   verify          full integrity check; exit 1 when problems are found
+//   import FILE     merges a JSONL file ("-": stdin); creates the database and its directory.
+//                   Every record is checked first (tools/record_check.h: its workload and key,
+//                   and for ok records a trace that replays and lowers for the workload and a
+//                   latency the device class can reach); a record that fails, or a line over
+//                   16 MiB, is refused: "lathe db import: FILE:LINE: refused record 'ID':
+//                   REASON" on stderr, the other records are imported, and the exit status is
+//                   1 (json: refused and refusals [{line, candidate_id, reason}]). A malformed
+//                   line stops the import there (the records before it are kept), exit 1.
+//   verify          full integrity check, and every record checked as import checks it;
+//                   exit 1 when problems are found
 // An unknown SUB or a missing FILE for import is exit 2; a missing database file is exit 1
 // (except for import).
 int RunDb(const std::string& sub, const std::string& db_path, const std::string& file, bool json);

@@ -4,6 +4,7 @@
 
 #include "CLI/CLI.hpp"
 #include "tools/cli_build.h"
+#include "tools/cli_common.h"
 #include "tools/cli_db.h"
 #include "tools/cli_model.h"
 #include "tools/cli_remote.h"
@@ -22,9 +23,7 @@ void AddRemoteOptions(CLI::App* cmd, std::string* tuner, std::string* token_file
   cmd->add_option("--tls-ca", *tls_ca, "PEM file of the CA of the daemon's TLS certificate");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"lathe: finds the fastest correct program for a tensor operator and keeps it"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "lathe 0.1.0");
@@ -200,4 +199,12 @@ int main(int argc, char** argv) {
   if (jb->parsed()) return lathe::tools::RunJobs(jobs);
   if (v->parsed()) return lathe::tools::RunVerify(verify);
   return kUsageError;
+}
+
+}  // namespace
+
+// Any exception that escapes a command is an error line and exit status 1, never an abort.
+int main(int argc, char** argv) {
+  lathe::tools::InstallTerminateHandler("lathe");
+  return lathe::tools::RunGuarded("lathe", [&] { return Main(argc, argv); });
 }

@@ -128,5 +128,57 @@ TEST(JsonlTest, ForeignAndMalformedInput) {
   EXPECT_EQ(s->inserted, 1);
 }
 
+TEST(JsonlTest, CheckedRecordsAreRefusedByLineAndTheRestImported) {
+  TempDir dir;
+  auto db = Open(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  std::stringstream in("{\"format\":\"lathe-records\",\"version\":1}\n" +
+                       RecordToJsonLine(MakeRecord("good1", "1", kCpu, 4)) + "\n" +
+                       RecordToJsonLine(MakeRecord("bad", "1", kCpu, 1e-9)) + "\n\n" +
+                       RecordToJsonLine(MakeRecord("good2", "2", kCpu, 4)) + "\n");
+  ImportOptions options;
+  options.check = [](const Record& r) {
+    return r.median_us < 1e-3 ? absl::InvalidArgumentError("impossibly fast") : absl::OkStatus();
+  };
+  absl::StatusOr<ImportStats> s = ImportJsonl(*db, in, "mixed.jsonl", options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->records, 3);
+  EXPECT_EQ(s->inserted, 2);
+  EXPECT_EQ(s->refused, 1);
+  ASSERT_EQ(s->refusals.size(), 1u);
+  EXPECT_EQ(s->refusals[0].line, 3);
+  EXPECT_EQ(s->refusals[0].candidate_id, "bad");
+  EXPECT_EQ(s->refusals[0].reason, "impossibly fast");
+  EXPECT_FALSE(db->GetByCandidateId("bad")->has_value());
+  EXPECT_EQ((*db->Best("key-1", kCpu))->candidate_id, "good1");
+}
+
+TEST(JsonlTest, OverlongLinesAreRefusedAsTheyStreamPast) {
+  TempDir dir;
+  auto db = Open(dir.File("t.db"));
+  ASSERT_NE(db, nullptr);
+  // A record padded past the default 16 MiB bound, between two good ones.
+  Record padded = MakeRecord("padded", "1", kCpu, 4);
+  padded.error_msg = std::string(kMaxJsonlLineBytes, 'x');
+  std::stringstream in("{\"format\":\"lathe-records\",\"version\":1}\n" +
+                       RecordToJsonLine(MakeRecord("a", "1", kCpu, 4)) + "\n" +
+                       RecordToJsonLine(padded) + "\n" +
+                       RecordToJsonLine(MakeRecord("b", "1", kCpu, 5)));  // no final newline
+  absl::StatusOr<ImportStats> s = ImportJsonl(*db, in, "big.jsonl");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->inserted, 2);
+  EXPECT_EQ(s->refused, 1);
+  ASSERT_EQ(s->refusals.size(), 1u);
+  EXPECT_EQ(s->refusals[0].line, 3);
+  EXPECT_EQ(s->refusals[0].reason, "the line is longer than 16777216 bytes");
+  // A first line over the bound is no header.
+  ImportOptions small;
+  small.max_line_bytes = 8;
+  std::stringstream header("{\"format\":\"lathe-records\",\"version\":1}\n");
+  s = ImportJsonl(*db, header, "h.jsonl", small);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace lathe::db

@@ -2,7 +2,8 @@
 # The model commands end to end on small real files (ONNX's conformance models from Debian's
 # libonnx-testdata): lathe model tasks, lathe run (--feed/--dump) and lathe build --model, the
 # built library run from a plain C program, compared with the expected outputs; and the errors
-# (malformed file, unsupported op, wrong shapes): exit 2, a message naming the problem,
+# (malformed file, unsupported op, wrong shapes, hostile files: zero strides, overflowing
+# dims, a Range of 10^12 elements): exit 2, a message naming the problem and no address,
 # nothing written. Usage: model_cli_test.sh BUILD_DIR
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -80,5 +81,42 @@ check "run --layout nchw4c matches ONNX's expected output" \
   "'$lathe' run --model '$model' --layout nchw4c --feed x='$tmp/in.bin' --dump '$tmp/run4' --repeat 1 > /dev/null && cmp_out '$tmp/run4/0.bin' '$expected'"
 expect_exit2 "a --feed file of the wrong size exits 2" "holds 12 bytes" \
   "$lathe" run --model "$model" --feed x="$tmp/bad.onnx"
+
+# Hostile files (issue 31): exit 2 with the problem named, never a signal or an address.
+$py - "$tmp" <<'PY'
+import sys, onnx
+from onnx import helper as h, TensorProto as T
+d = sys.argv[1]
+def save(name, nodes, inits, in_shape=(1, 1, 8, 8), rank=4):
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", T.FLOAT, list(in_shape))],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["d%d" % i for i in range(rank)])],
+                     initializer=inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), d + "/" + name + ".onnx")
+w = h.make_tensor("w", T.FLOAT, [1, 1, 3, 3], [0.1] * 9)
+save("stride0", [h.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1])], [w])
+big = T(); big.name = "b"; big.data_type = T.FLOAT; big.dims.extend([2**62 + 1, 4]); big.raw_data = bytes(16)
+save("wrap", [h.make_node("Transpose", ["b"], ["t"], perm=[1, 0]), h.make_node("Add", ["x", "t"], ["y"])],
+     [big], in_shape=(4, 1), rank=2)
+i64 = lambda n, v: h.make_tensor(n, T.INT64, [], [v])
+save("range", [h.make_node("Range", ["s", "l", "dl"], ["r"]), h.make_node("Cast", ["r"], ["rf"], to=1),
+               h.make_node("Add", ["x", "rf"], ["y"])],
+     [i64("s", 0), i64("l", 10**12), i64("dl", 1)], in_shape=(1,), rank=1)
+PY
+expect_hostile() {  # expect_hostile DESCRIPTION PATTERN MODEL
+  local err rc
+  err=$("$lathe" model tasks --model "$3" 2>&1)
+  rc=$?
+  if [[ $rc == 2 && $err == *"$2"* && $err != *0x* ]]; then
+    echo "ok: $1"
+  else
+    echo "FAIL: $1 (exit $rc: ${err:0:300})"
+    fails=$((fails + 1))
+  fi
+}
+expect_hostile "a Conv with a zero stride exits 2" "stride 0 in attribute 'strides' (must be >= 1)" \
+  "$tmp/stride0.onnx"
+expect_hostile "an initializer whose dims wrap exits 2" "more than 2147483648 (2^31) elements" \
+  "$tmp/wrap.onnx"
+expect_hostile "a Range of 10^12 elements exits 2" "a Range of 1e+12 elements" "$tmp/range.onnx"
 echo "$fails failed"
 [[ $fails == 0 ]]
