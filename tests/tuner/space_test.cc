@@ -581,6 +581,18 @@ TEST(SpaceChunkTest, DenseConvsGetAChunkedCandidateFirst) {
     }
   }
   ASSERT_NE(unchunked, nullptr) << "unchunked candidates are measured in the first round too";
+  // Output blocks narrower than the vector (24 channels in blocks of 8 on AVX-512) start
+  // unchunked, and still measure a chunked candidate third; on AVX2 the same block is a whole
+  // vector and starts chunked.
+  const std::string narrow = "conv2d:n=1,c=96,h=40,w=40,k=24,kblock=8,r=3,s=3,pad=1,layout=nchw16c";
+  std::vector<std::string> narrow_rules = RuleTexts(narrow, Avx512TwoCores(), 3);
+  ASSERT_EQ(narrow_rules.size(), 3u);
+  EXPECT_EQ(narrow_rules[0].find("[rc], {"), std::string::npos) << narrow_rules[0];
+  EXPECT_NE(narrow_rules[2].find("[rc], {"), std::string::npos) << narrow_rules[2];
+  std::vector<std::string> narrow_avx2 = RuleTexts(
+      "conv2d:n=1,c=96,h=40,w=40,k=24,kblock=8,r=3,s=3,pad=1,layout=nchw8c", Avx2TwoCores(), 1);
+  ASSERT_EQ(narrow_avx2.size(), 1u);
+  EXPECT_NE(narrow_avx2[0].find("[rc], {"), std::string::npos) << narrow_avx2[0];
 
   // An unchunked candidate's trace without the last decision replays to it.
   const Candidate& plain = *unchunked;
