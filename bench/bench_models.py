@@ -231,7 +231,25 @@ def main():
                 for ms, node, typ, kernel in top:
                     print(f"    {100 * ms / total:5.1f}% {ms:7.3f} ms  {typ} {node}  [{kernel}]")
     print(f"load average after: {os.getloadavg()}")
+    print_table(rows)
     print(json.dumps(rows))
+
+
+def print_table(rows):
+    """The figures a user wants, one row per model and build: milliseconds, and speed as a
+    ratio against ONNX Runtime and OpenVINO (above 1: lathe is faster)."""
+    print("\n| model | build | lathe ms | ORT ms | x ORT | OpenVINO ms | x OpenVINO | max err vs ORT |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        ov_ms = row.get("openvino_ms")
+        for key in row:
+            if not key.endswith("_speedup"):
+                continue
+            v = key[: -len("_speedup")]
+            ov = (f"{ov_ms:.2f} | {row[v + '_vs_openvino']:.2f}" if ov_ms is not None
+                  else "- | -")
+            print(f"| {row['model']} | {v} | {row[v + '_ms']:.2f} | {row['ort_ms']:.2f} | "
+                  f"{row[key]:.2f} | {ov} | {row[v + '_max_err']:.1e} |")
 
 
 if __name__ == "__main__":
