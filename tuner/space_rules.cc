@@ -121,6 +121,20 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
                                                           {1, 2, cols_for(4)},
                                                           {2, 2, cols_for(4)}};
     absl::StatusOr<ir::Conv2dParams> params = ir::GetConv2dParams(workload_->spec);
+    // 32 registers, a dense 1x1 conv with whole-vector blocks and at least 4 of them: 4 channel
+    // blocks x up to 6 columns (24 accumulators) first, as oneDNN's 1x1 kernels tile: per input
+    // channel 4 weight vectors and 6 broadcasts feed 24 FMAs, where one block x 14 columns
+    // loads 15 operands for 14 FMAs. conv 1x1/256/14x14 on AVX-512 (2 threads): 4 x 6 115-138
+    // us, 4 x 7 151-179, 1 x 14 190-198 (oneDNN 87).
+    if (target_.vector_registers >= 32 && params.ok() && !params->depthwise() &&
+        params->r * params->s == 1 && shape[4] == lanes && shape[1] >= 4) {
+      int64_t cols = 1;
+      for (int64_t c = 1; c <= std::min<int64_t>(6, ow); ++c) {
+        if (ow % c == 0) cols = c;
+      }
+      if (cols < 4) cols = std::min<int64_t>(6, ow);  // a tail beats a thin tile
+      blocked_shapes.insert(blocked_shapes.begin(), {4, 1, cols});
+    }
     // AVX2 (16 registers), a dense conv whose block is one vector: two channel blocks first
     // (2 x 2 x 2, then 1 x 2 x 6, 2 x 1 x 4), the weights packed per parallel tile (cache_read
     // at the tile: the blocked weights' layout walks them with a stride of a whole kernel) and

@@ -252,6 +252,24 @@ TEST(SpaceHeuristicTest, AnOddWholeChannelBlockIsVectorized) {
   }
 }
 
+// A dense 1x1 conv with whole-vector blocks on AVX-512: 4 channel blocks x up to 6 columns
+// first (oneDNN's 1x1 tile shape), the blocks unrolled so that the 24 accumulators stay in
+// registers; on AVX2 (16 registers) the rules are unchanged.
+TEST(SpaceHeuristicTest, OneByOneConvsGetFourBlocksBySixColumnsOnAvx512) {
+  std::vector<std::string> rules =
+      RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw16c", Avx512TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("split(Y, [k], {4})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("split(Y, [x], {6})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("unroll(Y.local, [k])"), std::string::npos) << rules[0];
+  rules = RuleTexts("conv2d:n=1,c=240,h=12,w=80,k=480,r=1,s=1,layout=nchw16c", Avx512TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("split(Y, [x], {5})"), std::string::npos) << rules[0];
+  rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].find("split(Y, [k], {4})"), std::string::npos) << rules[0];
+}
+
 // A matmul whose B comes in column panels: the first rule tiles a whole panel of columns by as
 // many rows as the accumulators allow (AVX2: 6 rows x 2 ymm; AVX-512: 14 rows x 2 zmm), one
 // panel per tile, and copies nothing (B is contiguous per k already).
