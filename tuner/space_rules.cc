@@ -121,13 +121,14 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
                                                           {1, 2, cols_for(4)},
                                                           {2, 2, cols_for(4)}};
     absl::StatusOr<ir::Conv2dParams> params = ir::GetConv2dParams(workload_->spec);
-    // 32 registers, a dense 1x1 conv with whole-vector blocks and at least 4 of them: 4 channel
-    // blocks x up to 6 columns (24 accumulators) first, as oneDNN's 1x1 kernels tile: per input
-    // channel 4 weight vectors and 6 broadcasts feed 24 FMAs, where one block x 14 columns
-    // loads 15 operands for 14 FMAs. conv 1x1/256/14x14 on AVX-512 (2 threads): 4 x 6 115-138
-    // us, 4 x 7 151-179, 1 x 14 190-198 (oneDNN 87).
+    // 32 registers, a dense conv with whole-vector blocks and at least 4 of them: 4 channel
+    // blocks x up to 6 columns (24 accumulators) first, as oneDNN's kernels tile: per input
+    // channel and tap 4 weight vectors and 6 broadcasts feed 24 FMAs, where one block x 14
+    // columns loads 15 operands for 14 FMAs. AVX-512, 2 threads: conv 1x1/256/14x14 4 x 6
+    // 115-138 us, 4 x 7 151-179, 1 x 14 190-198 (oneDNN 87); conv 3x3/128/28x28 4 x 4 1165 us,
+    // 1 x 14 1410-2059; 3x3/256/14x14 4 x 6 (a tail on 14 columns) 912 us, chunked 3088.
     if (target_.vector_registers >= 32 && params.ok() && !params->depthwise() &&
-        params->r * params->s == 1 && shape[4] == lanes && shape[1] >= 4) {
+        shape[4] == lanes && shape[1] >= 4) {
       int64_t cols = 1;
       for (int64_t c = 1; c <= std::min<int64_t>(6, ow); ++c) {
         if (ow % c == 0) cols = c;
@@ -220,9 +221,13 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
     // Not where the output block is narrower than a vector (half-width accumulators): PP-OCR
     // det's 3x3 96->24 at 160x160 in blocks of 8 on AVX-512 took 21-30 ms chunked, 9.1-10.1 ms
     // with the first unchunked shapes (1 x 1 x 10, 48-trial tuning, 2 threads).
+    // On 32-register targets never first: bench_rules --blocked on AVX-512 (Ice Lake, 2
+    // threads) timed the chunked candidates of conv 3x3/64/56x56, /128/28x28 and /256/14x14 at
+    // 3.1-3.5 ms against 0.9-1.4 ms for the unchunked 4-block tiles below (and /512/7x7 at 1.4
+    // ms against 1.5).
     const bool chunked_first =
         (weight_bytes > (int64_t{1} << 20) || (params.ok() && params->r * params->s > 1)) &&
-        shape[4] % lanes == 0;
+        shape[4] % lanes == 0 && target_.vector_registers < 32;
     // Otherwise (1x1 kernels, narrow blocks) one of them third (measured in the first round),
     // the others last.
     size_t next_chunked = 0;
