@@ -122,19 +122,30 @@ std::vector<Candidate> CpuSpace::Heuristic(int max) const {
                                                           {2, 2, cols_for(4)}};
     absl::StatusOr<ir::Conv2dParams> params = ir::GetConv2dParams(workload_->spec);
     // 32 registers, a dense conv with whole-vector blocks and at least 4 of them: 4 channel
-    // blocks x up to 6 columns (24 accumulators) first, as oneDNN's kernels tile: per input
-    // channel and tap 4 weight vectors and 6 broadcasts feed 24 FMAs, where one block x 14
-    // columns loads 15 operands for 14 FMAs. AVX-512, 2 threads: conv 1x1/256/14x14 4 x 6
-    // 115-138 us, 4 x 7 151-179, 1 x 14 190-198 (oneDNN 87); conv 3x3/128/28x28 4 x 4 1165 us,
-    // 1 x 14 1410-2059; 3x3/256/14x14 4 x 6 (a tail on 14 columns) 912 us, chunked 3088.
+    // blocks x up to 6 columns (24 accumulators; or 5 x 4, 3 x 8, 6 x 4) first, as oneDNN's kernels
+    // tile: per input channel and tap 4 weight vectors and 6 broadcasts feed 24 FMAs, where one
+    // block x 14 columns loads 15 operands for 14 FMAs. AVX-512, 2 threads: conv 1x1/256/14x14 4 x
+    // 6 115-138 us, 4 x 7 151-179, 1 x 14 190-198 (oneDNN 87); conv 3x3/128/28x28 4 x 4 1165 us, 1
+    // x 14 1410-2059; 3x3/256/14x14 4 x 6 (a tail on 14 columns) 912 us, chunked 3088.
     if (target_.vector_registers >= 32 && params.ok() && !params->depthwise() &&
         shape[4] == lanes && shape[1] >= 4) {
+      // The channel blocks a tile takes divide the output's (4, else 5, 3 or 6): a tail tile
+      // of blocks costs more than the shape gains (conv 1x1 240->240 at 12x80, 15 blocks: 4 x
+      // 5 with a tail 550-701 us, 5 x 4 402-538, 3 x 5 407-491).
+      int64_t blocks = 4;
+      for (int64_t b : {4, 5, 3, 6}) {
+        if (shape[1] % b == 0) {
+          blocks = b;
+          break;
+        }
+      }
+      const int64_t max_cols = std::min<int64_t>(24 / blocks, ow);
       int64_t cols = 1;
-      for (int64_t c = 1; c <= std::min<int64_t>(6, ow); ++c) {
+      for (int64_t c = 1; c <= max_cols; ++c) {
         if (ow % c == 0) cols = c;
       }
-      if (cols < 4) cols = std::min<int64_t>(6, ow);  // a tail beats a thin tile
-      blocked_shapes.insert(blocked_shapes.begin(), {4, 1, cols});
+      if (3 * cols < 2 * max_cols) cols = max_cols;  // a tail beats a thin tile
+      blocked_shapes.insert(blocked_shapes.begin(), {blocks, 1, cols});
     }
     // AVX2 (16 registers), a dense conv whose block is one vector: two channel blocks first
     // (2 x 2 x 2, then 1 x 2 x 6, 2 x 1 x 4), the weights packed per parallel tile (cache_read
