@@ -100,6 +100,7 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     workers_.insert(id);
     ++registrations_;
     resp->set_worker_id(id);
+    resp->set_worker_secret("secret-of-" + id);
     resp->set_heartbeat_interval_ms(200);
     resp->set_lease_duration_ms(10000);
     cv_.notify_all();
@@ -113,6 +114,8 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     if (!workers_.count(req->worker_id())) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown worker " + req->worker_id());
     }
+    // Every call of a registered worker carries the secret its registration handed out.
+    EXPECT_EQ(req->worker_secret(), "secret-of-" + req->worker_id());
     EXPECT_EQ(req->device_class(), codegen::HostDeviceClass());
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(req->wait_ms());
     while (queue_.empty() && !ctx->IsCancelled() && std::chrono::steady_clock::now() < until) {
@@ -133,6 +136,9 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     if (auto s = Auth(ctx); !s.ok()) return s;
     std::lock_guard<std::mutex> lock(mu_);
     ++reports_;
+    if (workers_.count(req->worker_id())) {
+      EXPECT_EQ(req->worker_secret(), "secret-of-" + req->worker_id());
+    }
     for (const MeasureResult& r : req->results()) {
       if (results_.emplace(r.candidate_id(), r).second) {
         resp->set_accepted(resp->accepted() + 1);
@@ -149,6 +155,9 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     if (auto s = Auth(ctx); !s.ok()) return s;
     std::lock_guard<std::mutex> lock(mu_);
     ++heartbeats_;
+    if (workers_.count(req->worker_id())) {
+      EXPECT_EQ(req->worker_secret(), "secret-of-" + req->worker_id());
+    }
     resp->set_reregister(!workers_.count(req->worker_id()));
     cv_.notify_all();
     return grpc::Status::OK;
