@@ -27,6 +27,7 @@
 #include "dashboard/connections.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
+#include "tuner/log_text.h"
 
 namespace lathe::dashboard {
 
@@ -415,8 +416,9 @@ struct DashboardServer::Impl {
         });
     // Method, path (never the query, headers or body) and status.
     s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      spdlog::debug("event=http method={} path=\"{}\" status={} remote={}", req.method, req.path,
-                    res.status, req.remote_addr);
+      spdlog::debug("event=http method={} path=\"{}\" status={} remote={}",
+                    tuner::LogText(req.method, 16), tuner::LogText(req.path), res.status,
+                    req.remote_addr);
     });
     s.set_default_headers({{"X-Content-Type-Options", "nosniff"},
                            {"Referrer-Policy", "no-referrer"},

@@ -272,5 +272,41 @@ TEST(SecurityTest, MalformedAndOversizedMessagesLeaveTheDaemonServing) {
   EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
 }
 
+// Roles as deployed: lathed with a client token and a worker token. The worker with the
+// worker token registers and measures a job the client submitted with the client token; a
+// worker given the client token stops with a clear error, and the worker token cannot submit.
+TEST(SecurityTest, WorkerAndClientTokensKeepTheirRoles) {
+  Cluster c;
+  const std::string client_token = c.dir() + "/client-token";
+  const std::string worker_token = c.dir() + "/worker-token";
+  std::ofstream(client_token) << kToken << "\n";
+  std::ofstream(worker_token) << "worker-" << kToken << "\n";
+  ASSERT_TRUE(c.StartDaemon({"--token-file", client_token, "--worker-token-file", worker_token}));
+  Process* wrong = c.StartWorker({"--token-file", client_token});
+  ASSERT_NE(wrong, nullptr);
+  ASSERT_NE(c.StartWorker({"--token-file", worker_token}), nullptr);
+  auto client = c.Client(kToken);
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 1));
+
+  absl::StatusOr<std::string> job = client->SubmitJob(SmallJob("matmul:m=16,n=16,k=16", 4, 4));
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<lathe::v1::JobStatus> done = WaitForJob(*client, *job, 120);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), lathe::v1::DONE);
+
+  auto as_worker = c.Client("worker-" + std::string(kToken));
+  ASSERT_NE(as_worker, nullptr);
+  absl::StatusOr<std::string> refused = as_worker->SubmitJob(SmallJob("matmul:m=8,n=8,k=8", 4, 4));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_TRUE(as_worker->ListJobs().ok());
+
+  std::optional<int> exit = wrong->Wait(20000);
+  ASSERT_TRUE(exit.has_value()) << "the worker with the client token is still running";
+  EXPECT_NE(*exit, 0);
+  EXPECT_NE(ReadAll(wrong->log()).find("PERMISSION_DENIED"), std::string::npos)
+      << ReadAll(wrong->log());
+}
+
 }  // namespace
 }  // namespace lathe::e2e
