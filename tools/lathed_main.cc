@@ -21,6 +21,7 @@
 // of its own, for probes that cannot speak TLS (Kubernetes' gRPC probes): SERVING while the
 // daemon serves, NOT_SERVING once it stops. Nothing else is reachable on that port.
 #include <arpa/inet.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
@@ -250,11 +251,15 @@ int main(int argc, char** argv) {
   }
   // The health-only server: built after the main one, whose Start enabled gRPC's default
   // health service (every server built since has one).
+  // Every other method of the health port answers UNIMPLEMENTED; this also gives the server
+  // the polled queue gRPC wants when it has no synchronous service.
+  grpc::CallbackGenericService health_others;
   std::unique_ptr<grpc::Server> health;
   int health_port = 0;
   if (!health_addr.empty()) {
     grpc::ServerBuilder b;
     b.SetOption(lathe::tuner::ReflectionOption(false));  // health alone, nothing else
+    b.RegisterCallbackGenericService(&health_others);
     b.AddListeningPort(health_addr, grpc::InsecureServerCredentials(), &health_port);
     health = b.BuildAndStart();
     if (health == nullptr || health_port == 0) {

@@ -308,5 +308,55 @@ TEST(SecurityTest, WorkerAndClientTokensKeepTheirRoles) {
       << ReadAll(wrong->log());
 }
 
+// One unary call of `method` through the generic stub (health, reflection); its status.
+grpc::Status GenericCall(const std::string& address, const std::string& method,
+                         const std::string& request, const std::string& token) {
+  grpc::GenericStub stub(Channel(address));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  grpc::CompletionQueue cq;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  auto call = stub.PrepareUnaryCall(&ctx, method, req, &cq);
+  call->StartCall();
+  grpc::Status st;
+  call->Finish(&resp, &st, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return st;
+}
+
+// Health answers without the token only on the --health port, which serves nothing else (no
+// reflection, no lathe service); on the main port health and reflection need the token.
+TEST(SecurityTest, HealthIsOpenOnlyOnItsOwnPortAndReflectionNeedsTheToken) {
+  Cluster c;
+  const std::string token_file = c.dir() + "/token";
+  std::ofstream(token_file) << kToken << "\n";
+  ASSERT_TRUE(
+      c.StartDaemon({"--token-file", token_file, "--health", "127.0.0.1:0", "--reflection"}));
+  std::optional<std::string> port = c.daemon()->WaitForLine("lathed: health on port ", 10000);
+  ASSERT_TRUE(port.has_value()) << ReadAll(c.daemon()->log());
+  const std::string health = "127.0.0.1:" + *port;
+  const std::string kCheck = "/grpc.health.v1.Health/Check";
+  const std::string kReflect = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  const std::string list_services("\x3a\x01*", 3);
+  EXPECT_TRUE(GenericCall(health, kCheck, "", "").ok());
+  EXPECT_EQ(GenericCall(health, kReflect, list_services, "").error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(GenericCall(health, "/lathe.v1.Tuner/ListJobs", "", "").error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(GenericCall(c.address(), kCheck, "", "").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(GenericCall(c.address(), kReflect, list_services, "").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(GenericCall(c.address(), kCheck, "", kToken).ok());
+  EXPECT_TRUE(GenericCall(c.address(), kReflect, list_services, kToken).ok());
+}
+
 }  // namespace
 }  // namespace lathe::e2e
