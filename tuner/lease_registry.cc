@@ -49,6 +49,9 @@ constexpr size_t kMaxDeviceTextBytes = 256;
 constexpr size_t kMaxVersionBytes = 64;
 constexpr size_t kMaxWorkerIdBytes = 64;
 constexpr size_t kMaxSecretBytes = 128;
+// All the strings of one registration together: with at most max_workers workers, what
+// ListWorkers answers stays within what a client receives.
+constexpr size_t kMaxRegistrationBytes = 2048;
 // The leases a task was granted under that the registry remembers (the newest): a report
 // answers one of them.
 constexpr size_t kMaxGrants = 8;
@@ -385,6 +388,14 @@ absl::StatusOr<v1::RegisterResponse> LeaseRegistry::Register(const v1::RegisterR
     if (st.ok()) st = CheckText(at + ".name", d.name(), kMaxDeviceTextBytes, true);
     if (st.ok()) st = CheckText(at + ".kind", d.kind(), kMaxDeviceTextBytes, true);
     if (!st.ok()) return st;
+  }
+  size_t total = req.hostname().size() + req.lathe_version().size();
+  for (const v1::DeviceInfo& d : req.devices()) {
+    total += d.device_class().size() + d.name().size() + d.kind().size();
+  }
+  if (total > kMaxRegistrationBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "registration of ", total, " bytes of text (at most ", kMaxRegistrationBytes, ")"));
   }
   if (req.worker_id().size() > kMaxWorkerIdBytes) {
     return absl::InvalidArgumentError("worker_id too long");

@@ -24,8 +24,9 @@
 // re-registration of a known id without its secret is AlreadyExists. An id the registry does
 // not know (it restarted, or forgot a lost worker) is registered anew with a new secret.
 // Registration strings are bounded: hostname 1..255 bytes, device class 1..256, device name
-// and kind up to 256, version up to 64, no control characters (InvalidArgument); worker ids
-// up to 64 of [A-Za-z0-9._-]; at most `max_workers` workers (ResourceExhausted). Strings from
+// and kind up to 256, version up to 64, all of them together up to 2 KiB, no control
+// characters (InvalidArgument); worker ids up to 64 of [A-Za-z0-9._-]; at most `max_workers`
+// workers (ResourceExhausted): ListWorkers stays a few MiB at worst. Strings from
 // requests are escaped in the log (tuner/log_text.h).
 //
 // Thread-safety: every method may be called from any thread.
@@ -59,7 +60,7 @@ struct LeaseRegistryOptions {
   int max_wait_ms = 60000;
   int reaper_interval_ms = 200;
   int forget_lost_after_ms = 15 * 60 * 1000;  // a lost worker is forgotten after this
-  int max_workers = 4096;                     // registered at once (lost ones included)
+  int max_workers = 1024;                     // registered at once (lost ones included)
   Metrics* metrics = nullptr;                 // not owned; may be null
 };
 

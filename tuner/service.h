@@ -82,7 +82,7 @@ struct ServiceOptions {
   int seed_records = 16;              // best records that seed each round
   // Lost workers are forgotten after this; at most max_workers are registered at once.
   int forget_lost_after_ms = 15 * 60 * 1000;
-  int max_workers = 4096;
+  int max_workers = 1024;
   bool use_cost_model = true;
   // Nice value (0..19) of the job threads and the search's threads: the search yields the CPU
   // to the threads that answer workers and clients.

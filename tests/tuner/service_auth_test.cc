@@ -265,6 +265,12 @@ TEST_F(ServiceTest, RegistrationStringsAreBoundedAndWorkersCapped) {
             }),
             kInvalid);
   EXPECT_EQ(attempt([](v1::RegisterRequest* r) { r->set_lathe_version("v\r1"); }), kInvalid);
+  EXPECT_EQ(attempt([](v1::RegisterRequest* r) {  // each string short, together too long
+              for (int i = 0; i < 60; ++i) {
+                r->add_devices()->set_device_class("cpu:" + std::string(200, 'a' + i % 26));
+              }
+            }),
+            kInvalid);
   EXPECT_EQ(attempt([](v1::RegisterRequest* r) { r->set_worker_id("w/../x"); }), kInvalid);
   // Two workers fit; a third does not.
   EXPECT_EQ(attempt([](v1::RegisterRequest*) {}), grpc::StatusCode::OK);
