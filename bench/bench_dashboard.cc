@@ -175,6 +175,7 @@ void SimulatedWorker(const std::string& address, const std::string& dc, int i, i
   while (!stop.load()) {
     v1::LeaseRequest req;
     req.set_worker_id(who.worker_id());
+    req.set_worker_secret(who.worker_secret());
     req.set_device_class(dc);
     req.set_max_tasks(1);
     v1::LeaseResponse lease;
@@ -185,6 +186,7 @@ void SimulatedWorker(const std::string& address, const std::string& dc, int i, i
     std::this_thread::sleep_for(std::chrono::milliseconds(measure(rng)));
     v1::ReportRequest rep;
     rep.set_worker_id(who.worker_id());
+    rep.set_worker_secret(who.worker_secret());
     rep.set_lease_id(lease.lease_id());
     rep.set_device_class(dc);
     for (const v1::Task& t : lease.tasks()) {

@@ -191,6 +191,7 @@ class FakeWorker {
     grpc::Status s = stub_->Register(&ctx, req, &resp);
     if (!s.ok()) return false;
     id_ = resp.worker_id();
+    secret_ = resp.worker_secret();
     return true;
   }
 
@@ -200,6 +201,7 @@ class FakeWorker {
     ctx.set_deadline(In(wait_ms + 30000));
     lathe::v1::LeaseRequest req;
     req.set_worker_id(id_);
+    req.set_worker_secret(secret_);
     req.set_device_class(lathe::codegen::HostDeviceClass());
     req.set_max_tasks(max_tasks);
     req.set_wait_ms(wait_ms);
@@ -211,6 +213,7 @@ class FakeWorker {
     ctx.set_deadline(In(30000));
     lathe::v1::ReportRequest req;
     req.set_worker_id(id_);
+    req.set_worker_secret(secret_);
     req.set_lease_id(lease.lease_id());
     req.set_device_class(lathe::codegen::HostDeviceClass());
     std::uniform_real_distribution<double> us(50, 500);
@@ -234,6 +237,7 @@ class FakeWorker {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<lathe::v1::WorkerService::Stub> stub_;
   std::string id_;
+  std::string secret_;
   std::mt19937_64 rng_;
 };
 

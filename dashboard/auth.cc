@@ -97,6 +97,36 @@ std::optional<std::string> Authenticator::Login(std::string_view token) {
   return id;
 }
 
+int64_t LoginThrottle::WaitSeconds(const std::string& client, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = clients_.find(client);
+  if (it == clients_.end() || it->second.failures < kFreeFailures) return 0;
+  const int doublings = std::min(it->second.failures - kFreeFailures, 16);
+  const Clock::duration backoff =
+      std::min<Clock::duration>(std::chrono::seconds(int64_t{1} << doublings), kMaxBackoff);
+  const Clock::duration left = it->second.last + backoff - now;
+  if (left <= Clock::duration::zero()) return 0;
+  return std::chrono::ceil<std::chrono::seconds>(left).count();
+}
+
+void LoginThrottle::Failed(const std::string& client, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (clients_.size() >= kMaxClients && clients_.count(client) == 0) {
+    auto stalest = std::min_element(
+        clients_.begin(), clients_.end(),
+        [](const auto& a, const auto& b) { return a.second.last < b.second.last; });
+    clients_.erase(stalest);
+  }
+  Entry& e = clients_[client];
+  ++e.failures;
+  e.last = now;
+}
+
+void LoginThrottle::Succeeded(const std::string& client) {
+  std::lock_guard<std::mutex> lock(mu_);
+  clients_.erase(client);
+}
+
 void Authenticator::Logout(std::string_view cookie) {
   const std::string_view session = CookieValue(cookie, kSessionCookie);
   if (session.empty()) return;

@@ -59,6 +59,34 @@ class Authenticator {
   std::map<std::string, Clock::time_point, std::less<>> sessions_;  // id -> expiry
 };
 
+// Wrong logins per client (its address): the first kFreeFailures cost nothing; after them,
+// the client must wait 1 s, 2 s, 4 s ... (at most kMaxBackoff) after its last wrong login
+// before it may try again, right token or not. A right login clears its count. At most
+// kMaxClients clients are remembered (the one wrong longest ago is forgotten first). Times are
+// passed in, so that tests need not sleep.
+//
+// Thread-safety: every method may be called from any thread.
+class LoginThrottle {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr int kFreeFailures = 3;
+  static constexpr std::chrono::seconds kMaxBackoff{60};
+  static constexpr size_t kMaxClients = 4096;
+
+  // Seconds (rounded up) `client` must still wait at `now`; 0 when it may try.
+  int64_t WaitSeconds(const std::string& client, Clock::time_point now);
+  void Failed(const std::string& client, Clock::time_point now);
+  void Succeeded(const std::string& client);
+
+ private:
+  struct Entry {
+    int failures = 0;
+    Clock::time_point last;
+  };
+  std::mutex mu_;
+  std::map<std::string, Entry> clients_;
+};
+
 }  // namespace lathe::dashboard
 
 #endif  // LATHE_DASHBOARD_AUTH_H_

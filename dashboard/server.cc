@@ -1,25 +1,33 @@
 #include "dashboard/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "dashboard/assets.h"
 #include "dashboard/auth.h"
+#include "dashboard/connections.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
+#include "tuner/log_text.h"
 
 namespace lathe::dashboard {
 
@@ -66,6 +74,55 @@ void SendError(httplib::Response& res, int status, absl::string_view message) {
 void SendResult(httplib::Response& res, const absl::StatusOr<std::string>& r) {
   if (r.ok()) return SendJson(res, 200, *r);
   SendError(res, HttpStatus(r.status()), r.status().message());
+}
+
+// The host of a Host header value or of an origin's authority ("name", "name:port",
+// "[v6]:port"), lower-case, and its port (0 when none is given); nullopt when malformed.
+std::optional<std::pair<std::string, int>> SplitHostPort(absl::string_view authority) {
+  std::string host;
+  absl::string_view port;
+  if (absl::StartsWith(authority, "[")) {
+    const size_t close = authority.find(']');
+    if (close == absl::string_view::npos) return std::nullopt;
+    host = std::string(authority.substr(1, close - 1));
+    absl::string_view rest = authority.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return std::nullopt;
+      port = rest.substr(1);
+    }
+  } else {
+    const size_t colon = authority.find(':');
+    host = std::string(authority.substr(0, colon));
+    if (colon != absl::string_view::npos) port = authority.substr(colon + 1);
+  }
+  if (host.empty()) return std::nullopt;
+  int p = 0;
+  if (!port.empty() && (!absl::SimpleAtoi(port, &p) || p <= 0 || p > 65535)) return std::nullopt;
+  return std::make_pair(absl::AsciiStrToLower(host), p);
+}
+
+// The value of field `name` in an application/x-www-form-urlencoded body, decoded; empty when
+// absent.
+std::string FormValue(absl::string_view body, absl::string_view name) {
+  for (absl::string_view pair : absl::StrSplit(body, '&')) {
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) != name || eq == absl::string_view::npos) continue;
+    std::string out;
+    absl::string_view v = pair.substr(eq + 1);
+    for (size_t i = 0; i < v.size(); ++i) {
+      int hex = 0;
+      if (v[i] == '+') {
+        out.push_back(' ');
+      } else if (v[i] == '%' && i + 2 < v.size() && absl::SimpleHexAtoi(v.substr(i + 1, 2), &hex)) {
+        out.push_back(static_cast<char>(hex));
+        i += 2;
+      } else {
+        out.push_back(v[i]);
+      }
+    }
+    return out;
+  }
+  return "";
 }
 
 std::string HtmlEscape(absl::string_view s) {
@@ -146,6 +203,17 @@ bool SetupTls(SSL_CTX& ctx, const ServerOptions& o, std::string* error) {
   return true;
 }
 
+struct SslCtxFree {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+
+// cpp-httplib's request handling (parse, route, answer) for the connections of
+// connections.h: its own listener is never started.
+class RequestProcessor final : public httplib::Server {
+ public:
+  using httplib::Server::process_request;
+};
+
 }  // namespace
 
 struct DashboardServer::Impl {
@@ -153,12 +221,14 @@ struct DashboardServer::Impl {
   ServerOptions options;
   std::unique_ptr<DashboardData> data;
   std::unique_ptr<Authenticator> auth;
-  std::unique_ptr<httplib::Server> http;
+  std::unique_ptr<RequestProcessor> http;
+  std::unique_ptr<SSL_CTX, SslCtxFree> ssl_ctx;  // TLS; null: plain HTTP
+  std::unique_ptr<ConnectionServer> connections;
   bool tls = false;
   int port = 0;
+  std::set<std::string> allowed_hosts;  // lower-case names a Host header may give
+  LoginThrottle throttle;
   std::string url;
-  std::thread listener;
-  std::atomic<bool> listener_done{false};
   std::thread sampler;
   std::mutex mu;
   std::condition_variable cv;
@@ -178,10 +248,44 @@ struct DashboardServer::Impl {
     res.set_content(LoginPage(message), "text/html; charset=utf-8");
   }
 
-  // Every request passes here first: the token check (see server.h).
+  bool HostAllowed(absl::string_view name) const {
+    if (allowed_hosts.count(std::string(name)) > 0) return true;
+    in_addr v4{};  // 127.0.0.0/8
+    return inet_pton(AF_INET, std::string(name).c_str(), &v4) == 1 &&
+           (ntohl(v4.s_addr) >> 24) == 127;
+  }
+
+  // Host and Origin (see server.h); an empty string when they pass, else why not.
+  std::string CheckHostAndOrigin(const httplib::Request& req) const {
+    std::optional<std::pair<std::string, int>> host = SplitHostPort(req.get_header_value("Host"));
+    if (!host.has_value() || !HostAllowed(host->first)) {
+      return "the Host header names no host this dashboard serves (use its address, or add the "
+             "name with lathed --http-host)";
+    }
+    if (!req.has_header("Origin")) return "";
+    const std::string origin = req.get_header_value("Origin");
+    const std::string scheme = tls ? "https://" : "http://";
+    std::optional<std::pair<std::string, int>> from;
+    if (absl::StartsWith(origin, scheme)) from = SplitHostPort(origin.substr(scheme.size()));
+    const int origin_port = from.has_value() && from->second == 0 ? (tls ? 443 : 80)
+                            : from.has_value()                    ? from->second
+                                                                  : -1;
+    if (!from.has_value() || !HostAllowed(from->first) || origin_port != port) {
+      return "cross-origin request refused";
+    }
+    return "";
+  }
+
+  // Every request passes here first: the Host and Origin check, then the token check (see
+  // server.h).
   httplib::Server::HandlerResponse Gate(const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/healthz" || req.path == "/login")
-      return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
+    if (std::string why = CheckHostAndOrigin(req); !why.empty()) {
+      spdlog::warn("event=dashboard_refused reason=\"{}\" remote={}", why, req.remote_addr);
+      SendError(res, 403, why);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.path == "/login") return httplib::Server::HandlerResponse::Unhandled;
     const bool api = absl::StartsWith(req.path, "/api/");
     const std::string authorization = req.get_header_value("Authorization");
     const std::string cookie = req.get_header_value("Cookie");
@@ -233,11 +337,28 @@ struct DashboardServer::Impl {
     });
     s.Post("/login", [this](const httplib::Request& req, httplib::Response& res) {
       if (auth->open()) return res.set_redirect("/", 303);
-      std::optional<std::string> session = auth->Login(req.get_param_value("token"));
+      // The token only from the form's body: a URL is kept in histories and logs.
+      if (const size_t query = req.target.find('?');
+          query != std::string::npos && req.target.find("token", query) != std::string::npos) {
+        return SendLogin(res, 400, "the token goes in the form's body, never in the address");
+      }
+      if (!absl::StartsWith(req.get_header_value("Content-Type"),
+                            "application/x-www-form-urlencoded")) {
+        return SendLogin(res, 400, "the login is a form (application/x-www-form-urlencoded)");
+      }
+      const auto now = LoginThrottle::Clock::now();
+      if (const int64_t wait = throttle.WaitSeconds(req.remote_addr, now); wait > 0) {
+        res.set_header("Retry-After", std::to_string(wait));
+        return SendLogin(res, 429,
+                         absl::StrCat("too many wrong tokens: try again in ", wait, " s"));
+      }
+      std::optional<std::string> session = auth->Login(FormValue(req.body, "token"));
       if (!session) {
+        throttle.Failed(req.remote_addr, now);
         spdlog::warn("event=dashboard_login result=refused remote={}", req.remote_addr);
         return SendLogin(res, 401, "wrong token");
       }
+      throttle.Succeeded(req.remote_addr);
       spdlog::info("event=dashboard_login result=ok remote={}", req.remote_addr);
       res.set_header("Set-Cookie",
                      absl::StrCat(kSessionCookie, "=", *session,
@@ -295,8 +416,9 @@ struct DashboardServer::Impl {
         });
     // Method, path (never the query, headers or body) and status.
     s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      spdlog::debug("event=http method={} path=\"{}\" status={} remote={}", req.method, req.path,
-                    res.status, req.remote_addr);
+      spdlog::debug("event=http method={} path=\"{}\" status={} remote={}",
+                    tuner::LogText(req.method, 16), tuner::LogText(req.path), res.status,
+                    req.remote_addr);
     });
     s.set_default_headers({{"X-Content-Type-Options", "nosniff"},
                            {"Referrer-Policy", "no-referrer"},
@@ -325,59 +447,56 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
+  std::set<std::string> allowed = {"localhost", "::1"};
+  if (host != "0.0.0.0" && host != "::" && !host.empty())
+    allowed.insert(absl::AsciiStrToLower(host));
+  char hostname[256] = {};
+  if (gethostname(hostname, sizeof hostname - 1) == 0 && hostname[0] != '\0') {
+    allowed.insert(absl::AsciiStrToLower(hostname));
+  }
+  for (const std::string& h : options.allowed_hosts) allowed.insert(absl::AsciiStrToLower(h));
 
   auto impl = std::make_unique<Impl>();
   impl->service = service;
   impl->options = options;
   impl->auth = std::make_unique<Authenticator>(options.token);
+  impl->allowed_hosts = std::move(allowed);
   absl::StatusOr<std::unique_ptr<DashboardData>> data =
       DashboardData::Create(service, options.data);
   if (!data.ok()) return data.status();
   impl->data = std::move(*data);
 
-  if (options.tls_cert_pem.empty()) {
-    impl->http = std::make_unique<httplib::Server>();
-  } else {
+  // cpp-httplib parses and routes the requests; the connections are ours (connections.h).
+  impl->http = std::make_unique<RequestProcessor>();
+  if (!options.tls_cert_pem.empty()) {
+    impl->ssl_ctx.reset(SSL_CTX_new(TLS_server_method()));
     std::string error;
-    auto ssl = std::make_unique<httplib::SSLServer>(
-        [&](SSL_CTX& ctx) { return SetupTls(ctx, options, &error); });
-    if (!ssl->is_valid()) {
+    if (!impl->ssl_ctx || !SetupTls(*impl->ssl_ctx, options, &error)) {
       return absl::InvalidArgumentError(error.empty() ? std::string("cannot set up TLS") : error);
     }
-    impl->http = std::move(ssl);
     impl->tls = true;
   }
-  const int threads = std::max(2, options.threads);
-  impl->http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl->http->set_tcp_nodelay(true);
-  // cpp-httplib's default adds SO_REUSEPORT, with which a second daemon could bind the same
-  // port and share its connections: only SO_REUSEADDR (a restart need not wait for TIME_WAIT).
-  impl->http->set_socket_options([](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  impl->http->set_keep_alive_max_count(1000);
-  impl->http->set_keep_alive_timeout(5);
   impl->http->set_payload_max_length(64 << 10);
   impl->Routes();
 
-  if (port == 0) {
-    port = impl->http->bind_to_any_port(host);
-    if (port < 0) port = 0;
-  } else if (!impl->http->bind_to_port(host, port)) {
-    port = 0;
-  }
-  if (port == 0) {
+  ConnectionLimits limits;
+  limits.threads = std::max(2, options.threads);
+  limits.per_client = std::max(1, options.connections_per_client);
+  limits.request_timeout_ms = std::max(100, options.request_timeout_ms);
+  limits.idle_timeout_ms = std::max(100, options.idle_timeout_ms);
+  Impl* raw = impl.get();
+  absl::StatusOr<std::unique_ptr<ConnectionServer>> connections =
+      ConnectionServer::Start(host, port, impl->ssl_ctx.get(), limits,
+                              [raw](httplib::Stream& stream, bool close, bool& closed) {
+                                return raw->http->process_request(stream, close, closed, nullptr);
+                              });
+  if (!connections.ok()) {
     return absl::UnavailableError(absl::StrCat("http: cannot listen on ", options.listen));
   }
-  impl->port = port;
-  impl->url =
-      absl::StrCat(impl->tls ? "https://" : "http://", options.listen.substr(0, colon), ":", port);
-  Impl* raw = impl.get();
-  impl->listener = std::thread([raw] {
-    raw->http->listen_after_bind();
-    raw->listener_done = true;
-  });
+  impl->connections = std::move(*connections);
+  impl->port = impl->connections->port();
+  impl->url = absl::StrCat(impl->tls ? "https://" : "http://", options.listen.substr(0, colon), ":",
+                           impl->port);
   impl->sampler = std::thread([raw] {
     std::unique_lock<std::mutex> lock(raw->mu);
     while (!raw->stopping) {
@@ -407,16 +526,7 @@ void DashboardServer::Stop() {
       impl_->stopping = true;
     }
     impl_->cv.notify_all();
-    // stop() does nothing before listen_after_bind has started its loop: wait for that.
-    bool stopped = false;
-    while (!impl_->listener_done.load()) {
-      if (!stopped && impl_->http->is_running()) {
-        impl_->http->stop();
-        stopped = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (impl_->listener.joinable()) impl_->listener.join();
+    impl_->connections->Stop();
     if (impl_->sampler.joinable()) impl_->sampler.join();
   });
 }

@@ -1,7 +1,8 @@
 // \file
 // lathed's web dashboard (lathed --http HOST:PORT): one page (HTML, CSS and JavaScript built
-// into the binary; no external fetches) that polls JSON data endpoints, served by
-// cpp-httplib (Debian's libcpp-httplib, kept inside this directory) on a pool of threads,
+// into the binary; no external fetches) that polls JSON data endpoints, parsed and routed by
+// cpp-httplib (Debian's libcpp-httplib, kept inside this directory) on connections of its own
+// (dashboard/connections.h: per-client caps, request and idle timeouts) and a pool of threads,
 // with TLS from the same PEM certificate and key as the gRPC side (and, with a client CA,
 // client certificates required).
 //
@@ -12,6 +13,14 @@
 //   POST /api/jobs/ID/cancel  cancels a job
 //   GET  /login, POST /login (form field `token`), POST /logout
 //   GET  /healthz             "ok", always open (no data)
+//
+// Every request but /healthz must name this dashboard in its Host header (a loopback name or
+// address, the listen host, this machine's hostname or a name of ServerOptions::allowed_hosts)
+// and, when it carries an Origin header, come from this dashboard's own origin (scheme, host
+// and port): 403 otherwise, token or not, so that neither a page of another site (a
+// cross-origin POST) nor a DNS-rebinding one reaches it. POST /login reads the token only from
+// its form body (400 for one in the URL) and, after LoginThrottle::kFreeFailures wrong tokens
+// from one address, answers 429 (Retry-After) until that address's backoff has passed.
 //
 // With a token (dashboard/auth.h), everything but /login and /healthz answers 401 without
 // "Authorization: Bearer <token>" or a session cookie: the data endpoints with a JSON error,
@@ -26,6 +35,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dashboard/data.h"
@@ -41,9 +51,15 @@ struct ServerOptions {
   std::string tls_cert_pem;
   std::string tls_key_pem;
   std::string tls_client_ca_pem;
+  // Names besides the loopback ones, the listen host and this machine's hostname that a
+  // request's Host header may give (the name users reach the dashboard by; lathed --http-host).
+  std::vector<std::string> allowed_hosts;
   DataOptions data;
-  int threads = 8;                // HTTP worker threads (each open connection holds one)
-  int sample_interval_ms = 1000;  // how often job progress is sampled for rates
+  int threads = 16;                // connections served at once (dashboard/connections.h)
+  int connections_per_client = 8;  // open connections of one client address at once
+  int request_timeout_ms = 10000;  // a whole request must arrive within this
+  int idle_timeout_ms = 5000;      // a kept-alive connection waits this for the next request
+  int sample_interval_ms = 1000;   // how often job progress is sampled for rates
 };
 
 class DashboardServer {

@@ -6,12 +6,22 @@
 // Secure by default off loopback: a --listen address other than a loopback one (127.0.0.0/8,
 // ::1, localhost) without a token or mTLS is refused, since anyone who reaches the port could
 // submit jobs and lease work; --insecure accepts it with a warning at every start. A token
-// without TLS off loopback is accepted with a warning (it travels in plain text).
+// without TLS off loopback is accepted with a warning (it travels in plain text). The same
+// holds for --metrics and --http: off loopback they need a token (or mTLS for --http) unless
+// --insecure; with a token, /metrics answers only basic authentication with the token as the
+// password, and the dashboard only the token or a session.
+//
+// Roles: --worker-token-file gives workers a credential of their own beside --token-file's
+// (tuner/grpc_server.h): then a client's token cannot register, lease, report or heartbeat,
+// and a worker's cannot submit or cancel jobs. --token-file alone serves both roles.
+//
+// gRPC reflection is served only with --reflection (behind the token like every call).
 //
 // --health HOST:PORT serves the standard gRPC health service alone, in plain text, on a port
 // of its own, for probes that cannot speak TLS (Kubernetes' gRPC probes): SERVING while the
 // daemon serves, NOT_SERVING once it stops. Nothing else is reachable on that port.
 #include <arpa/inet.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
@@ -20,6 +30,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dashboard/server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -50,16 +61,22 @@ int main(int argc, char** argv) {
   CLI::App app{"lathed: the lathe tuner daemon (jobs, workers, tuning database)"};
   std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
   std::string http_addr, library_figures;
-  std::string health_addr;
+  std::string health_addr, worker_token_file;
+  std::vector<std::string> http_hosts;
   int heartbeat_ms = 10000, lease_ms = 120000;
   int search_threads = lathe::tuner::DefaultSearchThreads(), search_nice = 10;
   int remeasure_top = 5;
-  bool insecure = false;
+  bool insecure = false, reflection = false;
   app.add_option("--listen", listen, "HOST:PORT to serve gRPC on (port 0 picks one)")->required();
   app.add_option("--db", db_path, "tuning database (SQLite file; created when missing)")
       ->required();
   app.add_option("--token-file", token_file,
                  "file holding a shared secret; calls must send 'authorization: Bearer <it>'");
+  app.add_option("--worker-token-file", worker_token_file,
+                 "file holding the workers' own secret (needs --token-file, whose token then "
+                 "serves clients only): workers send 'authorization: Bearer <it>'");
+  app.add_flag("--reflection", reflection,
+               "serve gRPC server reflection (for grpcurl; behind the token like every call)");
   auto* cert = app.add_option("--tls-cert", tls_cert, "server certificate (PEM): enables TLS");
   auto* key = app.add_option("--tls-key", tls_key, "server private key (PEM)");
   auto* ca = app.add_option("--tls-client-ca", tls_client_ca,
@@ -71,6 +88,10 @@ int main(int argc, char** argv) {
   app.add_option("--http", http_addr,
                  "HOST:PORT to serve the web dashboard on (off by default; same token and TLS "
                  "certificate as gRPC)");
+  app.add_option("--http-host", http_hosts,
+                 "a name the dashboard is reached by (repeatable): requests whose Host header "
+                 "names neither it, a loopback name, the --http host nor this machine's hostname "
+                 "are refused");
   app.add_option("--library-figures", library_figures,
                  "JSON-lines file of library figures (lines of `lathe tune --json`) that the "
                  "dashboard draws beside the tuning curves")
@@ -123,6 +144,18 @@ int main(int argc, char** argv) {
     return true;
   };
   if (!token_file.empty() && !read(token_file, true, &gopts.token)) return 2;
+  if (!worker_token_file.empty()) {
+    if (token_file.empty()) {
+      std::fprintf(stderr, "lathed: --worker-token-file needs --token-file (the clients' token)\n");
+      return 2;
+    }
+    if (!read(worker_token_file, true, &gopts.worker_token)) return 2;
+    if (gopts.worker_token == gopts.token) {
+      std::fprintf(stderr, "lathed: the worker token and the client token are the same\n");
+      return 2;
+    }
+  }
+  gopts.reflection = reflection;
   if (!tls_cert.empty() && !read(tls_cert, false, &gopts.tls_cert_pem)) return 2;
   if (!tls_key.empty() && !read(tls_key, false, &gopts.tls_key_pem)) return 2;
   if (!tls_client_ca.empty() && !read(tls_client_ca, false, &gopts.tls_client_ca_pem)) return 2;
@@ -141,11 +174,31 @@ int main(int argc, char** argv) {
                  listen.c_str());
     return 2;
   }
+  // The same for the other ports that answer with the daemon's state (see the file comment).
+  if (!metrics_addr.empty() && !IsLoopbackListen(metrics_addr) && gopts.token.empty() &&
+      !insecure) {
+    std::fprintf(stderr,
+                 "lathed: refusing to serve --metrics on %s without a token: anyone who reaches "
+                 "it could read the daemon's state. Give --token-file (Prometheus then sends it "
+                 "as the basic-auth password), or listen on 127.0.0.1; --insecure serves it "
+                 "open all the same\n",
+                 metrics_addr.c_str());
+    return 2;
+  }
+  if (!http_addr.empty() && !IsLoopbackListen(http_addr) && !authenticated && !insecure) {
+    std::fprintf(stderr,
+                 "lathed: refusing to serve the dashboard on %s without authentication: anyone "
+                 "who reaches it could read the daemon's state and cancel jobs. Give "
+                 "--token-file or require client certificates, or listen on 127.0.0.1; "
+                 "--insecure serves it open all the same\n",
+                 http_addr.c_str());
+    return 2;
+  }
 
   std::unique_ptr<lathe::tuner::Metrics> metrics;
   {
     absl::StatusOr<std::unique_ptr<lathe::tuner::Metrics>> m =
-        lathe::tuner::Metrics::Create(metrics_addr);
+        lathe::tuner::Metrics::Create(metrics_addr, gopts.token);
     if (!m.ok()) {
       std::fprintf(stderr, "lathed: %s\n", std::string(m.status().message()).c_str());
       return 1;
@@ -178,6 +231,7 @@ int main(int argc, char** argv) {
   if (!http_addr.empty()) {
     lathe::dashboard::ServerOptions dopts;
     dopts.listen = http_addr;
+    dopts.allowed_hosts = http_hosts;
     dopts.token = gopts.token;
     dopts.tls_cert_pem = gopts.tls_cert_pem;
     dopts.tls_key_pem = gopts.tls_key_pem;
@@ -197,10 +251,15 @@ int main(int argc, char** argv) {
   }
   // The health-only server: built after the main one, whose Start enabled gRPC's default
   // health service (every server built since has one).
+  // Every other method of the health port answers UNIMPLEMENTED; this also gives the server
+  // the polled queue gRPC wants when it has no synchronous service.
+  grpc::CallbackGenericService health_others;
   std::unique_ptr<grpc::Server> health;
   int health_port = 0;
   if (!health_addr.empty()) {
     grpc::ServerBuilder b;
+    b.SetOption(lathe::tuner::ReflectionOption(false));  // health alone, nothing else
+    b.RegisterCallbackGenericService(&health_others);
     b.AddListeningPort(health_addr, grpc::InsecureServerCredentials(), &health_port);
     health = b.BuildAndStart();
     if (health == nullptr || health_port == 0) {
@@ -216,7 +275,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   spdlog::info(
       "event=started listen={} http={} db=\"{}\" auth={} tls={}", (*server)->address(),
-      dashboard ? dashboard->url() : "off", db_path, gopts.token.empty() ? "none" : "token",
+      dashboard ? dashboard->url() : "off", db_path,
+      gopts.token.empty() ? "none" : (gopts.worker_token.empty() ? "token" : "client+worker"),
       gopts.tls_cert_pem.empty() ? "off" : (gopts.tls_client_ca_pem.empty() ? "on" : "mtls"));
   if (!loopback && !authenticated) {
     spdlog::warn(

@@ -1,16 +1,20 @@
 #include "tuner/grpc_server.h"
 
+#include <grpc/grpc_security.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/security/server_credentials.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "lathe/v1/service.grpc.pb.h"
@@ -35,31 +39,126 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-// The shared token check, run first in every handler of the lathe services.
-class Auth {
+// --- the authentication gate (see the header) ---
+
+enum class Role { kAny, kClient, kWorker };
+
+// The role a method needs: the WorkerService's calls are a worker's; submitting and
+// cancelling jobs a client's; reading (lists, queries, watching), health and reflection
+// either's.
+Role RequiredRole(absl::string_view path) {
+  if (absl::StartsWith(path, "/lathe.v1.WorkerService/")) return Role::kWorker;
+  if (path == "/lathe.v1.Tuner/SubmitJob" || path == "/lathe.v1.Tuner/CancelJob") {
+    return Role::kClient;
+  }
+  return Role::kAny;
+}
+
+struct Gate {
+  std::string client_bearer;  // "Bearer <token>"; empty: no token (open)
+  std::string worker_bearer;  // empty: the client token serves both roles
+
+  // OK, or the status (and message) the call fails with before any handler runs.
+  std::pair<grpc_status_code, const char*> Check(absl::string_view path,
+                                                 const absl::string_view* authorization) const {
+    if (client_bearer.empty()) return {GRPC_STATUS_OK, nullptr};
+    if (authorization == nullptr) {
+      return {GRPC_STATUS_UNAUTHENTICATED, "missing authorization metadata"};
+    }
+    const bool client = ConstantTimeEquals(*authorization, client_bearer);
+    const bool worker = !worker_bearer.empty() && ConstantTimeEquals(*authorization, worker_bearer);
+    if (!client && !worker) return {GRPC_STATUS_UNAUTHENTICATED, "invalid token"};
+    switch (RequiredRole(path)) {
+      case Role::kAny:
+        break;
+      case Role::kClient:
+        if (!client) {
+          return {GRPC_STATUS_PERMISSION_DENIED,
+                  "the worker token cannot submit or cancel jobs (use the client token)"};
+        }
+        break;
+      case Role::kWorker:
+        if (!worker && !worker_bearer.empty()) {
+          return {GRPC_STATUS_PERMISSION_DENIED,
+                  "the client token cannot call the worker service (use the worker token)"};
+        }
+        break;
+    }
+    return {GRPC_STATUS_OK, nullptr};
+  }
+};
+
+absl::string_view SliceView(const grpc_slice& s) {
+  return absl::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(s)),
+                           GRPC_SLICE_LENGTH(s));
+}
+
+// gRPC's server auth filter calls this with every call's metadata (":path" included) before
+// the call reaches any service, reflection and health included. It answers at once.
+void ProcessAuthMetadata(void* state, grpc_auth_context* /*context*/, const grpc_metadata* md,
+                         size_t num_md, grpc_process_auth_metadata_done_cb cb, void* user_data) {
+  const Gate& gate = *static_cast<const Gate*>(state);
+  absl::string_view path;
+  absl::string_view authorization;
+  bool has_authorization = false;
+  for (size_t i = 0; i < num_md; ++i) {
+    const absl::string_view key = SliceView(md[i].key);
+    if (key == ":path") {
+      path = SliceView(md[i].value);
+    } else if (key == "authorization" && !has_authorization) {
+      authorization = SliceView(md[i].value);
+      has_authorization = true;
+    }
+  }
+  auto [code, message] = gate.Check(path, has_authorization ? &authorization : nullptr);
+  cb(user_data, nullptr, 0, nullptr, 0, code, message);
+}
+
+// Server credentials made with gRPC's C API, so that the gate above can be attached to
+// plaintext credentials too (the C++ InsecureServerCredentials() refuses a processor).
+class GatedCredentials final : public grpc::ServerCredentials {
  public:
-  explicit Auth(std::string token) : expected_(token.empty() ? "" : "Bearer " + token) {}
-  grpc::Status Check(const grpc::ServerContext* ctx) const {
-    if (expected_.empty()) return grpc::Status::OK;
-    const auto& md = ctx->client_metadata();
-    auto it = md.find("authorization");
-    if (it == md.end()) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing authorization metadata");
-    }
-    if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), expected_)) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "invalid token");
-    }
-    return grpc::Status::OK;
+  // Takes ownership of `creds` and of `gate`.
+  GatedCredentials(grpc_server_credentials* creds, std::unique_ptr<Gate> gate) : creds_(creds) {
+    grpc_auth_metadata_processor p;
+    p.process = ProcessAuthMetadata;
+    p.destroy = [](void* state) { delete static_cast<Gate*>(state); };
+    p.state = gate.release();
+    grpc_server_credentials_set_auth_metadata_processor(creds_, p);
+  }
+  ~GatedCredentials() override { grpc_server_credentials_release(creds_); }
+  // The gate is the processor; no other is taken.
+  void SetAuthMetadataProcessor(const std::shared_ptr<grpc::AuthMetadataProcessor>&) override {}
+
+ private:
+  int AddPortToServer(const std::string& addr, grpc_server* server) override {
+    return grpc_server_add_http2_port(server, addr.c_str(), creds_);
+  }
+  grpc_server_credentials* creds_;
+};
+
+// gRPC's reflection library registers its plugin for every server the process builds, from
+// a static initializer, once it is linked: this option takes it out again, or makes sure it
+// is there.
+class ReflectionBuilderOption final : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionBuilderOption(bool on) : on_(on) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    const std::string name = grpc::reflection::ProtoServerReflectionPlugin().name();
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [&](const auto& p) { return p->name() == name; }),
+                   plugins->end());
+    if (on_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
   }
 
  private:
-  std::string expected_;
+  bool on_;
 };
 
-// Runs `fn` (returning absl::StatusOr<Response>) after the token check, copying the response.
+// Runs `fn` (returning absl::StatusOr<Response>), copying the response. The gate has run.
 template <typename Response, typename Fn>
-grpc::Status Handle(const Auth& auth, const grpc::ServerContext* ctx, Response* out, Fn&& fn) {
-  if (grpc::Status a = auth.Check(ctx); !a.ok()) return a;
+grpc::Status Handle(Response* out, Fn&& fn) {
   absl::StatusOr<Response> r = fn();
   if (!r.ok()) return ToGrpc(r.status());
   *out = std::move(*r);
@@ -68,16 +167,14 @@ grpc::Status Handle(const Auth& auth, const grpc::ServerContext* ctx, Response* 
 
 class TunerImpl final : public v1::Tuner::Service {
  public:
-  TunerImpl(TunerService* s, const Auth* auth, const std::atomic<bool>* stopping)
-      : s_(s), auth_(auth), stopping_(stopping) {}
+  TunerImpl(TunerService* s, const std::atomic<bool>* stopping) : s_(s), stopping_(stopping) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->SubmitJob(*req); });
+    return Handle(resp, [&] { return s_->SubmitJob(*req); });
   }
   grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                         grpc::ServerWriter<v1::JobStatus>* writer) override {
-    if (grpc::Status a = auth_->Check(ctx); !a.ok()) return a;
     uint64_t version = 0;
     for (;;) {
       const uint64_t before = version;
@@ -96,76 +193,74 @@ class TunerImpl final : public v1::Tuner::Service {
   }
   grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
                          v1::CancelJobResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->CancelJob(*req); });
+    return Handle(resp, [&] { return s_->CancelJob(*req); });
   }
   grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                         v1::ListJobsResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->ListJobs(*req); });
+    return Handle(resp, [&] { return s_->ListJobs(*req); });
   }
   grpc::Status ListWorkers(grpc::ServerContext* ctx, const v1::ListWorkersRequest* req,
                            v1::ListWorkersResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->ListWorkers(*req); });
+    return Handle(resp, [&] { return s_->ListWorkers(*req); });
   }
   grpc::Status QueryBest(grpc::ServerContext* ctx, const v1::QueryBestRequest* req,
                          v1::QueryBestResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->QueryBest(*req); });
+    return Handle(resp, [&] { return s_->QueryBest(*req); });
   }
   grpc::Status QueryBestMany(grpc::ServerContext* ctx, const v1::QueryBestManyRequest* req,
                              v1::QueryBestManyResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->QueryBestMany(*req); });
+    return Handle(resp, [&] { return s_->QueryBestMany(*req); });
   }
 
  private:
   TunerService* s_;
-  const Auth* auth_;
   const std::atomic<bool>* stopping_;
 };
 
 class WorkerImpl final : public v1::WorkerService::Service {
  public:
-  WorkerImpl(TunerService* s, const Auth* auth) : s_(s), auth_(auth) {}
+  explicit WorkerImpl(TunerService* s) : s_(s) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->Register(*req); });
+    return Handle(resp, [&] { return s_->Register(*req); });
   }
   // A worker that stops mid-call (SIGTERM cancels its long poll) is not handed tasks it will
   // never see: the long poll ends when the call is cancelled, and a lease granted just as it
   // was is released at once (else its tasks would wait for the lease to expire).
   grpc::Status Lease(grpc::ServerContext* ctx, const v1::LeaseRequest* req,
                      v1::LeaseResponse* resp) override {
-    grpc::Status st = Handle(*auth_, ctx, resp,
-                             [&] { return s_->Lease(*req, [ctx] { return ctx->IsCancelled(); }); });
+    grpc::Status st =
+        Handle(resp, [&] { return s_->Lease(*req, [ctx] { return ctx->IsCancelled(); }); });
     if (!st.ok() || resp->lease_id().empty() || !ctx->IsCancelled()) return st;
     v1::ReleaseRequest release;
     release.set_worker_id(req->worker_id());
     release.set_lease_id(resp->lease_id());
+    release.set_worker_secret(req->worker_secret());
     (void)s_->Release(release);
     return grpc::Status(grpc::StatusCode::CANCELLED, "the caller cancelled the lease");
   }
   grpc::Status Report(grpc::ServerContext* ctx, const v1::ReportRequest* req,
                       v1::ReportResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->Report(*req); });
+    return Handle(resp, [&] { return s_->Report(*req); });
   }
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->Heartbeat(*req); });
+    return Handle(resp, [&] { return s_->Heartbeat(*req); });
   }
   grpc::Status Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
                        v1::ReleaseResponse* resp) override {
-    return Handle(*auth_, ctx, resp, [&] { return s_->Release(*req); });
+    return Handle(resp, [&] { return s_->Release(*req); });
   }
 
  private:
   TunerService* s_;
-  const Auth* auth_;
 };
 
 }  // namespace
 
 struct GrpcServer::Impl {
   TunerService* service = nullptr;
-  std::unique_ptr<Auth> auth;
   std::atomic<bool> stopping{false};
   std::unique_ptr<TunerImpl> tuner;
   std::unique_ptr<WorkerImpl> worker;
@@ -191,25 +286,35 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(TunerService* serv
   }
   auto impl = std::make_unique<Impl>();
   impl->service = service;
-  impl->auth = std::make_unique<Auth>(options.token);
-  impl->tuner = std::make_unique<TunerImpl>(service, impl->auth.get(), &impl->stopping);
-  impl->worker = std::make_unique<WorkerImpl>(service, impl->auth.get());
+  if (!options.worker_token.empty() && options.token.empty()) {
+    return absl::InvalidArgumentError("a worker token needs a client token beside it");
+  }
+  if (!options.worker_token.empty() && options.worker_token == options.token) {
+    return absl::InvalidArgumentError("the worker token and the client token are the same");
+  }
+  impl->tuner = std::make_unique<TunerImpl>(service, &impl->stopping);
+  impl->worker = std::make_unique<WorkerImpl>(service);
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  std::shared_ptr<grpc::ServerCredentials> creds;
+  auto gate = std::make_unique<Gate>();
+  if (!options.token.empty()) gate->client_bearer = "Bearer " + options.token;
+  if (!options.worker_token.empty()) gate->worker_bearer = "Bearer " + options.worker_token;
+  grpc_server_credentials* core_creds = nullptr;
   if (options.tls_cert_pem.empty()) {
-    creds = grpc::InsecureServerCredentials();
+    core_creds = grpc_insecure_server_credentials_create();
   } else {
-    grpc::SslServerCredentialsOptions ssl(
+    grpc_ssl_pem_key_cert_pair pair{options.tls_key_pem.c_str(), options.tls_cert_pem.c_str()};
+    core_creds = grpc_ssl_server_credentials_create_ex(
+        options.tls_client_ca_pem.empty() ? nullptr : options.tls_client_ca_pem.c_str(), &pair, 1,
         options.tls_client_ca_pem.empty()
             ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    ssl.pem_root_certs = options.tls_client_ca_pem;
-    ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
-    creds = grpc::SslServerCredentials(ssl);
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
+        nullptr);
   }
+  if (core_creds == nullptr) return absl::InvalidArgumentError("cannot set up TLS credentials");
+  auto creds = std::make_shared<GatedCredentials>(core_creds, std::move(gate));
   grpc::ServerBuilder builder;
+  builder.SetOption(ReflectionOption(options.reflection));
   builder.AddListeningPort(options.listen, creds, &impl->port);
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
@@ -226,6 +331,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(TunerService* serv
   }
   impl->address = absl::StrCat(options.listen.substr(0, colon), ":", impl->port);
   return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
+}
+
+std::unique_ptr<grpc::ServerBuilderOption> ReflectionOption(bool on) {
+  return std::make_unique<ReflectionBuilderOption>(on);
 }
 
 GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

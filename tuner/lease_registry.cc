@@ -1,6 +1,7 @@
 #include "tuner/lease_registry.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -8,13 +9,16 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "spdlog/spdlog.h"
+#include "tuner/log_text.h"
 #include "tuner/metrics.h"
 #include "tuner/tune_common.h"
 
@@ -39,11 +43,69 @@ constexpr size_t kMaxRequestIdBytes = 128;
 constexpr size_t kMaxReleasedRequests = 65536;
 // Completed candidate ids remembered so that Enqueue skips them (see the header).
 constexpr size_t kMaxRememberedCompleted = 65536;
+// Registration strings (see the header).
+constexpr size_t kMaxHostnameBytes = 255;
+constexpr size_t kMaxDeviceTextBytes = 256;
+constexpr size_t kMaxVersionBytes = 64;
+constexpr size_t kMaxWorkerIdBytes = 64;
+constexpr size_t kMaxSecretBytes = 128;
+// All the strings of one registration together: with at most max_workers workers, what
+// ListWorkers answers stays within what a client receives.
+constexpr size_t kMaxRegistrationBytes = 2048;
+// The leases a task was granted under that the registry remembers (the newest): a report
+// answers one of them.
+constexpr size_t kMaxGrants = 8;
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// 32 random bytes (the OS's generator behind std::random_device) as 64 hex digits.
+std::string NewSecret() {
+  std::random_device rd;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    uint32_t v = rd();
+    for (int b = 0; b < 8; ++b, v >>= 4) out.push_back(kHex[v & 15]);
+  }
+  return out;
+}
+
+// InvalidArgument naming `what` when `text` is empty (unless allowed), longer than
+// `max_bytes` or holds a control character.
+absl::Status CheckText(absl::string_view what, absl::string_view text, size_t max_bytes,
+                       bool may_be_empty = false) {
+  if (text.empty() && !may_be_empty)
+    return absl::InvalidArgumentError(absl::StrCat("empty ", what));
+  if (text.size() > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " of ", text.size(), " bytes (at most ", max_bytes, ")"));
+  }
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " holds a control character"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NotRegistered(const std::string& worker_id) {
+  return absl::NotFoundError(absl::StrCat("worker '", LogText(worker_id, kMaxWorkerIdBytes),
+                                          "' is not registered (or not with this secret); "
+                                          "register again"));
+}
 
 struct TaskEntry {
   DispatchedTask d;
   std::string lease_id;  // empty: queued
   size_t bytes = 0;      // what the task adds to a LeaseResponse (see kTaskFraming)
+  // (lease id, worker id) of the leases it was granted under, newest last (kMaxGrants).
+  std::deque<std::pair<std::string, std::string>> grants;
 };
 
 struct LeaseEntry {
@@ -57,6 +119,8 @@ struct LeaseEntry {
 using RequestKey = std::pair<std::string, std::string>;
 
 struct WorkerEntry {
+  std::string secret;  // RegisterResponse.worker_secret
+  uint64_t seq = 0;    // order of first registration
   std::string hostname;
   std::string version;
   std::vector<v1::DeviceInfo> devices;
@@ -92,6 +156,7 @@ class LeaseRegistry::Impl {
   std::set<std::string> completed;
   std::deque<std::string> completed_order;
   std::map<std::string, WorkerEntry> workers;
+  uint64_t next_seq = 0;
   // Queued (not leased) tasks per job and workload index, kept beside `tasks` so that the job
   // runner can ask at every wake-up without a walk over every task.
   std::map<std::string, std::map<int, int>> queued_of_job;
@@ -145,6 +210,13 @@ class LeaseRegistry::Impl {
       lease_of_request.erase(RequestKey(it->second.worker_id, it->second.request_id));
     }
     return leases.erase(it);
+  }
+
+  // The worker `id` when `secret` is the one it registered with, else null.
+  WorkerEntry* Authorized(const std::string& id, const std::string& secret) {
+    auto it = workers.find(id);
+    if (it == workers.end() || !ConstantTimeEquals(secret, it->second.secret)) return nullptr;
+    return &it->second;
   }
 
   bool Released(const RequestKey& key) const { return released_requests.count(key) > 0; }
@@ -248,12 +320,21 @@ class LeaseRegistry::Impl {
       ForgetReleased(now);
       const auto lost_after = std::chrono::milliseconds(int64_t{options.heartbeat_interval_ms} *
                                                         std::max(1, options.lost_after_heartbeats));
-      for (auto& [id, w] : workers) {
+      const auto forget_after = std::chrono::milliseconds(options.forget_lost_after_ms);
+      for (auto it = workers.begin(); it != workers.end();) {
+        WorkerEntry& w = it->second;
         if (!w.lost && now - w.last_seen > lost_after) {
           w.lost = true;
-          spdlog::warn("event=worker_lost worker={} hostname=\"{}\" last_seen_ms={}", id,
-                       w.hostname, w.last_seen_ms);
+          spdlog::warn("event=worker_lost worker={} hostname=\"{}\" last_seen_ms={}", it->first,
+                       LogText(w.hostname), w.last_seen_ms);
         }
+        if (w.lost && now - w.last_seen > forget_after) {
+          spdlog::info("event=worker_forgotten worker={} hostname=\"{}\"", it->first,
+                       LogText(w.hostname));
+          it = workers.erase(it);
+          continue;
+        }
+        ++it;
       }
       UpdateGauges();
     }
@@ -288,35 +369,88 @@ void LeaseRegistry::Stop() {
 }
 
 absl::StatusOr<v1::RegisterResponse> LeaseRegistry::Register(const v1::RegisterRequest& req) {
-  if (req.hostname().empty()) return absl::InvalidArgumentError("empty hostname");
+  if (absl::Status st = CheckText("hostname", req.hostname(), kMaxHostnameBytes); !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = CheckText("lathe_version", req.lathe_version(), kMaxVersionBytes, true);
+      !st.ok()) {
+    return st;
+  }
   if (req.devices().empty()) return absl::InvalidArgumentError("no devices");
   if (req.devices_size() > kMaxDevicesPerWorker) {
     return absl::InvalidArgumentError(
         absl::StrCat(req.devices_size(), " devices (at most ", kMaxDevicesPerWorker, ")"));
   }
   for (int i = 0; i < req.devices_size(); ++i) {
-    if (req.devices(i).device_class().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("devices[", i, "].device_class is empty"));
+    const v1::DeviceInfo& d = req.devices(i);
+    const std::string at = absl::StrCat("devices[", i, "]");
+    absl::Status st = CheckText(at + ".device_class", d.device_class(), kMaxDeviceTextBytes);
+    if (st.ok()) st = CheckText(at + ".name", d.name(), kMaxDeviceTextBytes, true);
+    if (st.ok()) st = CheckText(at + ".kind", d.kind(), kMaxDeviceTextBytes, true);
+    if (!st.ok()) return st;
+  }
+  size_t total = req.hostname().size() + req.lathe_version().size();
+  for (const v1::DeviceInfo& d : req.devices()) {
+    total += d.device_class().size() + d.name().size() + d.kind().size();
+  }
+  if (total > kMaxRegistrationBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "registration of ", total, " bytes of text (at most ", kMaxRegistrationBytes, ")"));
+  }
+  if (req.worker_id().size() > kMaxWorkerIdBytes) {
+    return absl::InvalidArgumentError("worker_id too long");
+  }
+  for (char c : req.worker_id()) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return absl::InvalidArgumentError("worker_id holds a character other than [A-Za-z0-9._-]");
     }
   }
-  if (req.worker_id().size() > 128) return absl::InvalidArgumentError("worker_id too long");
+  if (req.worker_secret().size() > kMaxSecretBytes) {
+    return absl::InvalidArgumentError("worker_secret too long");
+  }
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
-  const std::string id = req.worker_id().empty() ? s.NewId("w-") : req.worker_id();
-  WorkerEntry& w = s.workers[id];
+  std::string id = req.worker_id();
+  auto known = id.empty() ? s.workers.end() : s.workers.find(id);
+  if (known != s.workers.end() && !ConstantTimeEquals(req.worker_secret(), known->second.secret)) {
+    spdlog::warn("event=worker_id_refused worker={} hostname=\"{}\"", id, LogText(req.hostname()));
+    return absl::AlreadyExistsError(
+        absl::StrCat("worker id '", id,
+                     "' is registered to another worker (re-registering it needs its secret)"));
+  }
+  if (known == s.workers.end()) {
+    if (static_cast<int64_t>(s.workers.size()) >= s.options.max_workers) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(s.workers.size(), " workers registered (at most ", s.options.max_workers,
+                       "); lost ones are forgotten after ", s.options.forget_lost_after_ms, " ms"));
+    }
+    // An id given but unknown here (the registry restarted, or forgot a lost worker) is the
+    // worker's again, under a new secret.
+    if (id.empty()) {
+      do {
+        id = s.NewId("w-");
+      } while (s.workers.count(id) > 0);
+    }
+    known = s.workers.emplace(id, WorkerEntry()).first;
+    known->second.secret = NewSecret();
+    known->second.seq = s.next_seq++;
+  }
+  WorkerEntry& w = known->second;
   w.hostname = req.hostname();
   w.version = req.lathe_version();
   w.devices.assign(req.devices().begin(), req.devices().end());
   s.Seen(w);
   std::vector<std::string> classes;
   for (const v1::DeviceInfo& d : w.devices) classes.push_back(d.device_class());
-  spdlog::info("event=worker_registered worker={} hostname=\"{}\" devices=\"{}\" version={}", id,
-               w.hostname, absl::StrJoin(classes, ";"), w.version);
+  spdlog::info("event=worker_registered worker={} hostname=\"{}\" devices=\"{}\" version=\"{}\"",
+               id, LogText(w.hostname), LogText(absl::StrJoin(classes, ";"), 1024),
+               LogText(w.version));
   s.UpdateGauges();
   v1::RegisterResponse resp;
   resp.set_worker_id(id);
   resp.set_heartbeat_interval_ms(s.options.heartbeat_interval_ms);
   resp.set_lease_duration_ms(s.options.lease_duration_ms);
+  resp.set_worker_secret(w.secret);
   return resp;
 }
 
@@ -343,20 +477,17 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
     return absl::AlreadyExistsError(
         absl::StrCat("request_id '", req.request_id(), "' was already granted a lease"));
   }
-  auto wit = s.workers.find(req.worker_id());
-  if (wit == s.workers.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("worker '", req.worker_id(), "' is not registered; register again"));
-  }
+  WorkerEntry* authorized = s.Authorized(req.worker_id(), req.worker_secret());
+  if (authorized == nullptr) return NotRegistered(req.worker_id());
   std::string dc = req.device_class();
   {
-    WorkerEntry& w = wit->second;
+    WorkerEntry& w = *authorized;
     if (dc.empty()) dc = w.devices.front().device_class();
     bool known = false;
     for (const v1::DeviceInfo& d : w.devices) known = known || d.device_class() == dc;
     if (!known) {
       return absl::InvalidArgumentError(
-          absl::StrCat("device_class '", dc, "' is not one this worker registered"));
+          absl::StrCat("device_class '", LogText(dc), "' is not one this worker registered"));
     }
     s.Seen(w);
   }
@@ -401,6 +532,8 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
   for (const std::string& id : taken) {
     TaskEntry& t = s.tasks[id];
     t.lease_id = lease_id;
+    t.grants.emplace_back(lease_id, req.worker_id());
+    if (t.grants.size() > kMaxGrants) t.grants.pop_front();
     s.CountQueued(t.d, -1);
     lease.tasks.insert(id);
     *resp.add_tasks() = t.d.task;
@@ -427,13 +560,13 @@ absl::StatusOr<v1::HeartbeatResponse> LeaseRegistry::Heartbeat(const v1::Heartbe
   Impl& s = *impl_;
   v1::HeartbeatResponse resp;
   std::lock_guard<std::mutex> lock(s.mu);
-  auto w = s.workers.find(req.worker_id());
-  if (w == s.workers.end()) {
+  WorkerEntry* w = s.Authorized(req.worker_id(), req.worker_secret());
+  if (w == nullptr) {
     resp.set_reregister(true);
     return resp;
   }
-  const bool was_lost = w->second.lost;
-  s.Seen(w->second);
+  const bool was_lost = w->lost;
+  s.Seen(*w);
   if (was_lost) spdlog::info("event=worker_back worker={}", req.worker_id());
   const Clock::time_point now = Clock::now();
   for (const std::string& id : req.lease_ids()) {
@@ -462,7 +595,9 @@ absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequ
   }
   v1::ReleaseResponse resp;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (auto w = s.workers.find(req.worker_id()); w != s.workers.end()) s.Seen(w->second);
+  WorkerEntry* w = s.Authorized(req.worker_id(), req.worker_secret());
+  if (w == nullptr) return NotRegistered(req.worker_id());
+  s.Seen(*w);
   std::string lease_id = req.lease_id();
   if (lease_id.empty()) {
     const RequestKey request(req.worker_id(), req.lease_request_id());
@@ -479,8 +614,8 @@ absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequ
   // An expired (already requeued) or reported lease: nothing left to hand back.
   if (l == s.leases.end()) return resp;
   if (l->second.worker_id != req.worker_id()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("lease '", req.lease_id(), "' is not held by worker '", req.worker_id(), "'"));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "lease '", LogText(req.lease_id()), "' is not held by worker '", req.worker_id(), "'"));
   }
   std::vector<std::string> ids;
   if (req.candidate_ids().empty()) {
@@ -562,23 +697,34 @@ std::vector<std::string> LeaseRegistry::Withdraw(const std::string& job_id, int 
   return withdrawn;
 }
 
-std::string LeaseRegistry::TouchWorker(const std::string& worker_id) {
+absl::StatusOr<std::string> LeaseRegistry::AuthorizeReport(const std::string& worker_id,
+                                                           const std::string& secret) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
-  auto w = s.workers.find(worker_id);
-  if (w == s.workers.end()) return worker_id;
-  s.Seen(w->second);
-  return absl::StrCat(worker_id, "@", w->second.hostname);
+  WorkerEntry* w = s.Authorized(worker_id, secret);
+  if (w == nullptr) return NotRegistered(worker_id);
+  s.Seen(*w);
+  return absl::StrCat(worker_id, "@", w->hostname);
 }
 
 std::vector<std::optional<DispatchedTask>> LeaseRegistry::Find(
-    const std::vector<std::string>& candidate_ids) {
+    const std::vector<std::string>& candidate_ids, const LeaseHolder* holder,
+    std::vector<bool>* foreign) {
   Impl& s = *impl_;
   std::vector<std::optional<DispatchedTask>> out(candidate_ids.size());
+  if (foreign != nullptr) foreign->assign(candidate_ids.size(), false);
   std::lock_guard<std::mutex> lock(s.mu);
   for (size_t i = 0; i < candidate_ids.size(); ++i) {
     auto t = s.tasks.find(candidate_ids[i]);
-    if (t != s.tasks.end()) out[i] = t->second.d;
+    if (t == s.tasks.end()) continue;
+    if (holder != nullptr) {
+      const auto& g = t->second.grants;
+      const bool granted = std::any_of(g.begin(), g.end(), [&](const auto& lease_worker) {
+        return lease_worker.first == holder->lease_id && lease_worker.second == holder->worker_id;
+      });
+      if (!granted && foreign != nullptr) (*foreign)[i] = true;
+    }
+    out[i] = t->second.d;
   }
   return out;
 }
@@ -689,15 +835,23 @@ v1::ListWorkersResponse LeaseRegistry::ListWorkers() {
   return resp;
 }
 
-std::set<std::string> LeaseRegistry::DeviceClasses(ir::TargetKind kind) {
+std::vector<std::string> LeaseRegistry::DeviceClasses(ir::TargetKind kind) {
   Impl& s = *impl_;
-  std::set<std::string> classes;
   std::lock_guard<std::mutex> lock(s.mu);
+  std::vector<const WorkerEntry*> live;
   for (const auto& [id, w] : s.workers) {
-    if (w.lost) continue;
-    for (const v1::DeviceInfo& d : w.devices) {
+    if (!w.lost) live.push_back(&w);
+  }
+  std::sort(live.begin(), live.end(),
+            [](const WorkerEntry* a, const WorkerEntry* b) { return a->seq < b->seq; });
+  std::vector<std::string> classes;
+  std::set<std::string> seen;
+  for (const WorkerEntry* w : live) {
+    for (const v1::DeviceInfo& d : w->devices) {
       absl::StatusOr<ir::TargetKind> k = ir::DeviceClassKind(d.device_class());
-      if (k.ok() && *k == kind) classes.insert(d.device_class());
+      if (k.ok() && *k == kind && seen.insert(d.device_class()).second) {
+        classes.push_back(d.device_class());
+      }
     }
   }
   return classes;

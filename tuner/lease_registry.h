@@ -14,8 +14,20 @@
 // answer arrived releases by that id the lease the call was granted, or, when the call has
 // not been answered yet, makes it take nothing (the id is remembered for max_wait_ms plus a
 // lease duration, at most 65536 ids). A reaper
-// thread returns the unreported tasks of expired leases the same way and marks workers unseen
-// for `lost_after_heartbeats` intervals "lost".
+// thread returns the unreported tasks of expired leases the same way, marks workers unseen
+// for `lost_after_heartbeats` intervals "lost" and forgets workers lost for
+// `forget_lost_after_ms` (a worker that comes back is told to register again).
+//
+// A worker id belongs to the worker that registered it: Register hands out a random secret
+// (RegisterResponse.worker_secret) that every Lease, Heartbeat, Release and Report of that id
+// must carry (NotFound "register again" otherwise; a Heartbeat answers reregister), and a
+// re-registration of a known id without its secret is AlreadyExists. An id the registry does
+// not know (it restarted, or forgot a lost worker) is registered anew with a new secret.
+// Registration strings are bounded: hostname 1..255 bytes, device class 1..256, device name
+// and kind up to 256, version up to 64, all of them together up to 2 KiB, no control
+// characters (InvalidArgument); worker ids up to 64 of [A-Za-z0-9._-]; at most `max_workers`
+// workers (ResourceExhausted): ListWorkers stays a few MiB at worst. Strings from
+// requests are escaped in the log (tuner/log_text.h).
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef LATHE_TUNER_LEASE_REGISTRY_H_
@@ -47,7 +59,15 @@ struct LeaseRegistryOptions {
   int64_t max_lease_bytes = 3 << 20;
   int max_wait_ms = 60000;
   int reaper_interval_ms = 200;
-  Metrics* metrics = nullptr;  // not owned; may be null
+  int forget_lost_after_ms = 15 * 60 * 1000;  // a lost worker is forgotten after this
+  int max_workers = 1024;                     // registered at once (lost ones included)
+  Metrics* metrics = nullptr;                 // not owned; may be null
+};
+
+// Who answers a lease: the worker and the lease id of a report.
+struct LeaseHolder {
+  std::string worker_id;
+  std::string lease_id;
 };
 
 // A dispatched candidate and the index of its workload in its job.
@@ -97,11 +117,17 @@ class LeaseRegistry {
   std::vector<std::string> Withdraw(const std::string& job_id, int workload, int n);
 
   // --- Report ---
-  // Marks the worker seen and returns how results of it are attributed: "<id>@<hostname>"
-  // (just the id for an unknown worker).
-  std::string TouchWorker(const std::string& worker_id);
-  // Copies of the tasks of `candidate_ids` that the registry holds (queued or leased).
-  std::vector<std::optional<DispatchedTask>> Find(const std::vector<std::string>& candidate_ids);
+  // Checks the worker's secret, marks it seen and returns how results of it are attributed:
+  // "<id>@<hostname>". NotFound ("register again") for an unknown id or a wrong secret.
+  absl::StatusOr<std::string> AuthorizeReport(const std::string& worker_id,
+                                              const std::string& secret);
+  // Copies of the tasks of `candidate_ids` that the registry holds (queued or leased). With
+  // `holder` and `foreign`, marks in `foreign` the tasks held but not granted to that worker
+  // under that lease (now, or before the lease expired and the task went back to the queue):
+  // a report that does not answer their lease.
+  std::vector<std::optional<DispatchedTask>> Find(const std::vector<std::string>& candidate_ids,
+                                                  const LeaseHolder* holder = nullptr,
+                                                  std::vector<bool>* foreign = nullptr);
   // Removes the task of each id (and from its lease); returns it where it was still present,
   // so that of two concurrent reports of one candidate exactly one accounts for it. With
   // `only_lease`, a task is removed only while that lease holds it (a re-timing's result
@@ -121,8 +147,9 @@ class LeaseRegistry {
   // reported yet, the soonest deadline, their jobs).
   lathe::v1::ListWorkersResponse ListWorkers();
   // The device classes of registered, not lost workers of one kind (cpu:..., a real GPU's
-  // cuda:... or the emulator's cuda-emu:sm_XX).
-  std::set<std::string> DeviceClasses(ir::TargetKind kind);
+  // cuda:... or the emulator's cuda-emu:sm_XX), each once, in the order their workers first
+  // registered (the longest-standing registration first).
+  std::vector<std::string> DeviceClasses(ir::TargetKind kind);
 
   class Impl;
 

@@ -36,7 +36,8 @@ struct Metrics::Impl {
   prometheus::Histogram* dispatch = nullptr;
 };
 
-absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen) {
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen,
+                                                         const std::string& token) {
   auto impl = std::make_unique<Impl>();
   prometheus::Registry& r = *impl->registry;
   impl->workers = &prometheus::BuildGauge()
@@ -93,6 +94,19 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& list
     } catch (const std::exception& e) {
       return absl::UnavailableError(
           absl::StrCat("metrics: cannot listen on ", listen, ": ", e.what()));
+    }
+    if (!token.empty()) {
+      // Any user name; the password is the token, compared in constant time.
+      impl->exposer->RegisterAuth(
+          [token](const std::string& /*user*/, const std::string& password) {
+            if (password.size() != token.size()) return false;
+            unsigned char diff = 0;
+            for (size_t i = 0; i < token.size(); ++i) {
+              diff |= static_cast<unsigned char>(password[i] ^ token[i]);
+            }
+            return diff == 0;
+          },
+          "lathed");
     }
     impl->exposer->RegisterCollectable(impl->registry);
     std::vector<int> ports = impl->exposer->GetListeningPorts();

@@ -2,7 +2,9 @@
 // lathed's Prometheus metrics (prometheus-cpp, kept behind this interface): gauges of workers
 // by state, queue depth and active leases; counters of results by error class, leases granted,
 // reports and re-timings of best records by result; a histogram of the Lease RPC's handling time
-// (dispatch latency). Served over HTTP at /metrics when an address is given.
+// (dispatch latency). Served over HTTP at /metrics when an address is given; with a token,
+// only to HTTP basic authentication whose password is the token (any user name: Prometheus'
+// `basic_auth: {username: lathe, password_file: TOKEN_FILE}`), 401 otherwise.
 //
 // Thread-safety: every method may be called from any thread (prometheus-cpp metrics are
 // atomic).
@@ -21,8 +23,10 @@ namespace lathe::tuner {
 class Metrics {
  public:
   // Metrics served on `listen` ("HOST:PORT"; port 0 picks one), or kept unserved when
-  // `listen` is empty. Unavailable when the address cannot be bound.
-  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen);
+  // `listen` is empty; with a non-empty `token`, to basic authentication with it as the
+  // password only. Unavailable when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen,
+                                                         const std::string& token = "");
   ~Metrics();
 
   // The bound HTTP port; 0 when unserved.

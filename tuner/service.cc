@@ -26,6 +26,7 @@
 #include "spdlog/spdlog.h"
 #include "tuner/job_runner.h"
 #include "tuner/lease_registry.h"
+#include "tuner/log_text.h"
 #include "tuner/metrics.h"
 #include "tuner/space.h"
 #include "tuner/space_factory.h"
@@ -61,6 +62,8 @@ LeaseRegistryOptions RegistryOptions(const ServiceOptions& o) {
   r.max_lease_bytes = o.max_lease_bytes;
   r.max_wait_ms = o.max_wait_ms;
   r.reaper_interval_ms = o.reaper_interval_ms;
+  r.forget_lost_after_ms = o.forget_lost_after_ms;
+  r.max_workers = o.max_workers;
   r.metrics = o.metrics;
   return r;
 }
@@ -138,19 +141,18 @@ struct TunerService::State {
   // The device class of a job or query without one (see the header).
   absl::StatusOr<std::string> DeriveDeviceClass(const std::string& target) {
     // Real GPUs only for a cuda job: an emulated GPU's class is never taken for one.
-    std::set<std::string> classes =
+    std::vector<std::string> classes =
         registry.DeviceClasses(target == "cpu" ? ir::TargetKind::kCpu : ir::TargetKind::kCuda);
     if (target != "cpu") {
-      if (classes.size() == 1) return *classes.begin();
-      return absl::InvalidArgumentError(
-          absl::StrCat("target '", target, "' needs a device_class (registered GPU classes: ",
-                       classes.empty() ? "none" : absl::StrJoin(classes, ", "), ")"));
+      if (!classes.empty()) return classes.front();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target '", target, "' needs a device_class (registered GPU classes: none)"));
     }
-    if (classes.empty()) return codegen::HostDeviceClass();
-    if (classes.size() == 1) return *classes.begin();
-    return absl::InvalidArgumentError(
-        absl::StrCat("target 'cpu' is ambiguous: registered workers have CPU classes ",
-                     absl::StrJoin(classes, ", "), "; pass a device_class"));
+    const std::string host = codegen::HostDeviceClass();
+    if (classes.empty() || std::find(classes.begin(), classes.end(), host) != classes.end()) {
+      return host;
+    }
+    return classes.front();
   }
 };
 
@@ -445,7 +447,8 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   spdlog::info(
       "event=job_submitted job={} device_class=\"{}\" workloads=\"{}\" trials={} batch={} "
       "tasks_job={}",
-      job->id, dc, absl::StrJoin(spec.workloads(), ";"), spec.trials(), spec.batch(), tasks_job);
+      job->id, LogText(dc), absl::StrJoin(spec.workloads(), ";"), spec.trials(), spec.batch(),
+      tasks_job);
   // Shutting down: persisted as QUEUED, the next start runs it.
   (void)s_->runner.Add(std::move(job), /*start=*/true);
   return resp;
@@ -600,8 +603,12 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   }
   if (Metrics* m = s_->metrics()) m->AddReport();
 
-  // 1. Records for the candidates this daemon holds (copies only; no lock is held here).
-  const std::string worker = s_->registry.TouchWorker(req.worker_id());
+  // 1. Records for the candidates this daemon holds and leased to this worker under this
+  // lease (copies only; no lock is held here).
+  absl::StatusOr<std::string> authorized =
+      s_->registry.AuthorizeReport(req.worker_id(), req.worker_secret());
+  if (!authorized.ok()) return authorized.status();
+  const std::string& worker = *authorized;
   std::vector<const v1::MeasureResult*> results;
   std::vector<std::string> ids;
   {
@@ -612,7 +619,9 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
       ids.push_back(m.candidate_id());
     }
   }
-  std::vector<std::optional<DispatchedTask>> held = s_->registry.Find(ids);
+  const LeaseHolder holder{req.worker_id(), req.lease_id()};
+  std::vector<bool> foreign;
+  std::vector<std::optional<DispatchedTask>> held = s_->registry.Find(ids, &holder, &foreign);
   // A candidate the daemon does not hold (it restarted since the lease) counts when the
   // request carries its task and the task still belongs to a running job; `restored` holds
   // the job, workload and program key of such records.
@@ -632,6 +641,19 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   std::vector<size_t> retimes;  // indices into `results` of held re-timing tasks
   for (size_t k = 0; k < results.size(); ++k) {
     const v1::MeasureResult& m = *results[k];
+    if (foreign[k]) {
+      // Held, but not leased to this worker under this lease: not its result to give, unless
+      // it is a trial the worker kept across a restart of the daemon (its task sent along)
+      // that the resumed job dispatched again.
+      auto sent = sent_tasks.find(m.candidate_id());
+      if (held[k]->task.remeasure() || sent == sent_tasks.end() ||
+          sent->second->job_id() != held[k]->task.job_id() ||
+          sent->second->request().trace_json() != held[k]->task.request().trace_json()) {
+        unknown.push_back(m.candidate_id());
+        why_unknown.push_back("not leased to this worker under this lease");
+        continue;
+      }
+    }
     if (held[k].has_value() && held[k]->task.remeasure()) {
       retimes.push_back(k);
       continue;
@@ -725,8 +747,8 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
       resp.set_duplicates(resp.duplicates() + 1);
     } else {
       resp.set_rejected(resp.rejected() + 1);
-      spdlog::warn("event=report_rejected worker={} candidate={} reason=\"{}\"", req.worker_id(),
-                   unknown[k], why_unknown[k]);
+      spdlog::warn("event=report_rejected worker={} candidate=\"{}\" reason=\"{}\"",
+                   req.worker_id(), LogText(unknown[k]), LogText(why_unknown[k], 1024));
     }
   }
 

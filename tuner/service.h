@@ -11,13 +11,22 @@
 // the traces the database already held for it when the job was created) and starts the job's
 // search thread. Create resumes every QUEUED or RUNNING job of the database.
 //
-// Device class of a job: JobSpec.device_class when set. Otherwise, for target "cpu" (or
-// empty): the CPU class of the registered, not lost workers when they all share one; the
-// daemon host's CPU class when none is registered; InvalidArgument naming the classes when
-// they differ. For "cuda[:N]" a device class is required (there is no GPU search space yet).
+// Device class of a job (and of a query) without one: JobSpec.device_class when set.
+// Otherwise, for target "cpu" (or empty): the daemon host's CPU class when no live worker
+// registered a CPU class or one of them registered the host's; else the CPU class of the
+// longest-standing live registration (the worker registered first and still seen). A worker
+// registered later never changes the default, so registrations no one asked for cannot make
+// it ambiguous nor take it over from the fleet already there; a job for another class names
+// it. For "cuda[:N]": the GPU class of the longest-standing live GPU worker; InvalidArgument
+// when none is registered.
 //
 // Workers: Register, Lease, Heartbeat and Release are the registry's (memory only; they never
-// wait on a search round or a database transaction). Report stores all its results in one
+// wait on a search round or a database transaction); a worker id is bound to its registration
+// by a secret every call carries (lease_registry.h). Report needs that secret too (NotFound
+// "register again" otherwise), and a result for a candidate the daemon holds counts only from
+// the worker it was leased to, under the lease the report names (now or before that lease
+// expired); one for a candidate held under another worker's lease is rejected (or a duplicate
+// when already stored). Report stores all its results in one
 // transaction (concurrent reports share one commit: db group commit) and answers only after
 // the commit; a candidate id already stored counts as a
 // duplicate. A result for an expired or unknown lease is still stored when its candidate is
@@ -71,6 +80,9 @@ struct ServiceOptions {
   int reaper_interval_ms = 200;       // how often expiries are checked
   SearchOptions search;               // the evolutionary search of every job (threads: 0 = all)
   int seed_records = 16;              // best records that seed each round
+  // Lost workers are forgotten after this; at most max_workers are registered at once.
+  int forget_lost_after_ms = 15 * 60 * 1000;
+  int max_workers = 1024;
   bool use_cost_model = true;
   // Nice value (0..19) of the job threads and the search's threads: the search yields the CPU
   // to the threads that answer workers and clients.

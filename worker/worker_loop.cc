@@ -60,6 +60,7 @@ std::pair<lathe::v1::ReportRequest, lathe::v1::ReportRequest> SplitReport(
   const int mid = batch.results_size() / 2;
   for (lathe::v1::ReportRequest* half : {&halves.first, &halves.second}) {
     half->set_worker_id(batch.worker_id());
+    half->set_worker_secret(batch.worker_secret());
     half->set_lease_id(batch.lease_id());
     half->set_device_class(batch.device_class());
   }
@@ -225,6 +226,11 @@ class Worker::Impl {
     return worker_id_;
   }
 
+  std::string worker_secret() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return worker_secret_;
+  }
+
  private:
   absl::Status Finish(absl::Status st) {
     WorkerStats s = stats();
@@ -287,11 +293,12 @@ class Worker::Impl {
   // refused (fatal) or the worker stops (Cancelled).
   absl::Status EnsureRegistered() {
     std::lock_guard<std::mutex> reg(register_mu_);
-    std::string previous;
+    std::string previous, previous_secret;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (registered_) return absl::OkStatus();
       previous = worker_id_;
+      previous_secret = worker_secret_;
     }
     Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
     for (int attempt = 1;; ++attempt) {
@@ -303,6 +310,7 @@ class Worker::Impl {
       req.set_hostname(opt_.hostname);
       req.set_lathe_version(LATHE_VERSION);
       req.set_worker_id(previous);
+      req.set_worker_secret(previous_secret);
       for (const Device& d : opt_.devices) *req.add_devices() = d.info;
       lathe::v1::RegisterResponse resp;
       auto ctx = Context(opt_.rpc_timeout_ms);
@@ -310,6 +318,7 @@ class Worker::Impl {
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         worker_id_ = resp.worker_id();
+        worker_secret_ = resp.worker_secret();
         if (resp.heartbeat_interval_ms() > 0) heartbeat_ms_ = resp.heartbeat_interval_ms();
         registered_ = true;
         ++stats_.registrations;
@@ -318,6 +327,13 @@ class Worker::Impl {
         return absl::OkStatus();
       }
       if (IsAuthError(s)) return RefusedToken(s, "registration");
+      if (s.error_code() == grpc::StatusCode::ALREADY_EXISTS && !previous.empty()) {
+        // The daemon restarted and another worker holds this id now: take a new one.
+        spdlog::info("the tuner gave worker id {} to another worker; registering anew", previous);
+        previous.clear();
+        previous_secret.clear();
+        continue;
+      }
       int delay = backoff.Next();
       auto log = attempt == 1 || attempt % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
       spdlog::log(log, "cannot register with the tuner at {} ({}); retrying in {} ms", opt_.tuner,
@@ -346,6 +362,7 @@ class Worker::Impl {
 
       lathe::v1::LeaseRequest req;
       req.set_worker_id(worker_id());
+      req.set_worker_secret(worker_secret());
       req.set_device_class(dc);
       req.set_max_tasks(want);
       req.set_wait_ms(opt_.lease_wait_ms);
@@ -367,7 +384,7 @@ class Worker::Impl {
         // passed): a lease may have been granted all the same; hand it back by request id.
         if (s.error_code() == grpc::StatusCode::CANCELLED ||
             s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-          ReleaseUnseen(req.worker_id(), req.request_id());
+          ReleaseUnseen(req.worker_id(), req.worker_secret(), req.request_id());
         }
         if (stopping()) break;
         if (IsAuthError(s)) {
@@ -439,6 +456,7 @@ class Worker::Impl {
     const int rest = lease.tasks_size() - from;
     lathe::v1::ReleaseRequest req;
     req.set_worker_id(worker_id());
+    req.set_worker_secret(worker_secret());
     req.set_lease_id(lease.lease_id());
     for (int t = from; t < lease.tasks_size(); ++t) {
       req.add_candidate_ids(lease.tasks(t).candidate_id());
@@ -469,9 +487,11 @@ class Worker::Impl {
   // Releases whatever lease the daemon granted to the Lease call `request_id` whose answer
   // never arrived; the daemon also makes that call take nothing if it is still waiting. Best
   // effort: when it fails, such a lease's tasks return to the queue when it expires.
-  void ReleaseUnseen(const std::string& worker_id, const std::string& request_id) {
+  void ReleaseUnseen(const std::string& worker_id, const std::string& secret,
+                     const std::string& request_id) {
     lathe::v1::ReleaseRequest req;
     req.set_worker_id(worker_id);
+    req.set_worker_secret(secret);
     req.set_lease_request_id(request_id);
     lathe::v1::ReleaseResponse resp;
     auto ctx = Context(std::min(opt_.rpc_timeout_ms, 5000));
@@ -538,6 +558,7 @@ class Worker::Impl {
         AttachTasks(batch, lease);
       }
       batch.set_worker_id(worker_id());
+      batch.set_worker_secret(worker_secret());
       lathe::v1::ReportResponse resp;
       s = SendReport(batch, &resp);
       if (s.ok() && resp.rejected() > 0 && batch.tasks_size() == 0) {
@@ -583,6 +604,7 @@ class Worker::Impl {
       return;
     }
     AttachTasks(batch, lease);
+    batch.clear_worker_secret();  // a new registration's goes with the re-send
     if (auto st = spool_->Append(batch); !st.ok()) {
       spdlog::error("could not report {} result(s) of lease {} ({}) nor spool them: {}",
                     batch.results_size(), batch.lease_id(), Describe(s), std::string(st.message()));
@@ -608,6 +630,7 @@ class Worker::Impl {
     int64_t n = 0, rejected = 0, accepted = 0, duplicates = 0;
     for (lathe::v1::ReportRequest& batch : contents->batches) {
       batch.set_worker_id(worker_id());
+      batch.set_worker_secret(worker_secret());
       lathe::v1::ReportResponse resp;
       grpc::Status s = SendReport(batch, &resp);
       if (!s.ok() && IsPermanent(s)) {
@@ -660,6 +683,7 @@ class Worker::Impl {
         std::lock_guard<std::mutex> lock(mu_);
         registered = registered_;
         req.set_worker_id(worker_id_);
+        req.set_worker_secret(worker_secret_);
         for (const std::string& l : active_leases_) req.add_lease_ids(l);
       }
       if (!registered) {
@@ -706,6 +730,7 @@ class Worker::Impl {
   bool done_ = false;  // the device loops have ended
   bool registered_ = false;
   std::string worker_id_;
+  std::string worker_secret_;  // RegisterResponse.worker_secret: every call of this id carries it
   int heartbeat_ms_ = 5000;
   int64_t tasks_leased_ = 0;
   std::set<std::string> active_leases_;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <string>
 
@@ -65,6 +66,27 @@ TEST(AuthTest, CookieValueFindsTheNamedCookie) {
   EXPECT_EQ(Authenticator::CookieValue("xlathe_session=1", "lathe_session"), "");
   EXPECT_EQ(Authenticator::CookieValue("", "lathe_session"), "");
   EXPECT_EQ(Authenticator::CookieValue(";;=;lathe_session", "lathe_session"), "");
+}
+
+TEST(LoginThrottleTest, WrongLoginsBackOffPerClientAndARightOneClears) {
+  LoginThrottle t;
+  const auto t0 = LoginThrottle::Clock::now();
+  for (int i = 0; i < LoginThrottle::kFreeFailures; ++i) {
+    EXPECT_EQ(t.WaitSeconds("10.0.0.1", t0), 0) << i;
+    t.Failed("10.0.0.1", t0);
+  }
+  // Past the free ones: 1 s, then 2 s, 4 s ... after the last wrong one.
+  EXPECT_EQ(t.WaitSeconds("10.0.0.1", t0), 1);
+  EXPECT_EQ(t.WaitSeconds("10.0.0.2", t0), 0);  // another client is not held back
+  const auto t1 = t0 + std::chrono::seconds(1);
+  EXPECT_EQ(t.WaitSeconds("10.0.0.1", t1), 0);
+  t.Failed("10.0.0.1", t1);
+  EXPECT_EQ(t.WaitSeconds("10.0.0.1", t1), 2);
+  auto tn = t1;
+  for (int i = 0; i < 20; ++i) t.Failed("10.0.0.1", tn);
+  EXPECT_EQ(t.WaitSeconds("10.0.0.1", tn), LoginThrottle::kMaxBackoff.count());
+  t.Succeeded("10.0.0.1");
+  EXPECT_EQ(t.WaitSeconds("10.0.0.1", tn), 0);
 }
 
 }  // namespace

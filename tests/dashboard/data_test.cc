@@ -43,8 +43,9 @@ TEST_F(DashboardDataTest, StateShowsWorkersLeasesAndJobProgress) {
   EXPECT_TRUE(empty["jobs"].empty());
 
   const std::string worker = RegisterWorker("host-a");
-  // Whatever a worker calls its host comes back intact (the workers are written by hand).
-  const std::string odd_host = "host \"b\" \\ \n\t\x01 \u2713";
+  // Whatever a worker calls its host comes back intact (the workers are written by hand;
+  // control characters are refused at registration).
+  const std::string odd_host = "host \"b\" \\ <i>&amp; \u2713";
   const std::string idle = RegisterWorker(odd_host);
   const std::string job = Submit(/*trials=*/16, /*batch=*/8);
   v1::LeaseResponse l = Lease(worker, 4);

@@ -4,8 +4,10 @@
 // addresses.
 #include <httplib.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -234,6 +236,98 @@ TEST(DashboardServerTest, BadHttpAddressesAreRefusedAtStart) {
                  "/other.db --http " + taken + " 2>&1");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
+}
+
+// Token or not, a request must name this dashboard as its Host and, with an Origin, come from
+// its own origin: a page of another site cannot cancel a job of a token-less lathed, nor can
+// a DNS-rebinding page (Host: its own name) read its state.
+TEST(DashboardServerTest, HostAndOriginAreCheckedTokenOrNot) {
+  Cluster c;
+  ASSERT_TRUE(c.StartDaemon({"--http", "127.0.0.1:0", "--http-host", "lathe.example"}));
+  const std::string url = DashboardUrl(c);
+  const std::string port = url.substr(url.rfind(':') + 1);
+  httplib::Client http(url);
+  auto client = c.Client();
+  absl::StatusOr<std::string> job = client->SubmitJob(SmallJob("matmul:m=32,n=32,k=32", 1000, 4));
+  ASSERT_TRUE(job.ok()) << job.status();
+
+  for (const std::string& host :
+       std::vector<std::string>{"evil.example", "evil.example:" + port, "127.0.0.1.evil.example"}) {
+    auto r = http.Get("/api/state", {{"Host", host}});
+    ASSERT_TRUE(r) << host;
+    EXPECT_EQ(r->status, 403) << host;
+    EXPECT_EQ(r->body.find(*job), std::string::npos) << host;
+  }
+  for (const std::string& host :
+       std::vector<std::string>{"127.0.0.1:" + port, "localhost:" + port, "LATHE.example"}) {
+    auto r = http.Get("/api/state", {{"Host", host}});
+    ASSERT_TRUE(r) << host;
+    EXPECT_EQ(r->status, 200) << host;
+  }
+  auto health = http.Get("/healthz", {{"Host", "10.1.2.3:" + port}});  // a probe by pod IP
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+
+  const std::string cancel = "/api/jobs/" + *job + "/cancel";
+  for (const std::string& origin :
+       {std::string("http://evil.example"), std::string("null"),
+        "http://127.0.0.1:" + std::to_string(std::stoi(port) + 1), "https://127.0.0.1:" + port}) {
+    auto r = http.Post(cancel, {{"Origin", origin}}, "", "text/plain");
+    ASSERT_TRUE(r) << origin;
+    EXPECT_EQ(r->status, 403) << origin;
+  }
+  absl::StatusOr<std::vector<lathe::v1::JobStatus>> jobs = client->ListJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_NE(jobs->front().state(), lathe::v1::CANCELLED) << "a cross-origin POST cancelled it";
+  auto same = http.Post(cancel, {{"Origin", "http://127.0.0.1:" + port}}, "", "text/plain");
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->status, 200) << same->body;
+}
+
+TEST(DashboardServerTest, LoginTakesTheTokenFromTheBodyOnlyAndBacksOff) {
+  Cluster c;
+  const std::string token_file = c.dir() + "/token";
+  std::ofstream(token_file) << kToken << "\n";
+  ASSERT_TRUE(c.StartDaemon({"--http", "127.0.0.1:0", "--token-file", token_file}));
+  httplib::Client http(DashboardUrl(c));
+  auto in_url = http.Post(std::string("/login?token=") + kToken, httplib::Params{});
+  ASSERT_TRUE(in_url);
+  EXPECT_EQ(in_url->status, 400);
+  EXPECT_FALSE(in_url->has_header("Set-Cookie"));
+  for (int i = 0; i < 3; ++i) {
+    auto wrong = http.Post("/login", httplib::Params{{"token", "nope"}});
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->status, 401) << i;
+  }
+  // Even the right token waits for the backoff.
+  auto held = http.Post("/login", httplib::Params{{"token", kToken}});
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->status, 429);
+  EXPECT_FALSE(held->has_header("Set-Cookie"));
+  EXPECT_FALSE(held->get_header_value("Retry-After").empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  auto login = http.Post("/login", httplib::Params{{"token", kToken}});
+  ASSERT_TRUE(login);
+  EXPECT_EQ(login->status, 303);
+  EXPECT_TRUE(login->has_header("Set-Cookie"));
+}
+
+TEST(DashboardServerTest, MetricsAndDashboardOffLoopbackNeedAToken) {
+  Cluster c;
+  const std::string lathed =
+      "timeout 30 " + std::string(LATHED_BIN) + " --listen 127.0.0.1:0 --db " + c.db();
+  auto [rc, out] = RunCommand(lathed + " --metrics 0.0.0.0:0 2>&1");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--metrics"), std::string::npos) << out;
+  std::tie(rc, out) = RunCommand(lathed + " --http 0.0.0.0:0 2>&1");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("dashboard"), std::string::npos) << out;
+  // A worker token needs a client token beside it.
+  const std::string token_file = c.dir() + "/token";
+  std::ofstream(token_file) << kToken << "\n";
+  std::tie(rc, out) = RunCommand(lathed + " --worker-token-file " + token_file + " 2>&1");
+  EXPECT_EQ(rc, 2) << out;
 }
 
 }  // namespace

@@ -272,5 +272,91 @@ TEST(SecurityTest, MalformedAndOversizedMessagesLeaveTheDaemonServing) {
   EXPECT_TRUE(absl::IsNotFound(unknown.status())) << unknown.status();
 }
 
+// Roles as deployed: lathed with a client token and a worker token. The worker with the
+// worker token registers and measures a job the client submitted with the client token; a
+// worker given the client token stops with a clear error, and the worker token cannot submit.
+TEST(SecurityTest, WorkerAndClientTokensKeepTheirRoles) {
+  Cluster c;
+  const std::string client_token = c.dir() + "/client-token";
+  const std::string worker_token = c.dir() + "/worker-token";
+  std::ofstream(client_token) << kToken << "\n";
+  std::ofstream(worker_token) << "worker-" << kToken << "\n";
+  ASSERT_TRUE(c.StartDaemon({"--token-file", client_token, "--worker-token-file", worker_token}));
+  Process* wrong = c.StartWorker({"--token-file", client_token});
+  ASSERT_NE(wrong, nullptr);
+  ASSERT_NE(c.StartWorker({"--token-file", worker_token}), nullptr);
+  auto client = c.Client(kToken);
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 1));
+
+  absl::StatusOr<std::string> job = client->SubmitJob(SmallJob("matmul:m=16,n=16,k=16", 4, 4));
+  ASSERT_TRUE(job.ok()) << job.status();
+  absl::StatusOr<lathe::v1::JobStatus> done = WaitForJob(*client, *job, 120);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), lathe::v1::DONE);
+
+  auto as_worker = c.Client("worker-" + std::string(kToken));
+  ASSERT_NE(as_worker, nullptr);
+  absl::StatusOr<std::string> refused = as_worker->SubmitJob(SmallJob("matmul:m=8,n=8,k=8", 4, 4));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_TRUE(as_worker->ListJobs().ok());
+
+  std::optional<int> exit = wrong->Wait(20000);
+  ASSERT_TRUE(exit.has_value()) << "the worker with the client token is still running";
+  EXPECT_NE(*exit, 0);
+  EXPECT_NE(ReadAll(wrong->log()).find("PERMISSION_DENIED"), std::string::npos)
+      << ReadAll(wrong->log());
+}
+
+// One unary call of `method` through the generic stub (health, reflection); its status.
+grpc::Status GenericCall(const std::string& address, const std::string& method,
+                         const std::string& request, const std::string& token) {
+  grpc::GenericStub stub(Channel(address));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  grpc::CompletionQueue cq;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  auto call = stub.PrepareUnaryCall(&ctx, method, req, &cq);
+  call->StartCall();
+  grpc::Status st;
+  call->Finish(&resp, &st, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return st;
+}
+
+// Health answers without the token only on the --health port, which serves nothing else (no
+// reflection, no lathe service); on the main port health and reflection need the token.
+TEST(SecurityTest, HealthIsOpenOnlyOnItsOwnPortAndReflectionNeedsTheToken) {
+  Cluster c;
+  const std::string token_file = c.dir() + "/token";
+  std::ofstream(token_file) << kToken << "\n";
+  ASSERT_TRUE(
+      c.StartDaemon({"--token-file", token_file, "--health", "127.0.0.1:0", "--reflection"}));
+  std::optional<std::string> port = c.daemon()->WaitForLine("lathed: health on port ", 10000);
+  ASSERT_TRUE(port.has_value()) << ReadAll(c.daemon()->log());
+  const std::string health = "127.0.0.1:" + *port;
+  const std::string kCheck = "/grpc.health.v1.Health/Check";
+  const std::string kReflect = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  const std::string list_services("\x3a\x01*", 3);
+  EXPECT_TRUE(GenericCall(health, kCheck, "", "").ok());
+  EXPECT_EQ(GenericCall(health, kReflect, list_services, "").error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(GenericCall(health, "/lathe.v1.Tuner/ListJobs", "", "").error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(GenericCall(c.address(), kCheck, "", "").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(GenericCall(c.address(), kReflect, list_services, "").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(GenericCall(c.address(), kCheck, "", kToken).ok());
+  EXPECT_TRUE(GenericCall(c.address(), kReflect, list_services, kToken).ok());
+}
+
 }  // namespace
 }  // namespace lathe::e2e

@@ -45,11 +45,13 @@ class LeaseRegistryTest : public ::testing::Test {
     auto resp = registry_->Register(req);
     ASSERT_TRUE(resp.ok()) << resp.status();
     worker_ = resp->worker_id();
+    secret_ = resp->worker_secret();
   }
 
   v1::LeaseResponse Lease(int max_tasks, const std::string& request_id = "") {
     v1::LeaseRequest req;
     req.set_worker_id(worker_);
+    req.set_worker_secret(secret_);
     req.set_device_class(kDeviceClass);
     req.set_max_tasks(max_tasks);
     req.set_wait_ms(0);
@@ -61,6 +63,7 @@ class LeaseRegistryTest : public ::testing::Test {
 
   std::unique_ptr<LeaseRegistry> registry_;
   std::string worker_;
+  std::string secret_;  // worker_'s
 };
 
 TEST_F(LeaseRegistryTest, LeaseOfLargeTasksStaysUnderTheClientsReceiveLimit) {
@@ -110,6 +113,7 @@ TEST_F(LeaseRegistryTest, ReleaseByRequestIdHandsBackALeaseWhoseAnswerWasNeverSe
   EXPECT_EQ(registry_->Queued(), 1);
   v1::ReleaseRequest rel;
   rel.set_worker_id(worker_);
+  rel.set_worker_secret(secret_);
   rel.set_lease_request_id("req-1");
   auto released = registry_->Release(rel);
   ASSERT_TRUE(released.ok()) << released.status();
@@ -126,6 +130,7 @@ TEST_F(LeaseRegistryTest, ReleaseByRequestIdHandsBackALeaseWhoseAnswerWasNeverSe
   EXPECT_EQ(released->requeued(), 0);
   v1::LeaseRequest reuse;
   reuse.set_worker_id(worker_);
+  reuse.set_worker_secret(secret_);
   reuse.set_max_tasks(1);
   reuse.set_request_id("req-2");
   EXPECT_EQ(registry_->Lease(reuse).status().code(), absl::StatusCode::kAlreadyExists);
@@ -138,6 +143,7 @@ TEST_F(LeaseRegistryTest, RememberedReleasesAreBoundedOldestForgottenFirst) {
   Start(LeaseRegistryOptions());
   v1::ReleaseRequest rel;
   rel.set_worker_id(worker_);
+  rel.set_worker_secret(secret_);
   for (int i = 0; i < 3; ++i) {
     rel.set_lease_request_id("again");
     ASSERT_TRUE(registry_->Release(rel).ok());
@@ -150,6 +156,7 @@ TEST_F(LeaseRegistryTest, RememberedReleasesAreBoundedOldestForgottenFirst) {
   ASSERT_EQ(registry_->Enqueue(0, Tasks(4, 10)), 4);
   v1::LeaseRequest req;
   req.set_worker_id(worker_);
+  req.set_worker_secret(secret_);
   req.set_device_class(kDeviceClass);
   req.set_max_tasks(1);
   // 65539 releases of 65537 ids: "again" (the oldest) went first, "r0" is still remembered.
@@ -177,6 +184,7 @@ TEST_F(LeaseRegistryTest, ReleasedRequestIdTakesNothing) {
   Start(LeaseRegistryOptions());
   v1::ReleaseRequest rel;
   rel.set_worker_id(worker_);
+  rel.set_worker_secret(secret_);
   rel.set_lease_request_id("late");
   auto released = registry_->Release(rel);
   ASSERT_TRUE(released.ok()) << released.status();
@@ -184,6 +192,7 @@ TEST_F(LeaseRegistryTest, ReleasedRequestIdTakesNothing) {
   ASSERT_EQ(registry_->Enqueue(0, Tasks(2, 10)), 2);
   v1::LeaseRequest req;
   req.set_worker_id(worker_);
+  req.set_worker_secret(secret_);
   req.set_device_class(kDeviceClass);
   req.set_max_tasks(2);
   req.set_request_id("late");
@@ -212,6 +221,7 @@ TEST_F(LeaseRegistryTest, ReleasedRequestIdTakesNothing) {
   auto b = registry_->Register(other);
   ASSERT_TRUE(b.ok()) << b.status();
   rel.set_worker_id(b->worker_id());
+  rel.set_worker_secret(b->worker_secret());
   rel.set_lease_request_id("mine");
   ASSERT_TRUE(registry_->Release(rel).ok());
   req.set_request_id("mine");

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,13 +58,15 @@ class ServiceTest : public ::testing::Test {
     return o;
   }
 
-  void StartServer(const ServiceOptions& o, const std::string& token = "") {
+  void StartServer(const ServiceOptions& o, const std::string& token = "",
+                   const std::string& worker_token = "") {
     auto s = TunerService::Create(o);
     ASSERT_TRUE(s.ok()) << s.status();
     service_ = std::move(*s);
     GrpcServerOptions g;
     g.listen = "127.0.0.1:0";
     g.token = token;
+    g.worker_token = worker_token;
     auto srv = GrpcServer::Start(service_.get(), g);
     ASSERT_TRUE(srv.ok()) << srv.status();
     server_ = std::move(*srv);
@@ -109,12 +112,21 @@ class ServiceTest : public ::testing::Test {
     v1::RegisterResponse resp;
     grpc::Status st = worker_->Register(Ctx().get(), req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_FALSE(resp.worker_secret().empty());
+    secrets_[resp.worker_id()] = resp.worker_secret();
     return resp.worker_id();
+  }
+
+  // The secret the daemon handed `worker_id` at its registration ("" for an unknown id).
+  std::string Secret(const std::string& worker_id) const {
+    auto it = secrets_.find(worker_id);
+    return it == secrets_.end() ? "" : it->second;
   }
 
   v1::LeaseResponse Lease(const std::string& worker_id, int max_tasks, int wait_ms = 2000) {
     v1::LeaseRequest req;
     req.set_worker_id(worker_id);
+    req.set_worker_secret(Secret(worker_id));
     req.set_device_class(kDeviceClass);
     req.set_max_tasks(max_tasks);
     req.set_wait_ms(wait_ms);
@@ -124,9 +136,10 @@ class ServiceTest : public ::testing::Test {
     return resp;
   }
 
-  static v1::ReportRequest OkReport(const std::string& worker_id, const v1::LeaseResponse& l) {
+  v1::ReportRequest OkReport(const std::string& worker_id, const v1::LeaseResponse& l) const {
     v1::ReportRequest req;
     req.set_worker_id(worker_id);
+    req.set_worker_secret(Secret(worker_id));
     req.set_lease_id(l.lease_id());
     req.set_device_class(kDeviceClass);
     for (const v1::Task& t : l.tasks()) {
@@ -185,6 +198,7 @@ class ServiceTest : public ::testing::Test {
   }
 
   std::string dir_, db_path_;
+  std::map<std::string, std::string> secrets_;  // worker id -> its secret
   std::unique_ptr<TunerService> service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<v1::Tuner::Stub> tuner_;

@@ -157,6 +157,7 @@ TEST_F(ServiceTest, CancelledLongPollTakesNoTask) {
   std::thread poll([&] {
     v1::LeaseRequest req;
     req.set_worker_id(a);
+    req.set_worker_secret(Secret(a));
     req.set_device_class(kDeviceClass);
     req.set_max_tasks(8);
     req.set_wait_ms(20000);
@@ -216,6 +217,7 @@ TEST_F(ServiceTest, HeartbeatKeepsLeaseAlive) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     v1::HeartbeatRequest hb;
     hb.set_worker_id(a);
+    hb.set_worker_secret(Secret(a));
     hb.add_lease_ids(la.lease_id());
     v1::HeartbeatResponse resp;
     ASSERT_TRUE(worker_->Heartbeat(Ctx().get(), hb, &resp).ok());
@@ -244,6 +246,7 @@ TEST_F(ServiceTest, RestartResumesJobWithoutMeasuringTwice) {
     // The worker's heartbeat tells it to register again.
     v1::HeartbeatRequest hb;
     hb.set_worker_id(w);
+    hb.set_worker_secret(Secret(w));
     v1::HeartbeatResponse resp;
     ASSERT_TRUE(worker_->Heartbeat(Ctx().get(), hb, &resp).ok());
     EXPECT_TRUE(resp.reregister());
@@ -273,6 +276,7 @@ TEST_F(ServiceTest, ReleaseHandsBackUnstartedTasksAtOnce) {
                      const std::vector<std::string>& ids, v1::ReleaseResponse* resp) {
     v1::ReleaseRequest req;
     req.set_worker_id(worker);
+    req.set_worker_secret(Secret(worker));
     req.set_lease_id(lease);
     for (const std::string& id : ids) req.add_candidate_ids(id);
     return worker_->Release(Ctx().get(), req, resp);
@@ -549,6 +553,7 @@ TEST_F(ServiceTest, MalformedRequestsAreInvalidArgument) {
 
   v1::LeaseRequest lease;
   lease.set_worker_id(w);
+  lease.set_worker_secret(Secret(w));
   lease.set_max_tasks(-1);
   v1::LeaseResponse lr;
   EXPECT_EQ(code(worker_->Lease(Ctx().get(), lease, &lr)), kInvalid);
@@ -569,6 +574,7 @@ TEST_F(ServiceTest, MalformedRequestsAreInvalidArgument) {
 
   v1::ReportRequest rep;
   rep.set_worker_id(w);
+  rep.set_worker_secret(Secret(w));
   rep.add_results()->set_candidate_id("");
   v1::ReportResponse rp;
   EXPECT_EQ(code(worker_->Report(Ctx().get(), rep, &rp)), kInvalid);
@@ -678,6 +684,7 @@ TEST_F(ServiceTest, LeaseWhoseAnswerWasNeverSeenIsReleasedByRequestId) {
   const std::string b = RegisterWorker("host-b");
   v1::LeaseRequest req;
   req.set_worker_id(a);
+  req.set_worker_secret(Secret(a));
   req.set_device_class(kDeviceClass);
   req.set_max_tasks(8);
   req.set_wait_ms(10000);
@@ -689,6 +696,7 @@ TEST_F(ServiceTest, LeaseWhoseAnswerWasNeverSeenIsReleasedByRequestId) {
 
   v1::ReleaseRequest rel;
   rel.set_worker_id(a);
+  rel.set_worker_secret(Secret(a));
   rel.set_lease_request_id("a-call-1");
   v1::ReleaseResponse resp;
   ASSERT_TRUE(worker_->Release(Ctx().get(), rel, &resp).ok());

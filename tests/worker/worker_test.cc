@@ -88,7 +88,11 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
   // Under the daemon's lock (for WaitFor predicates and after the fact).
   std::map<std::string, MeasureResult> results_;
   int registrations_ = 0, leases_ = 0, heartbeats_ = 0, reports_ = 0, refused_ = 0;
+  int reregistrations_ = 0;        // registrations that gave a previous worker id
+  bool refuse_known_ids_ = false;  // such registrations are ALREADY_EXISTS
   std::mutex mu_;
+  // A restart: every registration is forgotten (under the lock).
+  void ForgetWorkers() { workers_.clear(); }
 
   grpc::Status Register(grpc::ServerContext* ctx, const lathe::v1::RegisterRequest* req,
                         lathe::v1::RegisterResponse* resp) override {
@@ -96,10 +100,17 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     EXPECT_FALSE(req->devices().empty());
     EXPECT_FALSE(req->hostname().empty());
+    if (!req->worker_id().empty()) {
+      ++reregistrations_;
+      if (refuse_known_ids_) {
+        return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "registered to another worker");
+      }
+    }
     std::string id = "w" + std::to_string(++next_id_);
     workers_.insert(id);
     ++registrations_;
     resp->set_worker_id(id);
+    resp->set_worker_secret("secret-of-" + id);
     resp->set_heartbeat_interval_ms(200);
     resp->set_lease_duration_ms(10000);
     cv_.notify_all();
@@ -113,6 +124,8 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     if (!workers_.count(req->worker_id())) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown worker " + req->worker_id());
     }
+    // Every call of a registered worker carries the secret its registration handed out.
+    EXPECT_EQ(req->worker_secret(), "secret-of-" + req->worker_id());
     EXPECT_EQ(req->device_class(), codegen::HostDeviceClass());
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(req->wait_ms());
     while (queue_.empty() && !ctx->IsCancelled() && std::chrono::steady_clock::now() < until) {
@@ -133,6 +146,9 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     if (auto s = Auth(ctx); !s.ok()) return s;
     std::lock_guard<std::mutex> lock(mu_);
     ++reports_;
+    if (workers_.count(req->worker_id())) {
+      EXPECT_EQ(req->worker_secret(), "secret-of-" + req->worker_id());
+    }
     for (const MeasureResult& r : req->results()) {
       if (results_.emplace(r.candidate_id(), r).second) {
         resp->set_accepted(resp->accepted() + 1);
@@ -149,6 +165,9 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     if (auto s = Auth(ctx); !s.ok()) return s;
     std::lock_guard<std::mutex> lock(mu_);
     ++heartbeats_;
+    if (workers_.count(req->worker_id())) {
+      EXPECT_EQ(req->worker_secret(), "secret-of-" + req->worker_id());
+    }
     resp->set_reregister(!workers_.count(req->worker_id()));
     cv_.notify_all();
     return grpc::Status::OK;
@@ -271,6 +290,31 @@ TEST(WorkerTest, RegistersLeasesMeasuresAndReportsThreeTasks) {
   EXPECT_EQ(run.worker().stats().measured, 3);
   EXPECT_EQ(run.worker().stats().reported, 3);
   EXPECT_EQ(run.worker().stats().spooled, 0);
+}
+
+// A daemon that restarted and gave this worker's id to another worker refuses the id
+// (ALREADY_EXISTS): the worker registers anew under a new id and goes on measuring.
+TEST(WorkerTest, RefusedPreviousIdRegistersAnewAndGoesOn) {
+  FakeDaemon daemon("");
+  Server server(&daemon);
+  WorkerOptions o = Options(server.address(), "refused-id");
+  o.max_tasks = 1;
+  auto w = Worker::Create(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  Running run(std::move(*w));
+  ASSERT_TRUE(daemon.WaitFor([&] { return daemon.registrations_ == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(daemon.mu_);
+    daemon.ForgetWorkers();  // "restarted": the next call asks it to register again
+    daemon.refuse_known_ids_ = true;
+  }
+  ASSERT_TRUE(daemon.WaitFor([&] { return daemon.registrations_ == 2; }));
+  daemon.Add(MakeTask("after"));
+  ASSERT_TRUE(run.Join().ok());
+  std::lock_guard<std::mutex> lock(daemon.mu_);
+  EXPECT_GE(daemon.reregistrations_, 1);
+  EXPECT_EQ(run.worker().worker_id(), "w2");
+  EXPECT_EQ(daemon.results_.count("after"), 1u);
 }
 
 TEST(WorkerTest, CrashingTaskIsARuntimeErrorAndTheWorkerGoesOn) {
