@@ -420,8 +420,11 @@ struct DashboardServer::Impl {
                     tuner::LogText(req.method, 16), tuner::LogText(req.path), res.status,
                     req.remote_addr);
     });
+    // same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the
+    // page's own form posts (the login), which the Origin check refuses as cross-origin; under
+    // same-origin it sends the page's origin there and "null" (refused) from anywhere else.
     s.set_default_headers({{"X-Content-Type-Options", "nosniff"},
-                           {"Referrer-Policy", "no-referrer"},
+                           {"Referrer-Policy", "same-origin"},
                            {"X-Frame-Options", "DENY"},
                            {"Cache-Control", "no-store"}});
   }
