@@ -2,13 +2,13 @@
 // and answers malformed and oversized messages with INVALID_ARGUMENT / RESOURCE_EXHAUSTED
 // while carrying on serving. Uses the raw generated stubs where the client library would not
 // send such requests.
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <nlohmann/json.hpp>
 
 #include "lathe/v1/service.grpc.pb.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/tuner/generic_call.h"
 
 namespace lathe::e2e {
 namespace {
@@ -308,28 +308,7 @@ TEST(SecurityTest, WorkerAndClientTokensKeepTheirRoles) {
       << ReadAll(wrong->log());
 }
 
-// One unary call of `method` through the generic stub (health, reflection); its status.
-grpc::Status GenericCall(const std::string& address, const std::string& method,
-                         const std::string& request, const std::string& token) {
-  grpc::GenericStub stub(Channel(address));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-  grpc::CompletionQueue cq;
-  grpc::Slice slice(request);
-  grpc::ByteBuffer req(&slice, 1), resp;
-  auto call = stub.PrepareUnaryCall(&ctx, method, req, &cq);
-  call->StartCall();
-  grpc::Status st;
-  call->Finish(&resp, &st, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  EXPECT_TRUE(cq.Next(&tag, &ok));
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  return st;
-}
+using ::lathe::testing::GenericCall;
 
 // Health answers without the token only on the --health port, which serves nothing else (no
 // reflection, no lathe service); on the main port health and reflection need the token.

@@ -5,7 +5,6 @@
 // workers forgotten, a default device class that later registrations cannot make ambiguous,
 // and request text escaped in the log.
 #include <arpa/inet.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -18,6 +17,7 @@
 
 #include "codegen/host.h"
 #include "lathe/v1/service.grpc.pb.h"
+#include "tests/tuner/generic_call.h"
 #include "tests/tuner/service_fixture.h"
 #include "tuner/grpc_server.h"
 #include "tuner/log_text.h"
@@ -30,39 +30,7 @@ using service_testing::kDeviceClass;
 using service_testing::ServiceTest;
 namespace v1 = lathe::v1;
 
-// One unary call of `method` with the serialized `request`, through the generic stub (for the
-// health and reflection services, whose generated stubs lathe does not build).
-grpc::Status GenericCall(const std::string& address, const std::string& method,
-                         const std::string& request, const std::string& token,
-                         std::string* response = nullptr) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-  grpc::CompletionQueue cq;
-  grpc::Slice slice(request);
-  grpc::ByteBuffer req(&slice, 1), resp;
-  auto call = stub.PrepareUnaryCall(&ctx, method, req, &cq);
-  call->StartCall();
-  grpc::Status st;
-  call->Finish(&resp, &st, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  EXPECT_TRUE(cq.Next(&tag, &ok));
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  if (st.ok() && response != nullptr) {
-    std::vector<grpc::Slice> slices;
-    (void)resp.Dump(&slices);
-    response->clear();
-    for (const grpc::Slice& s : slices) {
-      response->append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-  }
-  return st;
-}
+using ::lathe::testing::GenericCall;
 
 constexpr char kHealthCheck[] = "/grpc.health.v1.Health/Check";
 constexpr char kReflection[] = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
