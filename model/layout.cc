@@ -106,11 +106,15 @@ class Blocker {
     }
     return r;
   }
-  std::string Root(const std::string& v) const {
+  // The storage root of `v` through every view; `offset` (when given): where `v` starts in it.
+  std::string Root(const std::string& v, int64_t* offset = nullptr) const {
     std::string r = v;
+    int64_t off = 0;
     for (auto it = l_.aliases.find(r); it != l_.aliases.end(); it = l_.aliases.find(r)) {
+      off += it->second.offset;
       r = it->second.base;
     }
+    if (offset != nullptr) *offset = off;
     return r;
   }
   // The blocks `v` exists in (through same-shape views).
@@ -389,12 +393,8 @@ bool Blocker::TryConcat(KernelDesc& k) {
 bool Blocker::TryTranspose(KernelDesc& k) {
   // The transpose reads `in` as a row-major view of its root's elements.
   const std::string& in = k.inputs[0];
-  std::string root = in;
   int64_t offset = 0;
-  for (auto it = l_.aliases.find(root); it != l_.aliases.end(); it = l_.aliases.find(root)) {
-    offset += it->second.offset;
-    root = it->second.base;
-  }
+  const std::string root = Root(in, &offset);
   if (offset != 0 || !plain_missing_.count(root) || g_.Const(root)) return false;
   const std::vector<int64_t> rs = g_.Find(root)->shape;
   if (rs.size() != 4 || NumElements(rs) != NumElements(g_.Find(in)->shape)) return false;
