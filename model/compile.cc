@@ -40,9 +40,14 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
     WinogradConvs(g, *lowered, options.weight_panel);
   }
   PackMatmulWeights(g, *lowered, options.weight_panel);
+  if (options.concat_in_place) ConcatsInPlace(g, *lowered);
   p.aliases = std::move(lowered->aliases);
-  // Resolve alias chains so that every alias names a storage root.
-  for (auto& [v, a] : p.aliases) a = StorageOf(p, a.base);
+  // Resolve alias chains so that every alias names a storage root (offsets add up).
+  for (auto& [v, a] : p.aliases) {
+    Alias root = StorageOf(p, a.base);
+    root.offset += a.offset;
+    a = root;
+  }
 
   // Graph outputs need storage of their own that a kernel writes: copy the ones that are
   // inputs, constants, or share a root with an earlier output.

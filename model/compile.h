@@ -62,6 +62,9 @@ struct CompileOptions {
   // Blocked layout only: dense 3x3 stride-1 convolutions as Winograd F(m x m, 3 x 3)
   // (WinogradConvs: winograd_in, batch_matmul, winograd_out).
   bool winograd = false;
+  // Concats whose inputs are contiguous slabs of the output: the producers write their slabs
+  // in place and no copy runs (ConcatsInPlace).
+  bool concat_in_place = true;
 };
 
 // Compiles an imported graph. Unsupported ops and attribute forms are InvalidArgument errors

@@ -80,6 +80,7 @@ TEST(LayoutTest, BlockedProgramMatchesThePlainOne) {
     SCOPED_TRACE(lanes);
     CompileOptions o;
     o.block_lanes = lanes;
+    o.concat_in_place = false;  // the concat kernel blocked (ConcatTest: written in place)
     absl::StatusOr<Program> blocked = CompileGraph(g, o);
     ASSERT_TRUE(blocked.ok()) << blocked.status();
     EXPECT_EQ(blocked->layout, ActivationLayout::kBlocked);
@@ -153,6 +154,47 @@ TEST(LayoutTest, AHeavyConvReblocksAnInputHeldInASmallerBlock) {
   // runs plain).
   EXPECT_EQ(Count(*blocked, "transpose"), 4) << specs;
   ExpectClose(RunProgram(*blocked), RunProgram(*CompileGraph(g)));
+}
+
+TEST(ConcatTest, ProducersWriteTheirSlabsOfAChannelConcatInPlace) {
+  // Two convs and a resize joined on the channels, then read by a conv: the three producers
+  // write into the concat's storage and no concat kernel runs.
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 16, 6, 8});
+  std::string p = b.Op("Conv", {x, b.Const("wp", {16, 16, 1, 1})});
+  std::string q = b.Op("Conv", {x, b.Const("wq", {16, 16, 3, 3})}, {{"pads", Ints({1, 1, 1, 1})}});
+  std::string s = b.Op("Conv", {x, b.Const("ws", {16, 16, 1, 1})}, {{"strides", Ints({2, 2})}});
+  std::string u = b.Op("Resize", {s, "", b.Values("scales", {4}, {1, 1, 2, 2})},
+                       {{"mode", Str("nearest")},
+                        {"coordinate_transformation_mode", Str("asymmetric")},
+                        {"nearest_mode", Str("floor")}});
+  std::string c = b.Op("Concat", {p, q, u}, {{"axis", Attr{Attr::kInt, 1}}});
+  std::string y = b.Op("Conv", {c, b.Const("wy", {16, 48, 1, 1})});
+  // p is read again after the concat: its slab of c must still hold it.
+  y = b.Op("Add", {y, p});
+  Graph g = b.Finish(b.Op("Concat", {y, x}, {{"axis", Attr{Attr::kInt, 1}}}));
+  for (int64_t lanes : {0, 16, 8}) {
+    SCOPED_TRACE(lanes);
+    CompileOptions copy;
+    copy.block_lanes = lanes;
+    copy.concat_in_place = false;
+    CompileOptions in_place = copy;
+    in_place.concat_in_place = true;
+    absl::StatusOr<Program> a = CompileGraph(g, copy);
+    absl::StatusOr<Program> bp = CompileGraph(g, in_place);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(bp.ok()) << bp.status();
+    EXPECT_EQ(Count(*a, "concat"), 2);
+    // Plain, the second concat reads the model's input (storage the caller owns) and stays;
+    // blocked, it joins the input's blocked copy, which its conversion writes in place.
+    EXPECT_EQ(Count(*bp, "concat"), lanes == 0 ? 1 : 0);
+    if (lanes == 0) {  // the producers' outputs are views of the concat's storage, side by side
+      const Alias ap = StorageOf(*bp, p), aq = StorageOf(*bp, q);
+      EXPECT_EQ(ap.base, aq.base);
+      EXPECT_EQ(aq.offset - ap.offset, 16 * 6 * 8);
+    }
+    ExpectClose(RunProgram(*bp), RunProgram(*a));
+  }
 }
 
 // Conv, BatchNorm, x * a + b, hard-swish, x * c + d: PP-OCR's "learnable affine" block.
