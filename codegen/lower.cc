@@ -53,8 +53,12 @@ class Lowerer {
   // first and then rewriting the reads, without building the substituted copy.
   absl::StatusOr<Expr> LowerExpr(const Expr& e, const VarMap& m) const;
   // LowerExpr's pass; `m` may be null (no substitution: the substituted values themselves
-  // are rewritten as Substitute-then-rewrite would).
-  Expr LowerRec(const Expr& e, const VarMap* m, absl::Status* err) const;
+  // are rewritten as Substitute-then-rewrite would). Nodes reached through several parents
+  // are lowered once per call when `memo` is given (a Winograd transform's reads, shared by
+  // its 16-36 positions' cases: each read's flat index is simplified once, and the lowered
+  // body keeps the sharing for the passes after it).
+  Expr LowerRec(const Expr& e, const VarMap* m, absl::Status* err,
+                std::unordered_map<const ir::ExprNode*, Expr>* memo = nullptr) const;
   // The stages that read `stage` (Schedule::Consumers), computed once per lowering.
   const std::vector<std::string>& Consumers(const std::string& stage) const;
   absl::StatusOr<Expr> FlatIndex(const std::string& tensor, const std::vector<Expr>& idx) const;
@@ -306,17 +310,23 @@ const std::vector<std::string>& Lowerer::Consumers(const std::string& stage) con
   return it == consumers_.end() ? kNone : it->second;
 }
 
-Expr Lowerer::LowerRec(const Expr& e, const VarMap* m, absl::Status* err) const {
+Expr Lowerer::LowerRec(const Expr& e, const VarMap* m, absl::Status* err,
+                       std::unordered_map<const ir::ExprNode*, Expr>* memo) const {
   if (e->kind == ExprKind::kVar) {
     if (!m) return e;
     auto it = m->find(e.get());
     return it == m->end() ? e : LowerRec(it->second, nullptr, err);
   }
+  const bool shared = memo != nullptr && e.use_count() > 1;
+  if (shared) {
+    if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
+  }
+  Expr out;
   const size_t n = e->operands.size();
   if (e->kind == ExprKind::kTensorRead) {
     std::vector<Expr> idx;
     idx.reserve(n);
-    for (const Expr& o : e->operands) idx.push_back(LowerRec(o, m, err));
+    for (const Expr& o : e->operands) idx.push_back(LowerRec(o, m, err, memo));
     auto flat = FlatIndex(e->name, idx);
     if (!flat.ok()) {
       *err = flat.status();
@@ -324,14 +334,18 @@ Expr Lowerer::LowerRec(const Expr& e, const VarMap* m, absl::Status* err) const 
     }
     auto it = by_name_.find(e->name);
     const Buffer& buf = it != by_name_.end() ? it->second->buffer : arg_buffers_.at(e->name);
-    return Load(buf, *flat);
+    out = Load(buf, *flat);
+  } else {
+    out = MapOperands(e, [&](const Expr& o) { return LowerRec(o, m, err, memo); });
   }
-  return MapOperands(e, [&](const Expr& o) { return LowerRec(o, m, err); });
+  if (shared) memo->emplace(e.get(), out);
+  return out;
 }
 
 absl::StatusOr<Expr> Lowerer::LowerExpr(const Expr& e, const VarMap& m) const {
   absl::Status err;
-  Expr out = LowerRec(e, m.empty() ? nullptr : &m, &err);
+  std::unordered_map<const ir::ExprNode*, Expr> memo;
+  Expr out = LowerRec(e, m.empty() ? nullptr : &m, &err, &memo);
   if (!err.ok()) return err;
   return out;
 }

@@ -510,7 +510,16 @@ bool CanProve(const Expr& cond, const RangeMap& ranges) {
 
 namespace {
 
-Expr SimplifyImpl(const Expr& e, const RangeMap& ranges);
+// One Simplify call: the ranges it assumes, and the results of the nodes it reached through
+// several parents, each simplified once (a Winograd transform's loads, shared by every
+// position's case: the walk costs the DAG, not the tree it unfolds to, and the result keeps
+// the sharing for the passes after it).
+struct SimplifyCtx {
+  const RangeMap& ranges;
+  std::unordered_map<const ExprNode*, Expr> memo;
+};
+
+Expr SimplifyImpl(const Expr& e, SimplifyCtx& ctx);
 
 bool IsLinearKind(const Expr& e) {
   return IsScalarInt(e) &&
@@ -520,23 +529,23 @@ bool IsLinearKind(const Expr& e) {
 // The linear form of `e` with every non-linear atom simplified: one pass over an additive
 // tree instead of re-canonicalising it at each of its nodes. Built into `out`, which must be
 // empty, as ToLinearInto builds.
-void ToLinearSimplifiedInto(const Expr& e, const RangeMap& ranges, Linear* out) {
+void ToLinearSimplifiedInto(const Expr& e, SimplifyCtx& ctx, Linear* out) {
   switch (e->kind) {
     case ExprKind::kIntImm:
       out->c = e->int_value;
       return;
     case ExprKind::kAdd:
     case ExprKind::kSub: {
-      ToLinearSimplifiedInto(e->operands[0], ranges, out);
+      ToLinearSimplifiedInto(e->operands[0], ctx, out);
       Linear r;
-      ToLinearSimplifiedInto(e->operands[1], ranges, &r);
+      ToLinearSimplifiedInto(e->operands[1], ctx, &r);
       out->MergeFrom(std::move(r), e->kind == ExprKind::kAdd ? 1 : -1);
       return;
     }
     case ExprKind::kMul: {
       Linear a, b;
-      ToLinearSimplifiedInto(e->operands[0], ranges, &a);
-      ToLinearSimplifiedInto(e->operands[1], ranges, &b);
+      ToLinearSimplifiedInto(e->operands[0], ctx, &a);
+      ToLinearSimplifiedInto(e->operands[1], ctx, &b);
       if (b.is_const()) {
         out->MergeFrom(std::move(a), b.c);
       } else if (a.is_const()) {
@@ -547,7 +556,7 @@ void ToLinearSimplifiedInto(const Expr& e, const RangeMap& ranges, Linear* out) 
       return;
     }
     default: {
-      Expr s = SimplifyImpl(e, ranges);
+      Expr s = SimplifyImpl(e, ctx);
       if (IsLinearKind(s)) {
         ToLinearInto(s, out);
         return;
@@ -562,21 +571,31 @@ void ToLinearSimplifiedInto(const Expr& e, const RangeMap& ranges, Linear* out) 
   }
 }
 
-Linear ToLinearSimplified(const Expr& e, const RangeMap& ranges) {
+Linear ToLinearSimplified(const Expr& e, SimplifyCtx& ctx) {
   Linear l;
-  ToLinearSimplifiedInto(e, ranges, &l);
+  ToLinearSimplifiedInto(e, ctx, &l);
   return l;
 }
 
-Expr SimplifyImpl(const Expr& e, const RangeMap& ranges) {
-  if (IsLinearKind(e)) return FromLinearOr(e, ToLinearSimplified(e, ranges));
-  return SimplifyNode(MapOperands(e, [&](const Expr& o) { return SimplifyImpl(o, ranges); }),
-                      ranges);
+Expr SimplifyImpl(const Expr& e, SimplifyCtx& ctx) {
+  const bool shared = e.use_count() > 1;
+  if (shared) {
+    if (auto it = ctx.memo.find(e.get()); it != ctx.memo.end()) return it->second;
+  }
+  Expr out = IsLinearKind(e)
+                 ? FromLinearOr(e, ToLinearSimplified(e, ctx))
+                 : SimplifyNode(MapOperands(e, [&](const Expr& o) { return SimplifyImpl(o, ctx); }),
+                                ctx.ranges);
+  if (shared) ctx.memo.emplace(e.get(), out);
+  return out;
 }
 
 }  // namespace
 
-Expr Simplify(const Expr& e, const RangeMap& ranges) { return SimplifyImpl(e, ranges); }
+Expr Simplify(const Expr& e, const RangeMap& ranges) {
+  SimplifyCtx ctx{ranges, {}};
+  return SimplifyImpl(e, ctx);
+}
 
 namespace {
 

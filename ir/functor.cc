@@ -34,9 +34,30 @@ Expr WithOperands(const Expr& e, std::vector<Expr> ops) {
   }
 }
 
-Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn) {
+namespace {
+
+// A node reached through several parents (a Winograd transform's loads, read by every
+// position's case) is rewritten once per Rewrite call: the walk costs the size of the DAG,
+// not of the tree it unfolds to (winograd_in m=4: 36 loads shared by 36 cases). Only nodes
+// with more than one owner are remembered, so that a tree pays no lookups.
+using RewriteMemo = std::unordered_map<const ExprNode*, Expr>;
+
+Expr RewriteShared(const Expr& e, const std::function<Expr(const Expr&)>& fn, RewriteMemo& memo) {
   if (!e) return e;
-  return fn(MapOperands(e, [&](const Expr& o) { return Rewrite(o, fn); }));
+  const bool shared = e.use_count() > 1;
+  if (shared) {
+    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+  }
+  Expr out = fn(MapOperands(e, [&](const Expr& o) { return RewriteShared(o, fn, memo); }));
+  if (shared) memo.emplace(e.get(), out);
+  return out;
+}
+
+}  // namespace
+
+Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn) {
+  RewriteMemo memo;
+  return RewriteShared(e, fn, memo);
 }
 
 Stmt MapChildren(const Stmt& s, const std::function<Stmt(const Stmt&)>& fn) {

@@ -45,7 +45,8 @@ Expr MapOperands(const Expr& e, F&& f) {
 }
 
 // Rebuilds `e` bottom-up: `fn` sees each node after its operands were rewritten and returns
-// the replacement (or the node itself).
+// the replacement (or the node itself). `fn` must be a function of the node alone: a node
+// shared by several parents is rewritten once and its result reused.
 Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn);
 
 // Rewrites every expression held by `s` with `fn` (as Rewrite does) and every statement

@@ -434,11 +434,6 @@ bool ModelTaskLines(const std::string& model, const std::vector<std::string>& in
     return false;
   }
   for (const model::Task& t : model::ExtractTasks(*p)) {
-    // Winograd transforms keep their rule-picked schedule (the positions unrolled, one
-    // vector of channels per tile: little left to search), and each candidate's body holds
-    // every position's case until code generation picks one, which makes the cost model's
-    // lowering of thousands of candidates per round take minutes per task.
-    if (absl::StartsWith(t.workload, "winograd_")) continue;
     workloads->push_back(t.workload);
     weights->push_back(t.weight);
   }

@@ -144,7 +144,9 @@ absl::Status CpuSpace::Init() {
   for (size_t a = 0; a < out_axes_.size(); ++a) {
     int64_t e = out->tensor->shape[a];
     bool inner = a + 1 == out_axes_.size();
-    if (std::count(an_.unrolled_axes.begin(), an_.unrolled_axes.end(), a) != 0) {
+    // A transform's positions are unrolled whole; its channel block is the vector, whole.
+    if (std::count(an_.unrolled_axes.begin(), an_.unrolled_axes.end(), a) != 0 ||
+        (inner && !an_.unrolled_axes.empty())) {
       tile_slot_.push_back(AddSlot("tile." + out_axes_[a], {e}));
       continue;
     }
@@ -157,7 +159,14 @@ absl::Status CpuSpace::Init() {
   parallel_slot_ = AddSlot("parallel_depth", par);
   swap_slot_ = AddSlot(
       "swap_outer", out_axes_.size() >= 2 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0});
-  vec_slot_ = AddSlot("vectorize", {1, 1, 0});
+  // Winograd transforms: their unrolled bodies hold every position's linear combination, and
+  // LLVM takes 10-60 s on one with scalar channels or inlined padding (winograd_in 64
+  // channels 56x56, m=4: 0.3 s as the rule builds it, 3.8 s with 14x14 tiles, 37 s with the
+  // padding inlined too), each also slower to run: vectors of channels and the padding at
+  // root are fixed, the tiles, loop order and parallel depth are searched.
+  const bool transform = !an_.unrolled_axes.empty();
+  vec_slot_ =
+      AddSlot("vectorize", transform ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1, 0});
   unroll_slot_ = AddSlot("unroll", {1, 0});
   unroll_k_slot_ = AddSlot(
       "unroll_k", an_.acc.empty() ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2, 4, 8});
@@ -167,7 +176,10 @@ absl::Status CpuSpace::Init() {
     pack_slot_.push_back(AddSlot("pack." + t, depth));
   }
   for (const std::string& s : an_.side) side_slot_.push_back(AddSlot("at." + s, {0, 1}));
-  for (const std::string& s : an_.pad_stages) pad_slot_.push_back(AddSlot("root." + s, {0, 1}));
+  for (const std::string& s : an_.pad_stages) {
+    pad_slot_.push_back(
+        AddSlot("root." + s, transform ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 1}));
+  }
   // Row reductions over long rows: split the reduce axis into vector-wide partial results
   // (few rows: the only vector loop there is; many: each row's sum stays a vector).
   for (const std::string& st : an_.side) {

@@ -318,15 +318,32 @@ TEST(SpaceHeuristicTest, WinogradKernelsUnrollTheirPositions) {
     std::vector<std::string> in =
         RuleTexts(absl::StrCat("winograd_in:n=1,c=64,h=56,w=56,m=4,pad=1,layout=nchw", lanes, "c"),
                   target, 3);
-    ASSERT_EQ(in.size(), 3u);
+    ASSERT_EQ(in.size(), 2u);
     for (const std::string& text : in) {
       for (const char* loop : {"unroll(V, [e1.1])", "unroll(V, [e2.1])", "vectorize(V, [cv.1])"}) {
         EXPECT_NE(text.find(loop), std::string::npos) << loop << "\n" << text;
       }
     }
-    // The padding computed once first (inlined, its bounds checks keep the loads apart).
-    EXPECT_NE(in[0].find("parallel(pad,"), std::string::npos) << in[0];
-    EXPECT_EQ(in[2].find("parallel(pad,"), std::string::npos) << in[2];
+    // The padding computed once (inlined, its bounds checks keep the loads apart, and LLVM
+    // takes 10-60 s over the unrolled positions).
+    for (const std::string& text : in) {
+      EXPECT_NE(text.find("parallel(pad,"), std::string::npos) << text;
+    }
+    // So is every candidate the search may sample: tiles, order and parallel depth vary.
+    std::unique_ptr<SearchSpace> space = SpaceOf(
+        absl::StrCat("winograd_in:n=1,c=64,h=56,w=56,m=4,pad=1,layout=nchw", lanes, "c"), target);
+    ASSERT_NE(space, nullptr);
+    std::mt19937_64 rng(5);
+    std::set<std::string> distinct;
+    for (int i = 0; i < 40; ++i) {
+      absl::StatusOr<Candidate> c = space->Sample(rng);
+      ASSERT_TRUE(c.ok()) << c.status();
+      const std::string text = ir::TraceToText(c->trace);
+      distinct.insert(text);
+      EXPECT_NE(text.find("parallel(pad,"), std::string::npos) << text;
+      EXPECT_NE(text.find("vectorize(V, [cv.1])"), std::string::npos) << text;
+    }
+    EXPECT_GT(distinct.size(), 10u);
     std::vector<std::string> out =
         RuleTexts(absl::StrCat("winograd_out:n=1,k=64,oh=56,ow=56,m=4,layout=nchw", lanes,
                                "c,epilogue=bias_relu"),
