@@ -251,7 +251,7 @@ int RunModelRun(const ModelCliOptions& o) {
   }
   std::sort(times.begin(), times.end());
   const double median_ms = 1e3 * times[times.size() / 2];
-  // Where the time goes: each step timed alone, over the same number of runs.
+  // Where the time goes: each step timed within whole runs, over the same number of runs.
   // The median of each step's times (one outlier on a busy host must not lead the list),
   // scaled back to a sum over the repeats.
   std::vector<double> step_s;
@@ -311,6 +311,7 @@ int RunModelRun(const ModelCliOptions& o) {
       j["outputs"].push_back(out);
     }
     if (o.profile) {
+      j["profile_steps_ms"] = 1e3 * step_total / o.repeat;
       j["profile"] = nlohmann::json::array();
       for (size_t i : order) {
         const model::PlanStep& st = pl.steps[i];
@@ -333,7 +334,11 @@ int RunModelRun(const ModelCliOptions& o) {
                files.empty() ? "" : " -> " + files[i]);
   }
   if (o.profile) {
-    fmt::print("where the time goes (each step alone, median of {} runs):\n", o.repeat);
+    // Each step is timed inside whole runs, so the steps add up to the run: a gap between the
+    // two is time spent between the steps (or a noisy host).
+    fmt::print("where the time goes (each step timed within the run, median of {} runs; the steps "
+               "add up to {:.3f} ms of the {:.3f} ms run):\n",
+               o.repeat, 1e3 * step_total / o.repeat, median_ms);
     for (size_t r = 0; r < order.size() && r < 15; ++r) {
       const model::PlanStep& st = pl.steps[order[r]];
       fmt::print("  {:6.3f} ms {:5.1f}%  {}  [{}]  {}\n", 1e3 * step_s[order[r]] / o.repeat,
