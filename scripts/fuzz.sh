@@ -6,10 +6,12 @@
 # executions, coverage (cov: edges, ft: features), corpus size, and the crashes, leaks,
 # timeouts and out-of-memory inputs found.
 #
-# Usage: scripts/fuzz.sh [--minutes N | --seconds N] [--build-only] [--smoke] [TARGET...]
+# Usage: scripts/fuzz.sh [--minutes N | --seconds N] [--build-only | --no-build] [--smoke]
+#                        [TARGET...]
 #   --minutes N   per target (default 10)
 #   --seconds N   per target, instead of minutes
 #   --build-only  build the tree and the seed corpora, run nothing
+#   --no-build    run what build-fuzz/ holds as it is
 #   --smoke       the CI smoke run instead: ctest -L fuzz in build-fuzz (each target a few
 #                 seconds on its seeds; fuzz/smoke.sh)
 #   TARGET...     some of: onnx_import workload trace_json jsonl_import tuner_rpc dashboard_http
@@ -22,6 +24,7 @@ cd "$(dirname "$0")/.."
 
 seconds=600
 build_only=0
+no_build=0
 smoke=0
 targets=()
 while (($#)); do
@@ -29,8 +32,9 @@ while (($#)); do
     --minutes) seconds=$(($2 * 60)); shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
+    --no-build) no_build=1; shift ;;
     --smoke) smoke=1; shift ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     *) targets+=("fuzz_${1#fuzz_}"); shift ;;
   esac
 done
@@ -39,16 +43,18 @@ if ((${#targets[@]} == 0)); then
            fuzz_dashboard_http)
 fi
 
-if ! command -v clang++ >/dev/null 2>&1; then
-  echo "fuzz.sh: clang++ not found (scripts/install-deps.sh installs Debian's clang)" >&2
-  exit 1
+if ((!no_build)); then
+  if ! command -v clang++ >/dev/null 2>&1; then
+    echo "fuzz.sh: clang++ not found (scripts/install-deps.sh installs Debian's clang)" >&2
+    exit 1
+  fi
+  # Tests, benchmarks and the CUDA backend are not fuzzed: the tree holds the libraries the
+  # targets need. -O1 without NDEBUG: assertions stay on.
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DLATHE_FUZZ=ON -DLATHE_BUILD_TESTS=OFF \
+    -DLATHE_BUILD_BENCH=OFF -DLATHE_BUILD_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 >/dev/null
+  cmake --build build-fuzz -j"$(nproc)" --target lathe_fuzzers lathe_fuzz_corpus
 fi
-# Tests, benchmarks and the CUDA backend are not fuzzed: the tree holds the libraries the
-# targets need. -O1 without NDEBUG: assertions stay on.
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DLATHE_FUZZ=ON -DLATHE_BUILD_TESTS=OFF \
-  -DLATHE_BUILD_BENCH=OFF -DLATHE_BUILD_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target lathe_fuzzers lathe_fuzz_corpus
 if ((build_only)); then exit 0; fi
 if ((smoke)); then
   exec ctest --test-dir build-fuzz -L fuzz --output-on-failure -j"$(nproc)"
