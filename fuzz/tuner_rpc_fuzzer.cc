@@ -4,12 +4,14 @@
 // lathe.fuzz.Session (rpc_session.proto): calls made in order, with "$" in an id field
 // standing for the last such id the service handed out. Each input gets a service of its own,
 // shut down at its end (its job threads joined), so that no state leaks between inputs.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "fuzz/scratch.h"
 #include "rpc_session.pb.h"
@@ -104,6 +106,12 @@ void Call(lathe::tuner::TunerService& s, lathe::fuzz::Call call, Handed& h) {
     case lathe::fuzz::Call::kLease: {
       v1::LeaseRequest* r = call.mutable_lease();
       FillWorker(r, h);
+      // A job's first round of candidates takes a while to be queued: give it up to 300 ms
+      // (the service's own long poll is capped at 5 ms here), so that sessions reach the
+      // lease, report and release paths with real tasks.
+      for (int i = 0; i < 60 && !h.job_id.empty() && s.QueueDepth() == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
       absl::StatusOr<v1::LeaseResponse> resp = s.Lease(*r);
       if (resp.ok() && !resp->lease_id().empty()) {
         h.lease = *resp;
