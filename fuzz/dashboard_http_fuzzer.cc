@@ -115,7 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 16777619u;
   const std::string remote = "10." + std::to_string(h >> 24) + "." +
                              std::to_string((h >> 16) & 255) + "." + std::to_string(h & 255);
-  (void)dashboard->server->ServeBytes(
-      std::string_view(reinterpret_cast<const char*>(data), size), remote);
+  (void)dashboard->server->ServeBytes(std::string_view(reinterpret_cast<const char*>(data), size),
+                                      remote);
   return 0;
 }

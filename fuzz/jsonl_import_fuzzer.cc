@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     absl::StatusOr<std::unique_ptr<lathe::db::Database>> db = lathe::db::Database::Open(path);
     if (!db.ok()) {
-      std::fprintf(stderr, "cannot open the scratch database: %s\n", db.status().ToString().c_str());
+      std::fprintf(stderr, "cannot open the scratch database: %s\n",
+                   db.status().ToString().c_str());
       std::abort();
     }
     std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));

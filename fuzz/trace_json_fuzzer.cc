@@ -23,9 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<lathe::ir::Trace> again =
       lathe::traceio::TraceFromJson(lathe::traceio::TraceToJson(*trace));
   if (!again.ok() || !(*again == *trace)) {
-    std::fprintf(stderr, "a parsed trace does not read back from its own JSON: %s\n",
-                 again.ok() ? lathe::ir::TraceToText(*again).c_str()
-                            : again.status().ToString().c_str());
+    std::fprintf(
+        stderr, "a parsed trace does not read back from its own JSON: %s\n",
+        again.ok() ? lathe::ir::TraceToText(*again).c_str() : again.status().ToString().c_str());
     std::abort();
   }
   (void)lathe::ir::TraceToText(*trace);

@@ -35,15 +35,15 @@ class ServeBytesTest : public ServiceTest {
 };
 
 TEST_F(ServeBytesTest, ServesTheGateAndTheRoutesLikeASocket) {
-  EXPECT_TRUE(absl::StartsWith(
-      dashboard_->ServeBytes("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 200 OK"));
-  EXPECT_TRUE(absl::StartsWith(
-      dashboard_->ServeBytes("GET /api/state HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
-      "HTTP/1.1 401"));
-  EXPECT_TRUE(absl::StartsWith(
-      dashboard_->ServeBytes("GET /api/state HTTP/1.1\r\nHost: evil.example\r\n"
-                             "Authorization: Bearer serve-bytes-token\r\n\r\n"),
-      "HTTP/1.1 403"));
+  EXPECT_TRUE(absl::StartsWith(dashboard_->ServeBytes("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
+                               "HTTP/1.1 200 OK"));
+  EXPECT_TRUE(
+      absl::StartsWith(dashboard_->ServeBytes("GET /api/state HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+                       "HTTP/1.1 401"));
+  EXPECT_TRUE(
+      absl::StartsWith(dashboard_->ServeBytes("GET /api/state HTTP/1.1\r\nHost: evil.example\r\n"
+                                              "Authorization: Bearer serve-bytes-token\r\n\r\n"),
+                       "HTTP/1.1 403"));
   const std::string two = dashboard_->ServeBytes(
       "GET /api/state HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer serve-bytes-token\r\n"
       "\r\nGET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
