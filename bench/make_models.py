@@ -42,13 +42,14 @@ def conv_bn(x, cin, cout, k, stride, pad, name, relu=True):
     return node("Relu", [y], name + ".relu") if relu else y
 
 
-def resnet18(path):
+def resnet18(path, width=64, size=224, classes=1000):
+    """ResNet-18; width, size and classes scale it down (the fuzz seeds use a tiny one)."""
     nodes.clear()
     inits.clear()
-    x = conv_bn("input", 3, 64, 7, 2, 3, "conv1")
+    x = conv_bn("input", 3, width, 7, 2, 3, "conv1")
     x = node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    cin = 64
-    for stage, cout in enumerate([64, 128, 256, 512]):
+    cin = width
+    for stage, cout in enumerate([width, 2 * width, 4 * width, 8 * width]):
         for block in range(2):
             stride = 2 if stage > 0 and block == 0 else 1
             name = f"layer{stage + 1}.{block}"
@@ -59,12 +60,12 @@ def resnet18(path):
             cin = cout
     x = node("GlobalAveragePool", [x], "avgpool")
     x = node("Flatten", [x], "flatten", axis=1)
-    w = const("fc.w", (rng.standard_normal((1000, 512)) * 0.03).astype(np.float32))
-    b = const("fc.b", rng.uniform(-0.1, 0.1, 1000).astype(np.float32))
+    w = const("fc.w", (rng.standard_normal((classes, 8 * width)) * 0.03).astype(np.float32))
+    b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
     node("Gemm", [x, w, b], "output", transB=1)
     graph = helper.make_graph(nodes, "resnet18",
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
-                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])], inits)
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, classes])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx.checker.check_model(model)
     onnx.save(model, path)

@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Create(
   }
   InitializeNativeTarget();
 
-  llvm::orc::JITTargetMachineBuilder jtmb(llvm::Triple(llvm::sys::getProcessTriple()));
+  llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(llvm::sys::getProcessTriple())};
   jtmb.setCPU(llvm::sys::getHostCPUName().str());
   {
     llvm::StringMap<bool> features;

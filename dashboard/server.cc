@@ -7,9 +7,11 @@
 #include <openssl/ssl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -212,6 +214,44 @@ struct SslCtxFree {
 class RequestProcessor final : public httplib::Server {
  public:
   using httplib::Server::process_request;
+};
+
+// A connection in memory (DashboardServer::ServeBytes): reads from a buffer, writes to a
+// string.
+class BufferStream final : public httplib::Stream {
+ public:
+  BufferStream(std::string_view in, std::string remote_ip)
+      : in_(in), remote_ip_(std::move(remote_ip)) {}
+
+  bool is_readable() const override { return !in_.empty(); }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override {
+    const size_t n = std::min(size, in_.size());
+    std::memcpy(ptr, in_.data(), n);
+    in_.remove_prefix(n);
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    out_.append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = remote_ip_;
+    port = 40000;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 8080;
+  }
+  socket_t socket() const override { return INVALID_SOCKET; }
+
+  bool exhausted() const { return in_.empty(); }
+  std::string& out() { return out_; }
+
+ private:
+  std::string_view in_;
+  std::string remote_ip_;
+  std::string out_;
 };
 
 }  // namespace
@@ -517,6 +557,16 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
 DashboardServer::DashboardServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 DashboardServer::~DashboardServer() { Stop(); }
+
+std::string DashboardServer::ServeBytes(std::string_view raw, const std::string& remote_ip) {
+  BufferStream stream(raw, remote_ip);
+  // As a kept-alive connection: requests until the input ends or one asks to close.
+  for (int i = 0; i < 100 && !stream.exhausted(); ++i) {
+    bool closed = false;
+    if (!impl_->http->process_request(stream, false, closed, nullptr) || closed) break;
+  }
+  return std::move(stream.out());
+}
 
 int DashboardServer::port() const { return impl_->port; }
 const std::string& DashboardServer::url() const { return impl_->url; }

@@ -35,6 +35,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -80,6 +81,12 @@ class DashboardServer {
 
   // Stops accepting connections and joins the server's threads. Idempotent.
   void Stop();
+
+  // Serves the HTTP requests in `raw` (the bytes a client would send on one plain-HTTP
+  // connection, pipelined requests included) as a connection from `remote_ip` would be
+  // served, and returns the bytes of the answers. No socket is involved: for tests and the
+  // fuzzer (fuzz/dashboard_http_fuzzer.cc). Safe to call from several threads.
+  std::string ServeBytes(std::string_view raw, const std::string& remote_ip = "127.0.0.1");
 
   struct Impl;
 

@@ -139,13 +139,15 @@ LATHE_HIDDEN void __ubsan_handle_type_mismatch_v1_abort(lathe_ubsan_mismatch* d,
     snprintf(msg, sizeof msg, "%s:%u:%u: %s null pointer of type %s", d->loc.file, d->loc.line,
              d->loc.column, kind, d->type->name);
   } else if (ptr & (align - 1)) {
+    // The offset from alignment, never the address itself: messages reach users and logs.
     snprintf(msg, sizeof msg,
-             "%s:%u:%u: misaligned address: %s address %p of type %s, which requires %lu byte "
-             "alignment",
-             d->loc.file, d->loc.line, d->loc.column, kind, (void*)ptr, d->type->name, align);
+             "%s:%u:%u: misaligned address: %s an address %lu bytes past a %lu-byte boundary, "
+             "of type %s, which requires %lu byte alignment",
+             d->loc.file, d->loc.line, d->loc.column, kind, (unsigned long)(ptr & (align - 1)),
+             align, d->type->name, align);
   } else {
-    snprintf(msg, sizeof msg, "%s:%u:%u: %s address %p with too little space for type %s",
-             d->loc.file, d->loc.line, d->loc.column, kind, (void*)ptr, d->type->name);
+    snprintf(msg, sizeof msg, "%s:%u:%u: %s an address with too little space for type %s",
+             d->loc.file, d->loc.line, d->loc.column, kind, d->type->name);
   }
   lathe_emu_rt.report(msg);
   __builtin_trap();

@@ -6,6 +6,8 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang-format
+  # the fuzz targets (fuzz/, scripts/fuzz.sh): clang with libFuzzer and the sanitizers' runtimes
+  clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev sqlite3
   libxgboost-dev xgboost

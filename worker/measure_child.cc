@@ -22,6 +22,7 @@
 #include "ir/schedule.h"
 #include "ir/target.h"
 #include "ir/trace.h"
+#include "proto/trace_io.h"
 #include "worker/measure_emulated.h"
 #include "worker/measurer.h"
 
@@ -30,7 +31,6 @@
 #include "codegen/cuda/cuda_driver.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/cuda/resources.h"
-#include "proto/trace_io.h"
 #endif
 
 namespace lathe::worker {

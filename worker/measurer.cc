@@ -17,11 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "ir/target.h"
 #include "ir/trace.h"
+#include "proto/trace_io.h"
 #include "worker/measure_child.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_driver.h"
-#include "proto/trace_io.h"
 #endif
 
 extern char** environ;
