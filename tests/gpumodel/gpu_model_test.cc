@@ -3,9 +3,12 @@
 // steps launched in order; outputs compared with the CPU executor's on the same inputs.
 #include "gpumodel/gpu_model.h"
 
+#include <unistd.h>
+
 #include <random>
 
 #include "codegen/cuda/gpu_schedule.h"
+#include "db/database.h"
 #include "gmock/gmock.h"
 #include "gpuemu/host_compiler.h"
 #include "graph_builder.h"
@@ -13,6 +16,7 @@
 #include "ir/target.h"
 #include "model/compile.h"
 #include "model/plan.h"
+#include "proto/trace_io.h"
 
 namespace lathe::gpumodel {
 namespace {
@@ -114,6 +118,59 @@ TEST(GpuModelTest, ScheduleWithoutCudaFallsBackToTheGpuDefault) {
   ASSERT_TRUE(r.ok()) << r.status();
   model::ExpectClose(r->out, model::RunProgram(p));
   for (const std::string& o : r->origins) EXPECT_THAT(o, StartsWith("gpu default (default: "));
+}
+
+// Tuning records of the device's class (random tiled GPU schedules: shared-memory staging,
+// vthreads, cross-thread reductions) are what the kernels are built from; another class's are
+// not.
+TEST(GpuModelTest, RecordsOfTheDeviceClassAreUsed) {
+  if (!CanEmulate()) GTEST_SKIP() << "no host C++ compiler to emulate with";
+  const model::Program p = SmallCnn();
+  absl::StatusOr<model::Plan> plan = model::MakePlan(p);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  char dir[] = "/tmp/lathe-gpumodel-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/tuning.db";
+  {
+    absl::StatusOr<std::unique_ptr<db::Database>> d = db::Database::Open(path);
+    ASSERT_TRUE(d.ok()) << d.status();
+    for (size_t i = 0; i < plan->kernels.size(); ++i) {
+      absl::StatusOr<ir::Workload> w = ir::MakeWorkload(plan->kernels[i]);
+      ASSERT_TRUE(w.ok()) << w.status();
+      absl::StatusOr<ir::Schedule> sch = codegen::cuda::RandomGpuSchedule(*w, 11 + i);
+      ASSERT_TRUE(sch.ok()) << sch.status();
+      db::Record r;
+      r.candidate_id = "test-" + std::to_string(i);
+      r.workload = w->canonical;
+      r.workload_key = w->key;
+      r.device_class = "cuda-emu:sm_90";
+      r.trace_json = traceio::TraceToJson(sch->trace());
+      r.repeats_us = {10.0};
+      r.median_us = 10.0;
+      r.flops = w->flops;
+      r.worker = "gpu_model_test";
+      ASSERT_TRUE((*d)->Insert(r).ok());
+    }
+    std::unique_ptr<model::ScheduleSource> records = model::DatabaseSchedules(
+        d->get(), "cuda-emu:sm_90", codegen::cuda::DefaultGpuSchedule);
+    absl::StatusOr<std::unique_ptr<GpuDevice>> emu = OpenEmulatedGpu("sm_90");
+    ASSERT_TRUE(emu.ok()) << emu.status();
+    absl::StatusOr<Ran> r = RunOn(p, *std::move(emu), *records);
+    ASSERT_TRUE(r.ok()) << r.status();
+    model::ExpectClose(r->out, model::RunProgram(p));
+    for (const std::string& o : r->origins) EXPECT_EQ(o, "record 10.0 us");
+
+    std::unique_ptr<model::ScheduleSource> other = model::DatabaseSchedules(
+        d->get(), "cuda-emu:sm_80", codegen::cuda::DefaultGpuSchedule);
+    absl::StatusOr<std::vector<GpuKernel>> k =
+        GenerateKernels(*plan, *other, codegen::cuda::GpuLimits{});
+    ASSERT_TRUE(k.ok()) << k.status();
+    for (const GpuKernel& g : *k) EXPECT_EQ(g.origin, "default");
+  }
+  for (const char* f : {"/tuning.db", "/tuning.db-wal", "/tuning.db-shm"}) {
+    unlink((std::string(dir) + f).c_str());
+  }
+  rmdir(dir);
 }
 
 TEST(GpuModelTest, EveryKernelIsGeneratedWithinTheLimits) {
