@@ -38,7 +38,8 @@ class GpuDevice {
 
   // Compiles the kernels (each one generated source; the kernel names of distinct sources
   // differ, the prelude is shared) on up to `jobs` threads and loads them as programs 0..n-1.
-  // InvalidArgument with the compiler's messages when the text does not compile.
+  // InvalidArgument with the compiler's messages when the text does not compile,
+  // ResourceExhausted when ptxas's figures of a kernel are over the architecture's limits.
   virtual absl::Status Load(const std::vector<codegen::cuda::CudaSource>& kernels, int jobs) = 0;
 
   // Device memory of `bytes` (0 allowed) named `name` in fault reports; returns its index.
@@ -101,9 +102,13 @@ absl::Status BuildPrograms(
   return absl::OkStatus();
 }
 
-// The emulated GPU of `arch` ("sm_90"). FailedPrecondition when this machine cannot emulate
-// (no host compiler); InvalidArgument for an unknown architecture.
-absl::StatusOr<std::unique_ptr<GpuDevice>> OpenEmulatedGpu(const std::string& arch);
+// The emulated GPU of `arch` ("sm_90"). With `check_with_nvrtc`, Load first compiles every
+// module with NVRTC for `arch` and checks ptxas's figures against its limits (as `lathe
+// verify` does; slow: ptxas takes seconds on an unrolled register tile, so PP-OCR cls's
+// kernels compile in minutes instead of seconds). FailedPrecondition when this machine cannot
+// emulate (no host compiler) or check (no NVRTC); InvalidArgument for an unknown architecture.
+absl::StatusOr<std::unique_ptr<GpuDevice>> OpenEmulatedGpu(const std::string& arch,
+                                                            bool check_with_nvrtc = false);
 
 // GPU `ordinal` through the CUDA driver. FailedPrecondition without a driver or without that
 // GPU (naming how many there are), or in a build without NVRTC.

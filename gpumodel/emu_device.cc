@@ -1,7 +1,9 @@
-// The emulated GPU: kernels compiled by the host C++ compiler in a few modules (one per job,
-// compiled concurrently: GroupKernels), device memory as guarded emulated buffers, launches run on the
-// calling thread. After every launch the guard bytes of every buffer are checked, so a kernel
-// that writes past a buffer of the model is named at the step that did it.
+// The emulated GPU: kernels compiled by the host C++ compiler (and, when asked, first by
+// NVRTC for the architecture, their ptxas figures checked against its limits, as a GPU would
+// get them), in a few modules (one per job, compiled concurrently: GroupKernels); device memory as guarded
+// emulated buffers; launches run on the calling thread. After every launch the guard bytes of
+// every buffer are checked, so a kernel that writes past a buffer of the model is named at the
+// step that did it.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/cuda/nvrtc.h"
 #include "codegen/cuda/resources.h"
 #include "gpuemu/buffer.h"
 #include "gpuemu/host_compiler.h"
@@ -22,8 +25,8 @@ namespace cuda = codegen::cuda;
 
 class EmulatedGpu : public GpuDevice {
  public:
-  EmulatedGpu(std::string arch, cuda::GpuLimits limits)
-      : arch_(std::move(arch)), limits_(limits) {}
+  EmulatedGpu(std::string arch, cuda::SmResources sm, bool nvrtc)
+      : arch_(std::move(arch)), sm_(sm), nvrtc_(nvrtc) {}
 
   std::string description() const override {
     return absl::StrCat("emulated ", arch_, " (GPU emulator on this CPU: checks the kernels, ",
@@ -31,13 +34,25 @@ class EmulatedGpu : public GpuDevice {
   }
   std::string device_class() const override { return "cuda-emu:" + arch_; }
   std::string arch() const override { return arch_; }
-  cuda::GpuLimits limits() const override { return limits_; }
+  cuda::GpuLimits limits() const override { return sm_.limits; }
 
   absl::Status Load(const std::vector<cuda::CudaSource>& kernels, int jobs) override {
     using Module = std::shared_ptr<gpuemu::EmuModule>;
     return BuildPrograms<Module, gpuemu::EmuProgram>(
         kernels, jobs,
         [&](const ModuleText& unit) -> absl::StatusOr<Module> {
+          // What a GPU would be given first: NVRTC compiles the same text for the
+          // architecture, and ptxas's figures must fit it.
+          if (nvrtc_) {
+            absl::StatusOr<cuda::CompiledCubin> cubin =
+                cuda::CompileToCubinWithResources(unit.source, arch_);
+            if (!cubin.ok()) return cubin.status();
+            for (int i : unit.kernels) {
+              if (cubin->kernels.empty()) break;  // an NVRTC without a ptxas report
+              absl::Status fits = cuda::CheckKernelResources(kernels[i].plan, cubin->kernels, sm_);
+              if (!fits.ok()) return fits;
+            }
+          }
           std::vector<gpuemu::KernelSignature> signatures;
           for (int i : unit.kernels) {
             for (const gpuemu::KernelSignature& s : gpuemu::Signatures(kernels[i].plan)) {
@@ -102,7 +117,8 @@ class EmulatedGpu : public GpuDevice {
   }
 
   std::string arch_;
-  cuda::GpuLimits limits_;
+  cuda::SmResources sm_;
+  bool nvrtc_;
   std::vector<std::unique_ptr<gpuemu::EmuProgram>> programs_;
   std::vector<std::unique_ptr<gpuemu::EmuBuffer>> buffers_;
   std::vector<gpuemu::EmuBuffer*> checked_;
@@ -110,12 +126,16 @@ class EmulatedGpu : public GpuDevice {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GpuDevice>> OpenEmulatedGpu(const std::string& arch) {
+absl::StatusOr<std::unique_ptr<GpuDevice>> OpenEmulatedGpu(const std::string& arch,
+                                                            bool check_with_nvrtc) {
   absl::StatusOr<cuda::SmResources> sm = cuda::SmResourcesFor(arch);
   if (!sm.ok()) return sm.status();
   absl::StatusOr<std::string> cxx = gpuemu::FindHostCompiler();
   if (!cxx.ok()) return cxx.status();
-  return std::unique_ptr<GpuDevice>(new EmulatedGpu(arch, sm->limits));
+  if (check_with_nvrtc && !cuda::HaveNvrtc()) {
+    return absl::FailedPreconditionError("this build has no NVRTC to check the kernels with");
+  }
+  return std::unique_ptr<GpuDevice>(new EmulatedGpu(arch, *sm, check_with_nvrtc));
 }
 
 }  // namespace lathe::gpumodel

@@ -107,6 +107,18 @@ TEST(GpuModelTest, SmallCnnOnTheEmulatorMatchesTheCpu) {
   for (const std::string& o : r->origins) EXPECT_EQ(o, "default");
 }
 
+// The emulator with NVRTC's check first: every kernel compiles for sm_90 and fits its limits.
+TEST(GpuModelTest, KernelsCheckedByNvrtcRunOnTheEmulator) {
+  if (!CanEmulate()) GTEST_SKIP() << "no host C++ compiler to emulate with";
+  absl::StatusOr<std::unique_ptr<GpuDevice>> emu = OpenEmulatedGpu("sm_90", true);
+  if (absl::IsFailedPrecondition(emu.status())) GTEST_SKIP() << emu.status().message();
+  ASSERT_TRUE(emu.ok()) << emu.status();
+  const model::Program p = SmallCnn();
+  absl::StatusOr<Ran> r = RunOn(p, *std::move(emu), *DefaultGpu());
+  ASSERT_TRUE(r.ok()) << r.status();
+  model::ExpectClose(r->out, model::RunProgram(p));
+}
+
 TEST(GpuModelTest, ScheduleWithoutCudaFallsBackToTheGpuDefault) {
   if (!CanEmulate()) GTEST_SKIP() << "no host C++ compiler to emulate with";
   const model::Program p = SmallCnn();
