@@ -39,14 +39,27 @@ absl::Status EmuProgram::Run(const std::vector<EmuBuffer*>& args) {
     return absl::InvalidArgumentError(absl::StrCat(
         "program '", plan_.name, "' takes ", plan_.args.size(), " arguments, got ", args.size()));
   }
-  std::map<std::string, EmuBuffer*> by_name;
+  std::vector<float*> ptrs;
   for (size_t i = 0; i < args.size(); ++i) {
     args[i]->set_name(plan_.args[i]);
-    by_name[plan_.args[i]] = args[i];
+    ptrs.push_back(args[i]->data());
   }
+  return RunAt(ptrs, args);
+}
+
+absl::Status EmuProgram::RunAt(const std::vector<float*>& args,
+                               const std::vector<EmuBuffer*>& check) {
+  if (args.size() != plan_.args.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "program '", plan_.name, "' takes ", plan_.args.size(), " arguments, got ", args.size()));
+  }
+  std::map<std::string, float*> by_name;
+  for (size_t i = 0; i < args.size(); ++i) by_name[plan_.args[i]] = args[i];
+  std::vector<EmuBuffer*> checked = check;
   for (size_t i = 0; i < temps_.size(); ++i) {
     temps_[i]->Fill32(0xffffffffu);
-    by_name[plan_.temporaries[i].name] = temps_[i].get();
+    by_name[plan_.temporaries[i].name] = temps_[i]->data();
+    checked.push_back(temps_[i].get());
   }
   for (const codegen::cuda::KernelLaunch& k : plan_.kernels) {
     std::vector<float*> ptrs;
@@ -56,10 +69,10 @@ absl::Status EmuProgram::Run(const std::vector<EmuBuffer*>& args) {
         return absl::InternalError(
             absl::StrCat("kernel '", k.name, "' reads unknown buffer '", a, "'"));
       }
-      ptrs.push_back(it->second->data());
+      ptrs.push_back(it->second);
     }
     if (auto st = module_->Launch(k.name, k.grid, k.block, ptrs); !st.ok()) return st;
-    for (const auto& [name, b] : by_name) {
+    for (EmuBuffer* b : checked) {
       if (auto st = b->CheckCanaries(); !st.ok()) {
         return absl::AbortedError(absl::StrCat("kernel '", k.name, "': ", st.message()));
       }

@@ -34,6 +34,12 @@ class EmuProgram {
   // write found next to any buffer (Aborted), or InvalidArgument for a wrong argument count.
   absl::Status Run(const std::vector<EmuBuffer*>& args);
 
+  // The same with the arguments as addresses inside emulated buffers (for instance values
+  // at offsets of one arena, as a compiled model places them): after each kernel the
+  // canaries of `check` (the buffers holding the arguments) and of the temporaries are
+  // checked. The caller names the buffers.
+  absl::Status RunAt(const std::vector<float*>& args, const std::vector<EmuBuffer*>& check);
+
   const codegen::cuda::LaunchPlan& plan() const { return plan_; }
   double compile_ms() const { return module_->compile_ms(); }
 

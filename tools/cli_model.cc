@@ -25,10 +25,15 @@
 #include "model/onnx_import.h"
 #include "model/plan.h"
 #include "model/tasks.h"
+#include "ir/target.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
 #include "tools/cli_db.h"
 #include "tools/model_schedules.h"
+
+#ifdef LATHE_HAVE_CUDA_BACKEND
+#include "tools/cli_gpu_model.h"
+#endif
 
 namespace lathe::tools {
 namespace {
@@ -40,6 +45,19 @@ model::CompileOptions CompileOptionsOf(const LayoutChoice& c) {
   co.weight_panel = c.weight_panel;
   co.winograd = c.winograd;
   return co;
+}
+
+// The model compiler's options for `target` and `layout`: the layout's on the CPU; plain NCHW
+// on a GPU target (model::CompileOptions' defaults, as gpumodel/gpu_model.h compiles: the
+// blocked layout, Winograd and packed matmul panels are the CPU's vector layouts).
+absl::StatusOr<model::CompileOptions> ModelCompileOptions(const std::string& target,
+                                                          const std::string& layout) {
+  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
+  if (!t.ok()) return t.status();
+  if (t->is_gpu()) return model::CompileOptions();
+  absl::StatusOr<LayoutChoice> lc = ParseLayoutOption(layout);
+  if (!lc.ok()) return lc.status();
+  return CompileOptionsOf(*lc);
 }
 
 // Imports and compiles the model; on failure prints the message and sets *code (2 for
@@ -61,12 +79,12 @@ std::optional<model::Program> LoadProgram(const std::string& cmd, const ModelCli
                  absl::IsInvalidArgument(g.status()) ? kExitUsage : kExitFailure);
     return std::nullopt;
   }
-  absl::StatusOr<LayoutChoice> layout = ParseLayoutOption(o.layout);
-  if (!layout.ok()) {
-    *code = Fail(cmd, std::string(layout.status().message()), kExitUsage);
+  absl::StatusOr<model::CompileOptions> options = ModelCompileOptions(o.target, o.layout);
+  if (!options.ok()) {
+    *code = Fail(cmd, std::string(options.status().message()), kExitUsage);
     return std::nullopt;
   }
-  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), CompileOptionsOf(*layout));
+  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), *options);
   if (!p.ok()) {
     *code = Fail(cmd, o.model + ": " + std::string(p.status().message()),
                  absl::IsInvalidArgument(p.status()) ? kExitUsage : kExitFailure);
@@ -202,32 +220,15 @@ std::string OriginSummary(const std::vector<std::string>& origins, int* from_rec
                      static_cast<int>(origins.size()) - rec);
 }
 
-}  // namespace
-
-int RunModelRun(const ModelCliOptions& o) {
-  const std::string cmd = "lathe run";
-  int code = 0;
-  std::optional<model::Program> p = LoadProgram(cmd, o, &code);
-  if (!p) return code;
-  if (o.repeat < 1) return Fail(cmd, "--repeat must be at least 1", kExitUsage);
-  absl::StatusOr<model::Plan> plan = model::MakePlan(*p);
-  if (!plan.ok()) return Fail(cmd, std::string(plan.status().message()));
-  std::vector<std::vector<float>> inputs;
-  if (!MakeInputs(cmd, o, *plan, &inputs, &code)) return code;
-  std::unique_ptr<db::Database> db;
-  if (!o.default_schedules) {
-    if (absl::Status s = OpenModelDatabase(o.db_path, &db); !s.ok()) {
-      return Fail(cmd, std::string(s.message()));
-    }
-  }
-  std::unique_ptr<model::ScheduleSource> schedules = ModelSchedules(db.get());
-  const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<std::unique_ptr<model::CompiledModel>> m =
-      model::CompiledModel::Create(*std::move(plan), *schedules);
-  if (!m.ok()) return Fail(cmd, std::string(m.status().message()));
-  const double compile_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const model::Plan& pl = (*m)->plan();
+// Runs a compiled model as `lathe run` does (one warm-up, --repeat timed runs, --profile,
+// --dump) and prints the report. M is model::CompiledModel or, with the CUDA backend,
+// gpumodel::GpuModel: plan(), origins(), Run and RunProfiled. `device`: the GPU's
+// description (empty on the CPU).
+template <typename M>
+int RunAndReport(const std::string& cmd, const ModelCliOptions& o, const M& m,
+                 std::vector<std::vector<float>>& inputs, double compile_s,
+                 const std::string& device) {
+  const model::Plan& pl = m.plan();
   std::vector<std::vector<float>> outputs;
   for (const model::IoInfo& out : pl.outputs) {
     int64_t n = 1;
@@ -238,13 +239,13 @@ int RunModelRun(const ModelCliOptions& o) {
   std::vector<float*> out_ptrs;
   for (auto& v : inputs) in_ptrs.push_back(v.data());
   for (auto& v : outputs) out_ptrs.push_back(v.data());
-  if (absl::Status s = (*m)->Run(in_ptrs.data(), out_ptrs.data()); !s.ok()) {
+  if (absl::Status s = m.Run(in_ptrs.data(), out_ptrs.data()); !s.ok()) {
     return Fail(cmd, std::string(s.message()));
   }
   std::vector<double> times;
   for (int r = 0; r < o.repeat; ++r) {
     const auto a = std::chrono::steady_clock::now();
-    if (absl::Status s = (*m)->Run(in_ptrs.data(), out_ptrs.data()); !s.ok()) {
+    if (absl::Status s = m.Run(in_ptrs.data(), out_ptrs.data()); !s.ok()) {
       return Fail(cmd, std::string(s.message()));
     }
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
@@ -259,7 +260,7 @@ int RunModelRun(const ModelCliOptions& o) {
     std::vector<std::vector<double>> runs;
     for (int r = 0; r < o.repeat; ++r) {
       std::vector<double> one;
-      if (absl::Status s = (*m)->RunProfiled(in_ptrs.data(), out_ptrs.data(), &one); !s.ok()) {
+      if (absl::Status s = m.RunProfiled(in_ptrs.data(), out_ptrs.data(), &one); !s.ok()) {
         return Fail(cmd, std::string(s.message()));
       }
       runs.push_back(std::move(one));
@@ -285,7 +286,7 @@ int RunModelRun(const ModelCliOptions& o) {
     }
   }
   int from_records = 0;
-  const std::string origins = OriginSummary((*m)->origins(), &from_records);
+  const std::string origins = OriginSummary(m.origins(), &from_records);
   // Steps by time, for --profile.
   std::vector<size_t> order;
   double step_total = 0;
@@ -298,6 +299,8 @@ int RunModelRun(const ModelCliOptions& o) {
     nlohmann::json j;
     j["model"] = o.model;
     j["latency_ms"] = median_ms;
+    j["target"] = o.target;
+    if (!device.empty()) j["device"] = device;
     j["repeat"] = o.repeat;
     j["compile_s"] = compile_s;
     j["kernels"] = pl.kernels.size();
@@ -317,7 +320,7 @@ int RunModelRun(const ModelCliOptions& o) {
         const model::PlanStep& st = pl.steps[i];
         j["profile"].push_back({{"step", i},
                                 {"workload", pl.kernels[st.kernel]},
-                                {"origin", (*m)->origins()[st.kernel]},
+                                {"origin", m.origins()[st.kernel]},
                                 {"nodes", st.nodes},
                                 {"ms", 1e3 * step_s[i] / o.repeat},
                                 {"share", step_total > 0 ? step_s[i] / step_total : 0}});
@@ -329,6 +332,7 @@ int RunModelRun(const ModelCliOptions& o) {
   fmt::print(
       "{}: {:.3f} ms (median of {} runs); {} kernels in {} steps ({}), compiled in {:.1f} s\n",
       o.model, median_ms, o.repeat, pl.kernels.size(), pl.steps.size(), origins, compile_s);
+  if (!device.empty()) fmt::print("  on {}\n", device);
   for (size_t i = 0; i < pl.outputs.size(); ++i) {
     fmt::print("  output {} '{}' {}{}\n", i, pl.outputs[i].name, Shape(pl.outputs[i].shape),
                files.empty() ? "" : " -> " + files[i]);
@@ -343,10 +347,58 @@ int RunModelRun(const ModelCliOptions& o) {
       const model::PlanStep& st = pl.steps[order[r]];
       fmt::print("  {:6.3f} ms {:5.1f}%  {}  [{}]  {}\n", 1e3 * step_s[order[r]] / o.repeat,
                  100 * step_s[order[r]] / step_total, pl.kernels[st.kernel],
-                 (*m)->origins()[st.kernel], st.nodes.empty() ? "" : st.nodes.front());
+                 m.origins()[st.kernel], st.nodes.empty() ? "" : st.nodes.front());
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int RunModelRun(const ModelCliOptions& o) {
+  const std::string cmd = "lathe run";
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(o.target);
+  if (!target.ok()) return Fail(cmd, std::string(target.status().message()), kExitUsage);
+#ifndef LATHE_HAVE_CUDA_BACKEND
+  if (target->is_gpu()) {
+    return Fail(cmd, "--target " + o.target +
+                         ": this build has no CUDA backend (configure with -DLATHE_BUILD_CUDA=ON)");
+  }
+#endif
+  int code = 0;
+  std::optional<model::Program> p = LoadProgram(cmd, o, &code);
+  if (!p) return code;
+  if (o.repeat < 1) return Fail(cmd, "--repeat must be at least 1", kExitUsage);
+  absl::StatusOr<model::Plan> plan = model::MakePlan(*p);
+  if (!plan.ok()) return Fail(cmd, std::string(plan.status().message()));
+  std::vector<std::vector<float>> inputs;
+  if (!MakeInputs(cmd, o, *plan, &inputs, &code)) return code;
+  std::unique_ptr<db::Database> db;
+  if (!o.default_schedules) {
+    if (absl::Status s = OpenModelDatabase(o.db_path, &db); !s.ok()) {
+      return Fail(cmd, std::string(s.message()));
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  if (target->is_gpu()) {
+    absl::StatusOr<std::unique_ptr<gpumodel::GpuModel>> m =
+        CreateGpuModel(*std::move(plan), *target, db.get(), o.default_schedules);
+    if (!m.ok()) {
+      return Fail(cmd, std::string(m.status().message()),
+                  absl::IsInvalidArgument(m.status()) ? kExitUsage : kExitFailure);
+    }
+    return RunAndReport(cmd, o, **m, inputs, seconds(), (*m)->device().description());
+  }
+#endif
+  std::unique_ptr<model::ScheduleSource> schedules = ModelSchedules(db.get());
+  absl::StatusOr<std::unique_ptr<model::CompiledModel>> m =
+      model::CompiledModel::Create(*std::move(plan), *schedules);
+  if (!m.ok()) return Fail(cmd, std::string(m.status().message()));
+  return RunAndReport(cmd, o, **m, inputs, seconds(), "");
 }
 
 int RunModelBuild(const ModelCliOptions& o) {
@@ -390,6 +442,9 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
                              "NAME=SHAPE of an input with dynamic dimensions (repeatable)");
   c->model_tasks->add_flag("--json", c->tasks.json, "print one JSON object");
   c->model_tasks->add_option("--layout", c->tasks.layout, kLayoutHelp);
+  c->model_tasks->add_option("--target", c->tasks.target,
+                             "cpu (default), or a GPU target (cuda, cuda:N, cuda:sm_XX, "
+                             "cuda-emu:sm_XX): the tasks its kernels run (plain NCHW)");
 
   c->run_cmd = app.add_subcommand("run", "compile a model in-process and run it");
   c->run_cmd->add_option("--model", c->run.model, "ONNX model file")->required();
@@ -407,6 +462,9 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
                        "use every kernel's default schedule (ignore the database)");
   c->run_cmd->add_flag("--profile", c->run.profile,
                        "also time every step alone and show where the time goes");
+  c->run_cmd->add_option("--target", c->run.target,
+                         "cpu (default), cuda (GPU 0), cuda:N, or cuda-emu:sm_XX (the GPU "
+                         "emulator); GPU targets run plain NCHW (--layout is the CPU's)");
 }
 
 int DispatchModelCommands(const ModelCommands& c) {
@@ -417,10 +475,10 @@ int DispatchModelCommands(const ModelCommands& c) {
 
 bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,
                     const std::string& layout, std::vector<std::string>* workloads,
-                    std::vector<double>* weights, std::string* error) {
-  absl::StatusOr<LayoutChoice> lc = ParseLayoutOption(layout);
-  if (!lc.ok()) {
-    *error = std::string(lc.status().message());
+                    std::vector<double>* weights, std::string* error, const std::string& target) {
+  absl::StatusOr<model::CompileOptions> options = ModelCompileOptions(target, layout);
+  if (!options.ok()) {
+    *error = std::string(options.status().message());
     return false;
   }
   absl::StatusOr<std::vector<model::InputShape>> shapes = model::ParseInputShapes(inputs);
@@ -433,7 +491,7 @@ bool ModelTaskLines(const std::string& model, const std::vector<std::string>& in
     *error = std::string(g.status().message());
     return false;
   }
-  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), CompileOptionsOf(*lc));
+  absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), *options);
   if (!p.ok()) {
     *error = model + ": " + std::string(p.status().message());
     return false;
@@ -451,7 +509,7 @@ ModelTasksFile::~ModelTasksFile() {
 
 int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
                      const std::string& layout, std::vector<std::string>* workloads,
-                     std::string* tasks_file, ModelTasksFile* file) {
+                     std::string* tasks_file, ModelTasksFile* file, const std::string& target) {
   const std::string cmd = "lathe tune";
   if (!workloads->empty() || !tasks_file->empty()) {
     return Fail(cmd, "--model excludes --workload and --tasks", kExitUsage);
@@ -459,7 +517,7 @@ int PrepareModelTune(const std::string& model, const std::vector<std::string>& i
   std::vector<std::string> specs;
   std::vector<double> weights;
   std::string error;
-  if (!ModelTaskLines(model, inputs, layout, &specs, &weights, &error)) {
+  if (!ModelTaskLines(model, inputs, layout, &specs, &weights, &error, target)) {
     return Fail(cmd, error, kExitUsage);
   }
   char tmpl[] = "/tmp/lathe-model-tasks-XXXXXX";

@@ -25,6 +25,9 @@ struct ModelCliOptions {
   // lanes), "nchw" (plain), or "nchw{b}c" (blocked with at most b channels per block).
   std::string layout = "blocked";
   bool json = false;
+  // cpu (default), or a GPU: cuda, cuda:N, cuda-emu:sm_XX (the GPU emulator); model tasks
+  // takes cuda:sm_XX too. GPU targets compile the model in plain NCHW (`layout` is the CPU's).
+  std::string target = "cpu";
   // run
   std::vector<std::string> feeds;  // NAME=FILE
   std::string dump_dir;
@@ -67,16 +70,19 @@ class ModelTasksFile {
 // `lathe tune --model F [--input ...]`: writes the model's tasks as a `--tasks` file (JSON
 // lines with weights) for the multi-task tune to read, and points *tasks_file at it. --model
 // excludes --workload and --tasks. Returns 0, or the exit status after printing the error
-// (2 for usage and model errors: nothing is tuned or written).
+// (2 for usage and model errors: nothing is tuned or written). A GPU `target`: the tasks of
+// the model compiled for GPUs (plain NCHW).
 int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
                      const std::string& layout, std::vector<std::string>* workloads,
-                     std::string* tasks_file, ModelTasksFile* file);
+                     std::string* tasks_file, ModelTasksFile* file,
+                     const std::string& target = "cpu");
 
 // The tasks of a model as JSON lines {"workload": SPEC, "weight": W} (the `--tasks FILE`
 // form), for `lathe tune --model`; fills *error and returns false on a model error.
 bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,
                     const std::string& layout, std::vector<std::string>* workloads,
-                    std::vector<double>* weights, std::string* error);
+                    std::vector<double>* weights, std::string* error,
+                    const std::string& target = "cpu");
 
 // The compile options of a --layout value (see ModelCliOptions::layout); InvalidArgument for
 // an unknown one.

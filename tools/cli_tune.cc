@@ -236,9 +236,10 @@ int RunTune(const TuneCliOptions& o) {
   absl::StatusOr<std::vector<tuner::TuneTask>> tasks = CollectTasks(o.workloads, o.tasks_file);
   if (!tasks.ok()) return Fail(kExitUsage, std::string(tasks.status().message()));
   if (tasks->empty()) return Fail(kExitUsage, "give --workload SPEC (repeatable) or --tasks FILE");
-  if (o.target != "cpu" && !tuner::IsCudaTarget(o.target)) {
-    return Fail(kExitUsage,
-                "unknown --target '" + o.target + "' (expected cpu, cuda, cuda:N or cuda:sm_XX)");
+  if (o.target != "cpu" && !tuner::IsCudaTarget(o.target) &&
+      !tuner::IsEmulatedGpuTarget(o.target)) {
+    return Fail(kExitUsage, "unknown --target '" + o.target +
+                                "' (expected cpu, cuda, cuda:N, cuda:sm_XX or cuda-emu:sm_XX)");
   }
   if (o.trials < 1) return Fail(kExitUsage, fmt::format("--trials {} (need >= 1)", o.trials));
   if (o.batch < 1) return Fail(kExitUsage, fmt::format("--batch {} (need >= 1)", o.batch));

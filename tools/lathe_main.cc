@@ -187,7 +187,8 @@ int Main(int argc, char** argv) {
     lathe::tools::ModelTasksFile model_tasks;  // removed when main returns
     if (!tune_model.empty()) {
       if (int rc = lathe::tools::PrepareModelTune(tune_model, tune_model_inputs, tune_model_layout,
-                                                  &tune.workloads, &tune.tasks_file, &model_tasks);
+                                                  &tune.workloads, &tune.tasks_file, &model_tasks,
+                                                  tune.target);
           rc != 0) {
         return rc;
       }

@@ -3,20 +3,22 @@
 #include "codegen/host.h"
 #include "tools/cli_db.h"
 #include "tuner/space.h"
+#include "tuner/space_factory.h"
 
 namespace lathe::tools {
 
+absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const std::string& target) {
+  absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> space = tuner::CreateSearchSpace(w, target);
+  if (!space.ok()) return space.status();
+  std::vector<tuner::Candidate> picks = (*space)->Heuristic(1);
+  if (picks.empty()) return absl::NotFoundError("the search space has no rule-picked candidate");
+  if (picks[0].schedule) return *picks[0].schedule;
+  return (*space)->Apply(picks[0]);
+}
+
 absl::StatusOr<ir::Schedule> DefaultModelSchedule(const ir::Workload& w) {
-  absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> space =
-      tuner::SearchSpace::Create(w, tuner::HostCpuTarget());
-  if (space.ok()) {
-    std::vector<tuner::Candidate> picks = (*space)->Heuristic(1);
-    if (!picks.empty()) {
-      if (picks[0].schedule) return *picks[0].schedule;
-      absl::StatusOr<ir::Schedule> s = (*space)->Apply(picks[0]);
-      if (s.ok()) return s;
-    }
-  }
+  absl::StatusOr<ir::Schedule> s = RuleSchedule(w, "cpu");
+  if (s.ok()) return s;
   return ir::Schedule(w);
 }
 

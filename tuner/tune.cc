@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "db/database.h"
 #include "db/record.h"
+#include "ir/target.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "tuner/driver.h"
@@ -78,11 +79,15 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     workloads.push_back(std::move(*w));
   }
   const bool gpu = IsCudaTarget(options.target);
-  if (!gpu && options.target != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown target '", options.target, "' (expected cpu or cuda[:N|:sm_XX])"));
+  // cuda-emu:sm_XX: GPU candidates checked and timed on the GPU emulator, under its own class.
+  absl::StatusOr<ir::Target> parsed = ir::ParseTarget(options.target);
+  const bool emulated = parsed.ok() && parsed->emulated();
+  if (!gpu && !emulated && options.target != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown target '", options.target, "' (expected cpu, cuda[:N|:sm_XX] or cuda-emu:sm_XX)"));
   }
   std::string device_class = options.device_class;
+  if (device_class.empty() && emulated) device_class = parsed->ToString();
   if (device_class.empty()) {
     absl::StatusOr<std::string> dc = DeviceClassForTarget(options.target);
     if (!dc.ok()) return dc.status();
@@ -117,6 +122,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   mopts.child_path = options.measure_child;
   mopts.timeout_s = options.timeout_s;
   mopts.gpu_ordinal = gpu_ordinal;
+  if (emulated) mopts.emulated_arch = parsed->arch;
   absl::StatusOr<std::unique_ptr<worker::Measurer>> measurer = worker::Measurer::Create(mopts);
   if (!measurer.ok()) return measurer.status();
   LocalRunner runner(workloads, device_class, WorkerName(), &database, measurer->get(),

@@ -80,9 +80,11 @@ struct TuneOptions {
   int batch = 64;       // candidates per round
   std::string db_path;  // created (with its directory) when missing; required
   // "cpu" (this machine's CPU), or a GPU of this machine: "cuda", "cuda:N", "cuda:sm_XX"
-  // (measured on the GPU that tuner::GpuOrdinalForTarget picks).
+  // (measured on the GPU that tuner::GpuOrdinalForTarget picks), or "cuda-emu:sm_XX" (the GPU
+  // space's candidates checked and timed on the GPU emulator: no GPU needed).
   std::string target = "cpu";
-  // Empty: codegen::HostDeviceClass() for cpu, tuner::DeviceClassForTarget for a GPU.
+  // Empty: codegen::HostDeviceClass() for cpu, tuner::DeviceClassForTarget for a GPU, the
+  // target itself ("cuda-emu:sm_90") for the emulator.
   std::string device_class;
   uint64_t seed = 0;  // 0: seeded from the clock
   SearchOptions search;
