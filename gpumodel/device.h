@@ -108,7 +108,7 @@ absl::Status BuildPrograms(
 // kernels compile in minutes instead of seconds). FailedPrecondition when this machine cannot
 // emulate (no host compiler) or check (no NVRTC); InvalidArgument for an unknown architecture.
 absl::StatusOr<std::unique_ptr<GpuDevice>> OpenEmulatedGpu(const std::string& arch,
-                                                            bool check_with_nvrtc = false);
+                                                           bool check_with_nvrtc = false);
 
 // GPU `ordinal` through the CUDA driver. FailedPrecondition without a driver or without that
 // GPU (naming how many there are), or in a build without NVRTC.

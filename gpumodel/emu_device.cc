@@ -1,8 +1,8 @@
 // The emulated GPU: kernels compiled by the host C++ compiler (and, when asked, first by
 // NVRTC for the architecture, their ptxas figures checked against its limits, as a GPU would
-// get them), in a few modules (one per job, compiled concurrently: GroupKernels); device memory as guarded
-// emulated buffers; launches run on the calling thread. After every launch the guard bytes of
-// every buffer are checked, so a kernel that writes past a buffer of the model is named at the
+// get them), in a few modules (one per job, compiled concurrently: GroupKernels); device memory as
+// guarded emulated buffers; launches run on the calling thread. After every launch the guard bytes
+// of every buffer are checked, so a kernel that writes past a buffer of the model is named at the
 // step that did it.
 #include <algorithm>
 #include <chrono>
@@ -100,8 +100,7 @@ class EmulatedGpu : public GpuDevice {
   absl::StatusOr<double> LaunchTimed(int program, const std::vector<uint64_t>& args) override {
     const auto t0 = std::chrono::steady_clock::now();
     if (absl::Status s = Launch(program, args); !s.ok()) return s;
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-        .count();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
   absl::Status Synchronize() override { return absl::OkStatus(); }
@@ -127,7 +126,7 @@ class EmulatedGpu : public GpuDevice {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GpuDevice>> OpenEmulatedGpu(const std::string& arch,
-                                                            bool check_with_nvrtc) {
+                                                           bool check_with_nvrtc) {
   absl::StatusOr<cuda::SmResources> sm = cuda::SmResourcesFor(arch);
   if (!sm.ok()) return sm.status();
   absl::StatusOr<std::string> cxx = gpuemu::FindHostCompiler();

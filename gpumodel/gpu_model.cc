@@ -59,9 +59,9 @@ absl::StatusOr<std::vector<GpuKernel>> GenerateKernels(const model::Plan& plan,
         absl::StatusOr<ir::Schedule> d = cuda::DefaultGpuSchedule(*w);
         absl::StatusOr<cuda::CudaSource> dsrc = d.ok() ? Generate(*d, name, limits) : d.status();
         if (!dsrc.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "op '", w->spec.op, "' has no GPU kernel here: ", spec, " (ONNX nodes ",
-              absl::StrJoin(NodesOf(plan, i), ", "), "): ", dsrc.status().message()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("op '", w->spec.op, "' has no GPU kernel here: ", spec, " (ONNX nodes ",
+                           absl::StrJoin(NodesOf(plan, i), ", "), "): ", dsrc.status().message()));
         }
         origin = absl::StrCat("gpu default (", origin, ": ", src.status().message(), ")");
         src = std::move(dsrc);
@@ -159,9 +159,9 @@ absl::Status GpuModel::RunSteps(const float* const* inputs, float* const* output
       s = device_->Launch(k, step_args_[i]);
     }
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("step ", i, " (", plan_.kernels[k], ", ONNX nodes ",
-                                                 absl::StrJoin(plan_.steps[i].nodes, ", "),
-                                                 "): ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat("step ", i, " (", plan_.kernels[k], ", ONNX nodes ",
+                                 absl::StrJoin(plan_.steps[i].nodes, ", "), "): ", s.message()));
     }
   }
   for (size_t i = 0; i < outputs_.size(); ++i) {

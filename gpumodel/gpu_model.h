@@ -75,7 +75,7 @@ class GpuModel {
   std::vector<std::string> origins_;
   std::unique_ptr<GpuDevice> device_;
   int arena_ = 0, weights_ = 0;
-  std::vector<int> inputs_, outputs_;             // device buffers
+  std::vector<int> inputs_, outputs_;  // device buffers
   std::vector<int64_t> input_bytes_, output_bytes_;
   std::vector<std::vector<uint64_t>> step_args_;  // device addresses of each step's arguments
   int64_t device_bytes_ = 0;

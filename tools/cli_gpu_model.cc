@@ -7,16 +7,15 @@
 
 namespace lathe::tools {
 
-std::unique_ptr<model::ScheduleSource> GpuModelSchedules(db::Database* db,
-                                                         const ir::Target& target,
+std::unique_ptr<model::ScheduleSource> GpuModelSchedules(db::Database* db, const ir::Target& target,
                                                          const std::string& device_class) {
   const std::string built = target.Built().ToString();
-  return model::DatabaseSchedules(
-      db, device_class, [built](const ir::Workload& w) -> absl::StatusOr<ir::Schedule> {
-        absl::StatusOr<ir::Schedule> rule = RuleSchedule(w, built);
-        if (rule.ok()) return rule;
-        return codegen::cuda::DefaultGpuSchedule(w);
-      });
+  return model::DatabaseSchedules(db, device_class,
+                                  [built](const ir::Workload& w) -> absl::StatusOr<ir::Schedule> {
+                                    absl::StatusOr<ir::Schedule> rule = RuleSchedule(w, built);
+                                    if (rule.ok()) return rule;
+                                    return codegen::cuda::DefaultGpuSchedule(w);
+                                  });
 }
 
 absl::StatusOr<std::unique_ptr<gpumodel::GpuModel>> CreateGpuModel(model::Plan plan,

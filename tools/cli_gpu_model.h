@@ -20,8 +20,7 @@ namespace lathe::tools {
 // The schedules of a model's kernels for `target` (a GPU or the emulator): the best record
 // of `device_class` in `db` (may be null), else the rule-picked candidate of the GPU search
 // space of the architecture `target` builds for, else the default GPU schedule.
-std::unique_ptr<model::ScheduleSource> GpuModelSchedules(db::Database* db,
-                                                         const ir::Target& target,
+std::unique_ptr<model::ScheduleSource> GpuModelSchedules(db::Database* db, const ir::Target& target,
                                                          const std::string& device_class);
 
 // Opens `target`'s device and compiles `plan` for it; `default_schedules`: every kernel's

@@ -19,13 +19,13 @@
 #include "codegen/host.h"
 #include "db/database.h"
 #include "fmt/format.h"
+#include "ir/target.h"
 #include "model/compile.h"
 #include "model/executor.h"
 #include "model/library.h"
 #include "model/onnx_import.h"
 #include "model/plan.h"
 #include "model/tasks.h"
-#include "ir/target.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
 #include "tools/cli_db.h"
@@ -340,14 +340,15 @@ int RunAndReport(const std::string& cmd, const ModelCliOptions& o, const M& m,
   if (o.profile) {
     // Each step is timed inside whole runs, so the steps add up to the run: a gap between the
     // two is time spent between the steps (or a noisy host).
-    fmt::print("where the time goes (each step timed within the run, median of {} runs; the steps "
-               "add up to {:.3f} ms of the {:.3f} ms run):\n",
-               o.repeat, 1e3 * step_total / o.repeat, median_ms);
+    fmt::print(
+        "where the time goes (each step timed within the run, median of {} runs; the steps "
+        "add up to {:.3f} ms of the {:.3f} ms run):\n",
+        o.repeat, 1e3 * step_total / o.repeat, median_ms);
     for (size_t r = 0; r < order.size() && r < 15; ++r) {
       const model::PlanStep& st = pl.steps[order[r]];
       fmt::print("  {:6.3f} ms {:5.1f}%  {}  [{}]  {}\n", 1e3 * step_s[order[r]] / o.repeat,
-                 100 * step_s[order[r]] / step_total, pl.kernels[st.kernel],
-                 m.origins()[st.kernel], st.nodes.empty() ? "" : st.nodes.front());
+                 100 * step_s[order[r]] / step_total, pl.kernels[st.kernel], m.origins()[st.kernel],
+                 st.nodes.empty() ? "" : st.nodes.front());
     }
   }
   return 0;

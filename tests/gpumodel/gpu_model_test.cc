@@ -21,10 +21,10 @@
 namespace lathe::gpumodel {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using model::GraphBuilder;
 using model::Ints;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 // Conv + BatchNorm + hard-swish, a depthwise conv with a residual add, global pooling, a
 // matmul with bias and a softmax: the shapes of PP-OCR cls in small.
@@ -38,8 +38,9 @@ model::Program SmallCnn() {
   std::string t = b.Op("Add", {y, b.Scalar("three", 3)});
   t = b.Op("Clip", {t, b.Scalar("zero", 0), b.Scalar("six", 6)});
   y = b.Op("Div", {b.Op("Mul", {y, t}), b.Scalar("six2", 6)});
-  std::string d = b.Op("Conv", {y, b.Const("dw", {8, 1, 3, 3}), b.Const("db", {8})},
-                       {{"pads", Ints({1, 1, 1, 1})}, {"group", model::Attr{model::Attr::kInt, 8}}});
+  std::string d =
+      b.Op("Conv", {y, b.Const("dw", {8, 1, 3, 3}), b.Const("db", {8})},
+           {{"pads", Ints({1, 1, 1, 1})}, {"group", model::Attr{model::Attr::kInt, 8}}});
   y = b.Op("Add", {d, y});
   y = b.Op("GlobalAveragePool", {y});
   y = b.Op("Flatten", {y});
@@ -163,8 +164,8 @@ TEST(GpuModelTest, RecordsOfTheDeviceClassAreUsed) {
       r.worker = "gpu_model_test";
       ASSERT_TRUE((*d)->Insert(r).ok());
     }
-    std::unique_ptr<model::ScheduleSource> records = model::DatabaseSchedules(
-        d->get(), "cuda-emu:sm_90", codegen::cuda::DefaultGpuSchedule);
+    std::unique_ptr<model::ScheduleSource> records =
+        model::DatabaseSchedules(d->get(), "cuda-emu:sm_90", codegen::cuda::DefaultGpuSchedule);
     absl::StatusOr<std::unique_ptr<GpuDevice>> emu = OpenEmulatedGpu("sm_90");
     ASSERT_TRUE(emu.ok()) << emu.status();
     absl::StatusOr<Ran> r = RunOn(p, *std::move(emu), *records);
@@ -172,8 +173,8 @@ TEST(GpuModelTest, RecordsOfTheDeviceClassAreUsed) {
     model::ExpectClose(r->out, model::RunProgram(p));
     for (const std::string& o : r->origins) EXPECT_EQ(o, "record 10.0 us");
 
-    std::unique_ptr<model::ScheduleSource> other = model::DatabaseSchedules(
-        d->get(), "cuda-emu:sm_80", codegen::cuda::DefaultGpuSchedule);
+    std::unique_ptr<model::ScheduleSource> other =
+        model::DatabaseSchedules(d->get(), "cuda-emu:sm_80", codegen::cuda::DefaultGpuSchedule);
     absl::StatusOr<std::vector<GpuKernel>> k =
         GenerateKernels(*plan, *other, codegen::cuda::GpuLimits{});
     ASSERT_TRUE(k.ok()) << k.status();
