@@ -58,7 +58,7 @@ class Lowerer {
   // its 16-36 positions' cases: each read's flat index is simplified once, and the lowered
   // body keeps the sharing for the passes after it).
   Expr LowerRec(const Expr& e, const VarMap* m, absl::Status* err,
-                std::unordered_map<const ir::ExprNode*, Expr>* memo = nullptr) const;
+                ir::ExprMemo* memo = nullptr) const;
   // The stages that read `stage` (Schedule::Consumers), computed once per lowering.
   const std::vector<std::string>& Consumers(const std::string& stage) const;
   absl::StatusOr<Expr> FlatIndex(const std::string& tensor, const std::vector<Expr>& idx) const;
@@ -311,21 +311,18 @@ const std::vector<std::string>& Lowerer::Consumers(const std::string& stage) con
 }
 
 Expr Lowerer::LowerRec(const Expr& e, const VarMap* m, absl::Status* err,
-                       std::unordered_map<const ir::ExprNode*, Expr>* memo) const {
+                       ir::ExprMemo* memo) const {
   if (e->kind == ExprKind::kVar) {
     if (!m) return e;
     auto it = m->find(e.get());
     return it == m->end() ? e : LowerRec(it->second, nullptr, err);
   }
-  const bool shared = memo != nullptr && e.use_count() > 1;
-  if (shared) {
-    if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
-  }
-  Expr out;
-  const size_t n = e->operands.size();
-  if (e->kind == ExprKind::kTensorRead) {
+  return ir::Memoized(e, memo, [&]() -> Expr {
+    if (e->kind != ExprKind::kTensorRead) {
+      return MapOperands(e, [&](const Expr& o) { return LowerRec(o, m, err, memo); });
+    }
     std::vector<Expr> idx;
-    idx.reserve(n);
+    idx.reserve(e->operands.size());
     for (const Expr& o : e->operands) idx.push_back(LowerRec(o, m, err, memo));
     auto flat = FlatIndex(e->name, idx);
     if (!flat.ok()) {
@@ -334,17 +331,13 @@ Expr Lowerer::LowerRec(const Expr& e, const VarMap* m, absl::Status* err,
     }
     auto it = by_name_.find(e->name);
     const Buffer& buf = it != by_name_.end() ? it->second->buffer : arg_buffers_.at(e->name);
-    out = Load(buf, *flat);
-  } else {
-    out = MapOperands(e, [&](const Expr& o) { return LowerRec(o, m, err, memo); });
-  }
-  if (shared) memo->emplace(e.get(), out);
-  return out;
+    return Load(buf, *flat);
+  });
 }
 
 absl::StatusOr<Expr> Lowerer::LowerExpr(const Expr& e, const VarMap& m) const {
   absl::Status err;
-  std::unordered_map<const ir::ExprNode*, Expr> memo;
+  ir::ExprMemo memo;
   Expr out = LowerRec(e, m.empty() ? nullptr : &m, &err, &memo);
   if (!err.ok()) return err;
   return out;

@@ -510,13 +510,10 @@ bool CanProve(const Expr& cond, const RangeMap& ranges) {
 
 namespace {
 
-// One Simplify call: the ranges it assumes, and the results of the nodes it reached through
-// several parents, each simplified once (a Winograd transform's loads, shared by every
-// position's case: the walk costs the DAG, not the tree it unfolds to, and the result keeps
-// the sharing for the passes after it).
+// One Simplify call: the ranges it assumes, and its results for shared nodes (Memoized).
 struct SimplifyCtx {
   const RangeMap& ranges;
-  std::unordered_map<const ExprNode*, Expr> memo;
+  ExprMemo memo;
 };
 
 Expr SimplifyImpl(const Expr& e, SimplifyCtx& ctx);
@@ -578,16 +575,11 @@ Linear ToLinearSimplified(const Expr& e, SimplifyCtx& ctx) {
 }
 
 Expr SimplifyImpl(const Expr& e, SimplifyCtx& ctx) {
-  const bool shared = e.use_count() > 1;
-  if (shared) {
-    if (auto it = ctx.memo.find(e.get()); it != ctx.memo.end()) return it->second;
-  }
-  Expr out = IsLinearKind(e)
-                 ? FromLinearOr(e, ToLinearSimplified(e, ctx))
-                 : SimplifyNode(MapOperands(e, [&](const Expr& o) { return SimplifyImpl(o, ctx); }),
-                                ctx.ranges);
-  if (shared) ctx.memo.emplace(e.get(), out);
-  return out;
+  return Memoized(e, &ctx.memo, [&] {
+    if (IsLinearKind(e)) return FromLinearOr(e, ToLinearSimplified(e, ctx));
+    return SimplifyNode(MapOperands(e, [&](const Expr& o) { return SimplifyImpl(o, ctx); }),
+                        ctx.ranges);
+  });
 }
 
 }  // namespace

@@ -36,27 +36,17 @@ Expr WithOperands(const Expr& e, std::vector<Expr> ops) {
 
 namespace {
 
-// A node reached through several parents (a Winograd transform's loads, read by every
-// position's case) is rewritten once per Rewrite call: the walk costs the size of the DAG,
-// not of the tree it unfolds to (winograd_in m=4: 36 loads shared by 36 cases). Only nodes
-// with more than one owner are remembered, so that a tree pays no lookups.
-using RewriteMemo = std::unordered_map<const ExprNode*, Expr>;
-
-Expr RewriteShared(const Expr& e, const std::function<Expr(const Expr&)>& fn, RewriteMemo& memo) {
+Expr RewriteShared(const Expr& e, const std::function<Expr(const Expr&)>& fn, ExprMemo& memo) {
   if (!e) return e;
-  const bool shared = e.use_count() > 1;
-  if (shared) {
-    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
-  }
-  Expr out = fn(MapOperands(e, [&](const Expr& o) { return RewriteShared(o, fn, memo); }));
-  if (shared) memo.emplace(e.get(), out);
-  return out;
+  return Memoized(e, &memo, [&] {
+    return fn(MapOperands(e, [&](const Expr& o) { return RewriteShared(o, fn, memo); }));
+  });
 }
 
 }  // namespace
 
 Expr Rewrite(const Expr& e, const std::function<Expr(const Expr&)>& fn) {
-  RewriteMemo memo;
+  ExprMemo memo;
   return RewriteShared(e, fn, memo);
 }
 

@@ -44,6 +44,21 @@ Expr MapOperands(const Expr& e, F&& f) {
   return WithOperands(e, std::move(ops));
 }
 
+// Results of a walk over an expression DAG, by node: a node with more than one owner (reached
+// through several parents, like a Winograd transform's loads shared by every position's case)
+// is computed once per walk, so the walk costs the DAG rather than the tree it unfolds to, and
+// its result keeps the sharing. `compute` must depend on the node alone (and the walk's fixed
+// context). A null memo, or a node with one owner, computes without a lookup.
+using ExprMemo = std::unordered_map<const ExprNode*, Expr>;
+template <typename F>
+Expr Memoized(const Expr& e, ExprMemo* memo, F&& compute) {
+  if (memo == nullptr || e.use_count() <= 1) return compute();
+  if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
+  Expr out = compute();
+  memo->emplace(e.get(), out);
+  return out;
+}
+
 // Rebuilds `e` bottom-up: `fn` sees each node after its operands were rewritten and returns
 // the replacement (or the node itself). `fn` must be a function of the node alone: a node
 // shared by several parents is rewritten once and its result reused.

@@ -35,8 +35,9 @@ void ConcatsInPlace(Graph& g, Lowered& l) {
   for (const auto& [v, a] : l.aliases) alias_bases.insert(a.base);
   // A storage root that a kernel writes whole, once, and nothing else owns.
   auto placeable = [&](const std::string& v) {
+    auto w = writers.find(v);
     return !graph_inputs.count(v) && !graph_outputs.count(v) && !g.Const(v) &&
-           !l.aliases.count(v) && writers[v] == 1;
+           !l.aliases.count(v) && w != writers.end() && w->second == 1;
   };
   std::set<std::string> placed;
   std::vector<KernelDesc> kept;

@@ -141,12 +141,18 @@ absl::Status CpuSpace::Init() {
   out_axes_ = std::vector<std::string>(out->root_loops.begin(),
                                        out->root_loops.begin() + out->tensor->axes.size());
   int lanes = target_.vector_lanes;
+  // Winograd transforms: their unrolled bodies hold every position's linear combination, and
+  // LLVM takes 10-60 s on one with scalar channels or inlined padding (winograd_in 64
+  // channels 56x56, m=4: 0.3 s as the rule builds it, 3.8 s with 14x14 tiles, 37 s with the
+  // padding inlined too), each also slower to run: vectors of channels and the padding at
+  // root are fixed, the tiles, loop order and parallel depth are searched.
+  const bool transform = !an_.unrolled_axes.empty();
   for (size_t a = 0; a < out_axes_.size(); ++a) {
     int64_t e = out->tensor->shape[a];
     bool inner = a + 1 == out_axes_.size();
     // A transform's positions are unrolled whole; its channel block is the vector, whole.
     if (std::count(an_.unrolled_axes.begin(), an_.unrolled_axes.end(), a) != 0 ||
-        (inner && !an_.unrolled_axes.empty())) {
+        (inner && transform)) {
       tile_slot_.push_back(AddSlot("tile." + out_axes_[a], {e}));
       continue;
     }
@@ -159,12 +165,6 @@ absl::Status CpuSpace::Init() {
   parallel_slot_ = AddSlot("parallel_depth", par);
   swap_slot_ = AddSlot(
       "swap_outer", out_axes_.size() >= 2 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0});
-  // Winograd transforms: their unrolled bodies hold every position's linear combination, and
-  // LLVM takes 10-60 s on one with scalar channels or inlined padding (winograd_in 64
-  // channels 56x56, m=4: 0.3 s as the rule builds it, 3.8 s with 14x14 tiles, 37 s with the
-  // padding inlined too), each also slower to run: vectors of channels and the padding at
-  // root are fixed, the tiles, loop order and parallel depth are searched.
-  const bool transform = !an_.unrolled_axes.empty();
   vec_slot_ =
       AddSlot("vectorize", transform ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1, 0});
   unroll_slot_ = AddSlot("unroll", {1, 0});
