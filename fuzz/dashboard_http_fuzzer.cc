@@ -3,13 +3,18 @@
 // DashboardServer::ServeBytes: cpp-httplib's parsing, the Host/Origin and token gate, the
 // login form and its throttle, and every route, over a TunerService whose database holds a
 // job and its measured records. The client address is derived from the input, so that the
-// login throttle of one input does not decide the answers to the others.
+// login throttle of one input does not decide the answers to the others. The harness logs in
+// once (and again after an input that may have logged out) and writes the session id it got
+// wherever an input says `$SESSION`, and the dashboard's own origin (its port is known only
+// once it listens) wherever it says `$ORIGIN`, so that the routes behind the cookie check are
+// reached the way a browser reaches them, not only through the token header.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "dashboard/server.h"
 #include "fuzz/scratch.h"
@@ -73,7 +78,36 @@ void Populate(lathe::tuner::TunerService& s) {
 struct Dashboard {
   std::unique_ptr<lathe::tuner::TunerService> service;
   std::unique_ptr<lathe::dashboard::DashboardServer> server;
+  std::string session;  // the value of the session cookie of the harness's own login
+  std::string origin;   // "http://lathe.example:PORT"
 };
+
+// Writes `value` wherever `raw` says `mark`.
+void Substitute(std::string& raw, std::string_view mark, const std::string& value) {
+  for (size_t at = raw.find(mark); at != std::string::npos;
+       at = raw.find(mark, at + value.size())) {
+    raw.replace(at, mark.size(), value);
+  }
+}
+
+// Logs in as a browser would (the login form, from loopback) and keeps the session id that
+// the answer's Set-Cookie carries.
+void LogIn(Dashboard& d) {
+  constexpr std::string_view kBody = "token=fuzz-token";
+  const std::string login =
+      "POST /login HTTP/1.1\r\nHost: lathe.example\r\nOrigin: " + d.origin +
+      "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
+      std::to_string(kBody.size()) + "\r\n\r\n" + std::string(kBody);
+  const std::string answer = d.server->ServeBytes(login, "127.0.0.1");
+  constexpr std::string_view kCookie = "lathe_session=";
+  const size_t at = answer.find(kCookie);
+  if (at == std::string::npos) {
+    Die("login", absl::InternalError("the dashboard set no session cookie: " + answer));
+  }
+  const size_t begin = at + kCookie.size();
+  d.session = answer.substr(begin, answer.find_first_of(";\r\n", begin) - begin);
+  if (d.session.empty()) Die("login", absl::InternalError("an empty session id"));
+}
 
 Dashboard* Start() {
   auto* d = new Dashboard;
@@ -99,6 +133,8 @@ Dashboard* Start() {
       lathe::dashboard::DashboardServer::Start(d->service.get(), so);
   if (!server.ok()) Die("dashboard", server.status());
   d->server = std::move(*server);
+  d->origin = "http://lathe.example:" + std::to_string(d->server->port());
+  LogIn(*d);
   return d;
 }
 
@@ -115,7 +151,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 16777619u;
   const std::string remote = "10." + std::to_string(h >> 24) + "." +
                              std::to_string((h >> 16) & 255) + "." + std::to_string(h & 255);
-  (void)dashboard->server->ServeBytes(std::string_view(reinterpret_cast<const char*>(data), size),
-                                      remote);
+  std::string raw(reinterpret_cast<const char*>(data), size);
+  Substitute(raw, "$SESSION", dashboard->session);
+  Substitute(raw, "$ORIGIN", dashboard->origin);
+  (void)dashboard->server->ServeBytes(raw, remote);
+  // A request of this input may have ended the session: take a fresh one for the next.
+  if (raw.find("logout") != std::string::npos) LogIn(*dashboard);
   return 0;
 }
