@@ -118,10 +118,8 @@ int RunRemoteTune(const TuneCliOptions& o) {
   }
   if (o.trials < 1) return Fail(cmd, fmt::format("--trials {} (need >= 1)", o.trials), kExitUsage);
   if (o.batch < 1) return Fail(cmd, fmt::format("--batch {} (need >= 1)", o.batch), kExitUsage);
-  if (o.max_trials_per_task != 0) {
-    return Fail(cmd,
-                "--max-trials-per-task is not supported with --tuner yet (a daemon job's "
-                "tasks share its trials without a cap)",
+  if (o.max_trials_per_task < 0) {
+    return Fail(cmd, fmt::format("--max-trials-per-task {} (need >= 0)", o.max_trials_per_task),
                 kExitUsage);
   }
   if (!(o.min_repeat_ms >= 0)) {
@@ -151,6 +149,8 @@ int RunRemoteTune(const TuneCliOptions& o) {
   spec.set_batch(o.batch);
   spec.set_seed(o.seed);
   spec.set_min_repeat_ms(o.min_repeat_ms);
+  // One workload: its trials are already its cap.
+  if (multi) spec.set_max_trials_per_task(o.max_trials_per_task);
   if (o.remeasure_top_given) spec.set_remeasure_top(o.remeasure_top);
   absl::StatusOr<std::string> job_id = (*client)->SubmitJob(spec);
   if (!job_id.ok()) return FailStatus(cmd, job_id.status());

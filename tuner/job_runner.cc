@@ -66,8 +66,17 @@ v1::JobState ToProto(db::JobState s) {
 
 }  // namespace
 
+int WorkloadTarget(const v1::JobSpec& spec) {
+  const int cap = spec.tasks_size() > 0 ? spec.max_trials_per_task() : 0;
+  return cap > 0 ? std::min(cap, spec.trials()) : spec.trials();
+}
+
 int JobBudget(const JobEntry& job) {
-  if (job.spec.tasks_size() > 0) return job.spec.trials();
+  if (job.spec.tasks_size() > 0) {
+    // Capped tasks cannot take more than their caps together.
+    const int64_t caps = int64_t{WorkloadTarget(job.spec)} * job.spec.tasks_size();
+    return static_cast<int>(std::min<int64_t>(job.spec.trials(), caps));
+  }
   return job.spec.trials() * static_cast<int>(job.workloads.size());
 }
 
@@ -132,8 +141,10 @@ class JobRunner::Impl {
       v1::WorkloadProgress* p = st.add_workloads();
       p->set_workload(w.canonical);
       p->set_trials_done(w.done);
-      // A tasks job's scheduler decides each task's share: no target of its own.
-      p->set_trials_target(job.spec.tasks_size() > 0 ? 0 : w.target);
+      // A tasks job's scheduler decides each task's share: no target of its own unless the
+      // job caps every task.
+      p->set_trials_target(
+          job.spec.tasks_size() == 0 || job.spec.max_trials_per_task() > 0 ? w.target : 0);
       p->set_weight(w.weight);
       weights.push_back(w.weight);
       latencies.push_back(w.best_latency_us);
@@ -452,8 +463,9 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       std::lock_guard<std::mutex> lock(mu);
       const WorkloadRun& run = job->workloads[i];
       t.weight = run.weight;
-      // A workloads job gives each its trials; a tasks job only has its budget.
-      t.cap = job->spec.tasks_size() > 0 ? 0 : run.target;
+      // A workloads job gives each its trials; a tasks job has its budget and, when it sets
+      // one, the cap of each task.
+      t.cap = job->spec.tasks_size() > 0 ? job->spec.max_trials_per_task() : run.target;
     }
     tasks.push_back(std::move(t));
   }

@@ -75,7 +75,7 @@ struct WorkloadRun {
   std::string key;
   double flops = 0;
   double weight = 1;     // a tasks job's weight; 1 in a workloads job
-  int target = 0;        // the job's trials: per workload, or a tasks job's budget
+  int target = 0;        // WorkloadTarget: per workload, or a tasks job's budget (or cap)
   int64_t baseline = 0;  // traces stored for the workload when the job was created
   int done = 0;
   int outstanding = 0;  // dispatched, not reported
@@ -132,9 +132,13 @@ struct StoredResult {
   bool remeasure = false;
 };
 
-// The trials a job may take in all: a tasks job's JobSpec.trials, a workloads job's trials
-// per workload times its workloads.
+// The trials a job may take in all: a tasks job's JobSpec.trials (at most its tasks' caps
+// together), a workloads job's trials per workload times its workloads.
 int JobBudget(const JobEntry& job);
+
+// The trials one workload of a job may take: a workloads job's JobSpec.trials; a tasks job's
+// budget, or its max_trials_per_task where that is smaller.
+int WorkloadTarget(const lathe::v1::JobSpec& spec);
 
 // The spec_json lathed stores for a job: its JobSpec as JSON (every field), plus per workload
 // "baselineMeasured" (traces stored for it when the job was created) and "doneMeasured" (its

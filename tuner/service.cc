@@ -226,7 +226,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       run.canonical = w->canonical;
       run.key = w->key;
       run.flops = w->flops;
-      run.target = job->spec.trials();
+      run.target = WorkloadTarget(job->spec);
       if (i < job->spec.tasks_size() && job->spec.tasks(i).weight() > 0) {
         run.weight = job->spec.tasks(i).weight();
       }
@@ -356,6 +356,15 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
     return absl::InvalidArgumentError(
         absl::StrCat("spec.batch ", spec.batch(), " (need 1..", kMaxBatch, ")"));
   }
+  if (spec.max_trials_per_task() < 0 || spec.max_trials_per_task() > kMaxTrials) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.max_trials_per_task ", spec.max_trials_per_task(), " (need 0..", kMaxTrials, ")"));
+  }
+  if (spec.max_trials_per_task() > 0 && !tasks_job) {
+    return absl::InvalidArgumentError(
+        "spec.max_trials_per_task applies to a tasks job (a workloads job gives each workload "
+        "its trials)");
+  }
   if (spec.min_repeat_ms() == 0) spec.set_min_repeat_ms(kDefaultMinRepeatMs);
   if (!Finite(spec.min_repeat_ms()) || spec.min_repeat_ms() < 0 || spec.min_repeat_ms() > 6e4) {
     return absl::InvalidArgumentError(
@@ -429,7 +438,7 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
     run.canonical = wls[i].canonical;
     run.key = wls[i].key;
     run.flops = wls[i].flops;
-    run.target = spec.trials();
+    run.target = WorkloadTarget(spec);
     run.weight = tasks_job ? spec.tasks(static_cast<int>(i)).weight() : 1;
     run.baseline = baseline[i];
     job->workloads.push_back(std::move(run));

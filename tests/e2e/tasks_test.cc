@@ -57,6 +57,39 @@ TEST(TasksTest, CliTunesSeveralWorkloadsOnTheDaemon) {
   EXPECT_NE(err.find(ir::MakeWorkload(kTasks[2])->canonical), std::string::npos) << err;
 }
 
+// --max-trials-per-task through the daemon: each task stops at its cap and the job ends
+// there, far short of the budget asked for; the stored records are exactly the capped trials.
+TEST(TasksTest, CliCapsEveryTaskOnTheDaemon) {
+  Cluster c;
+  ASSERT_TRUE(c.StartDaemon());
+  ASSERT_NE(c.StartWorker(), nullptr);
+  auto client = c.Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 1));
+  std::string cmd = std::string(LATHE_BIN) + " tune --tuner " + c.address();
+  for (const std::string& t : kTasks) cmd += " --workload " + t;
+  cmd += " --trials 400 --max-trials-per-task 5 --batch 4 --min-repeat-ms 2 --seed 3 --json 2>" +
+         c.dir() + "/tune.err";
+  auto [rc, out] = RunCommand(cmd);
+  ASSERT_EQ(rc, 0) << out << ReadAll(c.dir() + "/tune.err");
+  nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["state"], "done");
+  ASSERT_EQ(j["tasks"].size(), kTasks.size()) << out;
+  for (size_t i = 0; i < kTasks.size(); ++i) {
+    EXPECT_EQ(j["tasks"][i]["trials"], 5) << j["tasks"][i].dump();
+    DbCount n = CountRecords(c.db(), Key(kTasks[i]));
+    EXPECT_EQ(n.records, 5) << kTasks[i];
+    EXPECT_EQ(n.distinct_candidates, n.records) << "a candidate was stored twice";
+  }
+  // A negative cap is a usage error before anything reaches the daemon.
+  auto [bad_rc, bad_out] =
+      RunCommand(std::string(LATHE_BIN) + " tune --tuner " + c.address() + " --workload " +
+                 kTasks[0] + " --workload " + kTasks[1] + " --max-trials-per-task -2 2>&1");
+  EXPECT_EQ(bad_rc, 2) << bad_out;
+  EXPECT_NE(bad_out.find("--max-trials-per-task -2"), std::string::npos) << bad_out;
+}
+
 TEST(TasksTest, KilledDaemonResumesEveryTaskWithItsOwnTrials) {
   Cluster c;
   ASSERT_TRUE(c.StartDaemon(kFastLeases));

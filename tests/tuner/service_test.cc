@@ -528,6 +528,57 @@ TEST_F(ServiceTest, CancelStopsJob) {
   EXPECT_EQ(Lease(w, 4, 100).tasks_size(), 0);
 }
 
+// A tasks job with max_trials_per_task (lathe tune --model --tuner --max-trials-per-task):
+// no task gets more than its cap, the status shows the cap as each task's target, and the job
+// ends when every task is at its cap although its budget is larger. The cap is refused when
+// negative or on a workloads job.
+TEST_F(ServiceTest, TasksJobHoldsEveryTaskToItsCap) {
+  StartServer(Options());
+  auto submit = [&](int cap, bool tasks, v1::SubmitJobResponse* resp) {
+    v1::SubmitJobRequest req;
+    if (tasks) {
+      for (const char* spec : {"matmul:m=16,n=16,k=16", "matmul:m=16,n=32,k=16"}) {
+        v1::TaskSpec* t = req.mutable_spec()->add_tasks();
+        t->set_workload(spec);
+        t->set_weight(1);
+      }
+    } else {
+      req.mutable_spec()->add_workloads(kSpec);
+    }
+    req.mutable_spec()->set_device_class(kDeviceClass);
+    req.mutable_spec()->set_trials(64);
+    req.mutable_spec()->set_batch(4);
+    req.mutable_spec()->set_seed(3);
+    req.mutable_spec()->set_min_repeat_ms(1);
+    req.mutable_spec()->set_max_trials_per_task(cap);
+    return tuner_->SubmitJob(Ctx().get(), req, resp);
+  };
+  v1::SubmitJobResponse bad;
+  EXPECT_EQ(submit(-1, true, &bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::Status workloads_job = submit(4, false, &bad);
+  EXPECT_EQ(workloads_job.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(workloads_job.error_message().find("max_trials_per_task"), std::string::npos)
+      << workloads_job.error_message();
+
+  v1::SubmitJobResponse resp;
+  ASSERT_TRUE(submit(6, true, &resp).ok());
+  const std::string w = RegisterWorker("host-a");
+  std::vector<std::string> seen;
+  RunWorker(w, resp.job_id(), &seen, /*max_tasks=*/4);
+  const v1::JobStatus st = Job(resp.job_id());
+  EXPECT_EQ(st.state(), v1::DONE);
+  ASSERT_EQ(st.workloads_size(), 2);
+  int done = 0;
+  for (const v1::WorkloadProgress& p : st.workloads()) {
+    EXPECT_EQ(p.trials_done(), 6) << p.workload();
+    EXPECT_EQ(p.trials_target(), 6) << p.workload();
+    done += p.trials_done();
+  }
+  EXPECT_EQ(done, 12);
+  EXPECT_EQ(st.trials_budget(), 12);  // the caps together, not the 64 asked for
+  EXPECT_EQ(static_cast<int>(seen.size()), 12);
+}
+
 TEST_F(ServiceTest, TokenIsRequired) {
   StartServer(Options(), "s3cret");
   v1::ListJobsResponse resp;
