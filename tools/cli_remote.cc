@@ -118,6 +118,12 @@ int RunRemoteTune(const TuneCliOptions& o) {
   }
   if (o.trials < 1) return Fail(cmd, fmt::format("--trials {} (need >= 1)", o.trials), kExitUsage);
   if (o.batch < 1) return Fail(cmd, fmt::format("--batch {} (need >= 1)", o.batch), kExitUsage);
+  if (o.weights == "cold") {
+    return Fail(cmd,
+                "--weights cold is not supported with --tuner yet (a daemon's workers time "
+                "with warm caches); give --weights warm",
+                kExitUsage);
+  }
   if (o.max_trials_per_task < 0) {
     return Fail(cmd, fmt::format("--max-trials-per-task {} (need >= 0)", o.max_trials_per_task),
                 kExitUsage);

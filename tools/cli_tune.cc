@@ -266,6 +266,10 @@ int RunTune(const TuneCliOptions& o) {
   t.scheduler = o.scheduler;
   t.trials = o.trials;
   t.max_trials_per_task = o.max_trials_per_task;
+  if (!o.weights.empty() && o.weights != "cold" && o.weights != "warm") {
+    return Fail(kExitUsage, "--weights '" + o.weights + "' (expected cold or warm)");
+  }
+  t.cold_weights = o.weights == "cold";
   t.batch = o.batch;
   t.db_path = o.db_path.empty() ? DefaultDbPath() : o.db_path;
   t.target = o.target;  // the device class follows from it (tuner::DeviceClassForTarget)

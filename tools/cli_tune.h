@@ -26,20 +26,22 @@ struct TuneCliOptions {
   std::string target = "cpu";          // --target
   int trials = 300;                    // --trials N
   int max_trials_per_task = 0;         // --max-trials-per-task N (several tasks; 0: no cap)
-  int batch = 64;                      // --batch N
-  std::string db_path;                 // --db; empty: DefaultDbPath()
-  std::string tuner;                   // --tuner HOST:PORT: submit to lathed (tools/cli_remote.h)
-  std::string token_file;              // --token-file F (with --tuner)
-  std::string tls_ca;                  // --tls-ca F (with --tuner)
-  bool cancel_on_interrupt = false;    // --cancel-on-interrupt: Ctrl-C cancels the remote job
-  bool json = false;                   // --json
-  std::string plot;                    // --plot FILE
-  uint64_t seed = 0;                   // --seed S (0: from the clock)
-  double min_repeat_ms = 100;          // --min-repeat-ms X
-  bool no_baseline = false;            // --no-baseline: skip the library measurement
-  int remeasure_top = 5;               // --remeasure-top N (0: off)
-  bool remeasure_top_given = false;    // --remeasure-top was on the command line (--tuner: else
-                                       // the daemon's default)
+  // --weights cold|warm: parameters evicted before each timed call or not (empty: warm).
+  std::string weights;
+  int batch = 64;                    // --batch N
+  std::string db_path;               // --db; empty: DefaultDbPath()
+  std::string tuner;                 // --tuner HOST:PORT: submit to lathed (tools/cli_remote.h)
+  std::string token_file;            // --token-file F (with --tuner)
+  std::string tls_ca;                // --tls-ca F (with --tuner)
+  bool cancel_on_interrupt = false;  // --cancel-on-interrupt: Ctrl-C cancels the remote job
+  bool json = false;                 // --json
+  std::string plot;                  // --plot FILE
+  uint64_t seed = 0;                 // --seed S (0: from the clock)
+  double min_repeat_ms = 100;        // --min-repeat-ms X
+  bool no_baseline = false;          // --no-baseline: skip the library measurement
+  int remeasure_top = 5;             // --remeasure-top N (0: off)
+  bool remeasure_top_given = false;  // --remeasure-top was on the command line (--tuner: else
+                                     // the daemon's default)
 };
 
 // Runs the embedded `lathe tune` (options.tuner must be empty) and returns the exit status: 0

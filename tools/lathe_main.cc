@@ -95,6 +95,10 @@ int Main(int argc, char** argv) {
   t->add_option("--max-trials-per-task", tune.max_trials_per_task,
                 "with several tasks (--model, --tasks, repeated --workload): the most trials "
                 "one task may take; the scheduler spreads the rest (default 0: no cap)");
+  t->add_option("--weights", tune.weights,
+                "cold: evict each workload's parameters (weights, biases) from every cache "
+                "before each timed call, as a large model's are when its step comes round "
+                "again; warm (default): leave them where the previous call put them");
   t->add_option("--db", tune.db_path,
                 "tuning database (default: $LATHE_DB or "
                 "~/.local/share/lathe/tuning.db)");

@@ -194,6 +194,7 @@ absl::StatusOr<bool> Driver::DispatchRounds() {
       req.set_trace_json(traceio::TraceToJson(c.trace));
       req.set_min_repeat_ms(o_.min_repeat_ms);
       req.set_flush_cache(o_.flush_cache);
+      req.set_cold_weights(o_.cold_weights);
       if (o_.cutoff_factor > 0 && status_[i].best_latency_us > 0) {
         req.set_cutoff_us(o_.cutoff_factor * status_[i].best_latency_us);
       }
@@ -353,7 +354,7 @@ void Driver::Retime() {
         if (static_cast<int>(tried[i].size()) >= 2 * top) break;
         tried[i].insert(r.candidate_id);
         todo.push_back(RetimeRequest{static_cast<int>(i), r.candidate_id, r.workload,
-                                     std::move(r.trace_json)});
+                                     std::move(r.trace_json), o_.cold_weights});
       }
     }
     if (todo.empty()) break;

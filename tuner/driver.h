@@ -59,7 +59,9 @@ struct DriverOptions {
   // MeasureRequest.cutoff_us = cutoff_factor x the task's best latency (0: full repeats).
   double cutoff_factor = 0;
   bool flush_cache = false;  // GPU classes: time with cold caches
-  int remeasure_top = 0;     // 0: no re-timing at the end
+  // CPU model tasks: each timed call with the parameters evicted (MeasureRequest.cold_weights).
+  bool cold_weights = false;
+  int remeasure_top = 0;  // 0: no re-timing at the end
   double remeasure_ms = 500;
   // Runs the driver's heavy steps (a round's search, featurization and retraining of the
   // model) and returns when they are done; unset: on the calling thread. lathed runs them on a

@@ -105,6 +105,7 @@ absl::StatusOr<std::vector<bool>> LocalRunner::Retime(
       req.set_trace_json(r.trace_json);
       req.set_min_repeat_ms(ms / 2);
       req.set_flush_cache(IsGpuDeviceClass(device_class_));
+      req.set_cold_weights(r.cold_weights);
       absl::StatusOr<lathe::v1::MeasureResult> m = measurer_->Measure(req);
       if (!m.ok()) return m.status();
       ++done;

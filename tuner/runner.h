@@ -54,6 +54,7 @@ struct RetimeRequest {
   std::string candidate_id;
   std::string workload;  // canonical spec
   std::string trace_json;
+  bool cold_weights = false;  // MeasureRequest.cold_weights, as the task's trials were timed
 };
 
 class Runner {

@@ -143,6 +143,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   d.cutoff_factor = options.cutoff_factor;
   // A GPU kernel's inputs would otherwise sit in its 50 MB L2 between calls.
   d.flush_cache = gpu;
+  d.cold_weights = options.cold_weights && !gpu;
   d.remeasure_top = options.remeasure_top;
   d.remeasure_ms = options.remeasure_ms > 0 ? options.remeasure_ms : 5 * options.min_repeat_ms;
 

@@ -77,6 +77,9 @@ struct TuneOptions {
   // With tasks: the most trials one task may take in this run (0: only `trials` limits it),
   // e.g. a model's tuning held to N trials per workload while the scheduler spreads the rest.
   int max_trials_per_task = 0;
+  // CPU: time every candidate with its parameters evicted from the caches before each call
+  // (MeasureRequest.cold_weights), as a large model's steps run (`lathe tune --weights cold`).
+  bool cold_weights = false;
   int batch = 64;       // candidates per round
   std::string db_path;  // created (with its directory) when missing; required
   // "cpu" (this machine's CPU), or a GPU of this machine: "cuda", "cuda:N", "cuda:sm_XX"

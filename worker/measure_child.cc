@@ -10,8 +10,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <thread>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 #include "codegen/cpu_kernel.h"
@@ -65,7 +69,23 @@ struct WorkloadData {
   std::vector<std::vector<float>> args;  // inputs, then a scratch output
   std::vector<float> reference;
   std::vector<UserBuffer> cpu_args;  // copies of `args` where a user's buffers would start
+  std::vector<size_t> parameters;    // indices of the arguments a model holds as constants
 };
+
+}  // namespace
+
+std::vector<size_t> ParameterArgs(const ir::Workload& w) {
+  static const std::set<std::string> kParameters = {"W", "bias", "scale", "shift", "gamma", "beta"};
+  const bool packed_b = w.spec.params.count("bpanel") > 0;
+  std::vector<size_t> out;
+  for (size_t i = 1; i + 1 < w.args.size(); ++i) {
+    const std::string& name = w.args[i]->name;
+    if (kParameters.count(name) > 0 || (packed_b && name == "B")) out.push_back(i);
+  }
+  return out;
+}
+
+namespace {
 
 absl::StatusOr<WorkloadData*> GetWorkload(const std::string& spec) {
   static std::map<std::string, std::unique_ptr<WorkloadData>> cache;
@@ -80,6 +100,7 @@ absl::StatusOr<WorkloadData*> GetWorkload(const std::string& spec) {
   if (auto s = ir::ComputeReference(*w, d->args); !s.ok()) return s;
   d->reference = d->args.back();
   for (const std::vector<float>& a : d->args) d->cpu_args.emplace_back(a);
+  d->parameters = ParameterArgs(*w);
   if (cache.size() > 8) cache.clear();
   return (cache[spec] = std::move(d)).get();
 }
@@ -91,6 +112,22 @@ void FlushCaches() {
       static_cast<size_t>(std::max<int64_t>(cpu.l2_bytes * cpu.cores + cpu.l3_bytes, 8 << 20));
   if (junk.size() != bytes) junk.assign(bytes, 1);
   for (size_t i = 0; i < junk.size(); i += 64) junk[i] = static_cast<char>(junk[i] + 1);
+}
+
+// Evicts the `count` floats at `p` from every cache level of every core (the lines are
+// written back first where dirty), as a model's weights are when their step comes round
+// again; elsewhere than x86 the whole cache hierarchy is flushed instead.
+void Evict(const float* p, size_t count) {
+  if (count == 0) return;
+#if defined(__x86_64__)
+  const char* begin = reinterpret_cast<const char*>(p);
+  const char* end = begin + count * sizeof(float);
+  for (const char* line = begin; line < end; line += 64) _mm_clflush(line);
+  _mm_clflush(end - 1);  // the last line when `begin` is not line-aligned
+  _mm_mfence();
+#else
+  FlushCaches();
+#endif
 }
 
 double MaxClockGhz() {
@@ -228,6 +265,9 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   auto start = Clock::now();
   while (static_cast<int>(us.size()) < max_repeats) {
     if (req.flush_cache()) FlushCaches();
+    if (req.cold_weights()) {
+      for (size_t i : d.parameters) Evict(d.cpu_args[i].data(), d.cpu_args[i].view().size());
+    }
     auto a = Clock::now();
     rc = (*kernel)->Run(ptrs.data(), nargs);
     auto b = Clock::now();

@@ -25,6 +25,7 @@
 
 #include <vector>
 
+#include "ir/workload.h"
 #include "lathe/v1/measure.pb.h"
 
 namespace lathe::worker {
@@ -49,6 +50,12 @@ std::string TestFaultOf(const std::string& candidate_id);
 // Fills the timing fields of `r` from the repeats (microseconds, at least one): every repeat,
 // the median and the coefficient of variation.
 void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r);
+
+// The arguments that MeasureRequest.cold_weights evicts before each timed call: those a model
+// holds as constants (a convolution's weights W, a panel matmul's packed B, an epilogue's
+// bias / scale / shift, layer norm's gamma and beta), as indices into Workload::args. Never
+// the first input or the output; an epilogue's `res` is an activation and stays.
+std::vector<size_t> ParameterArgs(const ir::Workload& w);
 
 // The host's peak float32 throughput in GFLOP/s (vector lanes x 2 FMA units x 2 flops x
 // cores x maximum clock), the bound above which a timing is a measurement error.

@@ -233,6 +233,30 @@ TEST_F(TuneTasksTest, CliCapsTheTrialsOfEachTask) {
   EXPECT_FALSE(std::filesystem::exists(fresh));
 }
 
+// --weights cold times every candidate with its parameters evicted (MeasureRequest.cold_weights)
+// and stores the trials as usual; an unknown value is a usage error that writes nothing.
+TEST_F(TuneTasksTest, CliColdWeightsTunesAndBadValuesAreRefused) {
+  CliRun r = Lathe(std::string("tune --workload ") + kA + " --workload " + kB +
+                       " --trials 8 --batch 4 --min-repeat-ms 2 --weights cold "
+                       "--remeasure-top 1 --json --db " +
+                       db_path_,
+                   /*with_stderr=*/false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j.value("trials", -1), 8);
+  int stored = 0;
+  for (const auto& [key, n] : RecordsByWorkload()) stored += n;
+  EXPECT_EQ(stored, 8);
+
+  const std::string fresh = dir_ + "/fresh.db";
+  r = Lathe(std::string("tune --workload ") + kA + " --trials 4 --weights lukewarm --db " + fresh,
+            /*with_stderr=*/true);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--weights 'lukewarm'"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+}
+
 TEST_F(TuneTasksTest, CliBadTasksFilesExitTwoNamingTheLineAndWriteNothing) {
   struct Case {
     std::string text;

@@ -62,6 +62,49 @@ TEST(MeasurerTest, GoodCandidateIsTimedWithEveryRepeatKept) {
   EXPECT_GT(r->gflops(), 0);
 }
 
+// The arguments cold_weights evicts are what a model holds as constants, by role: weights,
+// packed panels, per-channel epilogue tensors, layer norm's gamma and beta; never the input,
+// a residual or the output.
+TEST(MeasurerTest, ParametersAreTheArgumentsAModelHoldsAsConstants) {
+  auto params = [](const std::string& spec) {
+    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec);
+    EXPECT_TRUE(w.ok()) << w.status();
+    std::vector<std::string> names;
+    if (!w.ok()) return names;
+    for (size_t i : ParameterArgs(*w)) names.push_back(w->args[i]->name);
+    return names;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(params("conv2d:n=1,c=16,h=8,w=8,k=32,r=3,s=3,pad=1,epilogue=bias_res_relu"),
+            (V{"W", "bias"}));
+  EXPECT_EQ(params("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,pad=1,layout=nchw16c,"
+                   "epilogue=bias_hswish_scale_shift"),
+            (V{"W", "bias", "scale", "shift"}));
+  EXPECT_EQ(params("matmul:m=8,n=64,k=16,bpanel=32,epilogue=bias"), (V{"B", "bias"}));
+  EXPECT_EQ(params("matmul:m=8,n=64,k=16"), V{});  // B may be an activation
+  EXPECT_EQ(params("batch_matmul:b=2,m=8,n=8,k=8"), V{});
+  EXPECT_EQ(params("layer_norm:m=4,n=32"), (V{"gamma", "beta"}));
+  EXPECT_EQ(params("softmax:m=4,n=32"), V{});
+}
+
+// A request with cold_weights is checked and timed as any other (the eviction happens between
+// the timed calls, outside them).
+TEST(MeasurerTest, ColdWeightsCandidateIsCheckedAndTimed) {
+  auto w = ir::MakeWorkload("conv2d:n=1,c=64,h=6,w=6,k=64,r=3,s=3,pad=1,epilogue=bias_relu");
+  ASSERT_TRUE(w.ok()) << w.status();
+  ir::Schedule s(*w);
+  lathe::v1::MeasureRequest req;
+  req.set_candidate_id("cold");
+  req.set_workload(w->canonical);
+  req.set_trace_json(traceio::TraceToJson(s.trace()));
+  req.set_min_repeat_ms(5);
+  req.set_cold_weights(true);
+  lathe::v1::MeasureResult r = MeasureInProcess(req);
+  EXPECT_EQ(r.error_class(), lathe::v1::OK) << r.error_msg();
+  EXPECT_GE(r.repeats_us_size(), 3);
+  EXPECT_GT(r.median_us(), 0);
+}
+
 // A candidate slower than the cutoff is timed by one call after its checked call; a cutoff
 // above its latency changes nothing.
 TEST(MeasurerTest, CandidateOverTheCutoffIsTimedOnce) {
