@@ -118,11 +118,8 @@ int RunRemoteTune(const TuneCliOptions& o) {
   }
   if (o.trials < 1) return Fail(cmd, fmt::format("--trials {} (need >= 1)", o.trials), kExitUsage);
   if (o.batch < 1) return Fail(cmd, fmt::format("--batch {} (need >= 1)", o.batch), kExitUsage);
-  if (o.weights == "cold") {
-    return Fail(cmd,
-                "--weights cold is not supported with --tuner yet (a daemon's workers time "
-                "with warm caches); give --weights warm",
-                kExitUsage);
+  if (!o.weights.empty() && o.weights != "cold" && o.weights != "warm") {
+    return Fail(cmd, "--weights '" + o.weights + "' (expected cold or warm)", kExitUsage);
   }
   if (o.max_trials_per_task < 0) {
     return Fail(cmd, fmt::format("--max-trials-per-task {} (need >= 0)", o.max_trials_per_task),
@@ -157,6 +154,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
   spec.set_min_repeat_ms(o.min_repeat_ms);
   // One workload: its trials are already its cap.
   if (multi) spec.set_max_trials_per_task(o.max_trials_per_task);
+  spec.set_cold_weights(o.weights == "cold");
   if (o.remeasure_top_given) spec.set_remeasure_top(o.remeasure_top);
   absl::StatusOr<std::string> job_id = (*client)->SubmitJob(spec);
   if (!job_id.ok()) return FailStatus(cmd, job_id.status());

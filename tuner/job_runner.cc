@@ -362,6 +362,7 @@ class JobRunner::Impl::LeaseRunner : public Runner {
       req->set_trace_json(r.trace_json);
       req->set_min_repeat_ms(ms);
       req->set_flush_cache(IsGpuDeviceClass(job_->device_class));
+      req->set_cold_weights(r.cold_weights);
       by_workload[r.task].push_back(std::move(t));
       waiting.emplace(r.candidate_id, k);
     }
@@ -495,6 +496,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
                                        std::random_device{}();
   d.min_repeat_ms = job->spec.min_repeat_ms();
   d.flush_cache = IsGpuDeviceClass(dc);
+  d.cold_weights = job->spec.cold_weights() && !d.flush_cache;
   d.remeasure_top = RemeasureTop(*job);
   d.remeasure_ms = job->spec.min_repeat_ms() * options.remeasure_factor;
   // The search, featurization and retraining run niced (job_runner.h); the locks are taken on

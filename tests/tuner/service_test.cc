@@ -579,6 +579,27 @@ TEST_F(ServiceTest, TasksJobHoldsEveryTaskToItsCap) {
   EXPECT_EQ(static_cast<int>(seen.size()), 12);
 }
 
+// JobSpec.cold_weights reaches every measurement the workers are handed.
+TEST_F(ServiceTest, ColdWeightsJobsHandOutColdMeasurements) {
+  StartServer(Options());
+  for (const bool cold : {true, false}) {
+    v1::SubmitJobRequest req;
+    req.mutable_spec()->add_workloads(kSpec);
+    req.mutable_spec()->set_device_class(kDeviceClass);
+    req.mutable_spec()->set_trials(4);
+    req.mutable_spec()->set_batch(4);
+    req.mutable_spec()->set_min_repeat_ms(1);
+    req.mutable_spec()->set_cold_weights(cold);
+    v1::SubmitJobResponse resp;
+    ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), req, &resp).ok());
+    const std::string w = RegisterWorker(cold ? "host-cold" : "host-warm");
+    v1::LeaseResponse l = Lease(w, 4);
+    ASSERT_GT(l.tasks_size(), 0);
+    for (const v1::Task& t : l.tasks()) EXPECT_EQ(t.request().cold_weights(), cold);
+    EXPECT_EQ(Report(OkReport(w, l)).accepted(), l.tasks_size());
+  }
+}
+
 TEST_F(ServiceTest, TokenIsRequired) {
   StartServer(Options(), "s3cret");
   v1::ListJobsResponse resp;
