@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -91,13 +92,66 @@ json JobJson(const lathe::v1::JobStatus& j) {
                          {"remeasure_failed", w.remeasure_failed()},
                          {"remeasure_pending", w.remeasure_pending()}});
   }
+  json history = json::array();
+  for (const lathe::v1::ObjectivePoint& p : j.objective_history()) {
+    history.push_back(
+        {{"at", p.at_ms()}, {"trials_done", p.trials_done()}, {"objective_us", p.objective_us()}});
+  }
+  for (size_t i = 0; i < workloads.size(); ++i) {
+    const lathe::v1::WorkloadProgress& w = j.workloads(static_cast<int>(i));
+    workloads[i]["weight"] = w.weight();
+    // The task's part of the objective (weight x best latency / objective).
+    workloads[i]["share"] =
+        j.objective_us() > 0 ? json(w.weight() * w.best_latency_us() / j.objective_us()) : json();
+  }
   return {{"id", SafeText(j.job_id())},
           {"state", tuner::JobStateName(j.state())},
           {"device_class", SafeText(j.device_class())},
           {"message", SafeText(j.message())},
           {"created_at", j.created_at_ms()},
           {"updated_at", j.updated_at_ms()},
+          {"trials_done", j.trials_done()},
+          {"trials_budget", j.trials_budget()},
+          {"objective_us", j.objective_us() > 0 ? json(j.objective_us()) : json()},
+          {"objective_history", history},
           {"workloads", workloads}};
+}
+
+// A job of several workloads (a model's tasks): one line for the job (its trials, its
+// objective and how far it fell), then its tasks by their share of the objective, the
+// largest first (at most `top`, then how many more).
+void PrintTasksJob(const lathe::v1::JobStatus& j, int top) {
+  std::string objective = "-";
+  if (j.objective_us() > 0) {
+    objective = fmt::format("{:.1f} us", j.objective_us());
+    if (j.objective_history_size() > 1) {
+      const lathe::v1::ObjectivePoint& first = j.objective_history(0);
+      objective +=
+          fmt::format(" (from {:.1f} us at {} trials)", first.objective_us(), first.trials_done());
+    }
+  }
+  std::printf("%-20s %-10s %-14s %d tasks, objective %s\n", SafeText(j.job_id()).c_str(),
+              tuner::JobStateName(j.state()).c_str(),
+              fmt::format("{}/{}", j.trials_done(), j.trials_budget()).c_str(), j.workloads_size(),
+              objective.c_str());
+  std::vector<int> order(static_cast<size_t>(j.workloads_size()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  auto part = [&](int i) {
+    const lathe::v1::WorkloadProgress& w = j.workloads(i);
+    return w.weight() * w.best_latency_us();
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return part(a) > part(b); });
+  for (size_t k = 0; k < order.size() && static_cast<int>(k) < top; ++k) {
+    const lathe::v1::WorkloadProgress& w = j.workloads(order[k]);
+    const std::string share = j.objective_us() > 0
+                                  ? fmt::format("{:5.1f}%", 100 * part(order[k]) / j.objective_us())
+                                  : "    -";
+    const std::string best =
+        w.best_latency_us() > 0 ? fmt::format("{:.1f} us", w.best_latency_us()) : "-";
+    std::printf("  %s %12s x%-3g %5d trials  %s\n", share.c_str(), best.c_str(), w.weight(),
+                w.trials_done(), SafeText(w.workload()).c_str());
+  }
+  if (j.workloads_size() > top) std::printf("  (%d more tasks)\n", j.workloads_size() - top);
 }
 
 }  // namespace
@@ -460,6 +514,11 @@ int RunJobs(const RemoteOptions& remote) {
   }
   std::printf("%-20s %-10s %-14s %-12s %s\n", "JOB", "STATE", "TRIALS", "BEST GFLOP/S", "WORKLOAD");
   for (const lathe::v1::JobStatus& j : *jobs) {
+    if (j.workloads_size() > 1) {
+      PrintTasksJob(j, /*top=*/8);
+      if (!j.message().empty()) std::printf("  %s\n", SafeText(j.message()).c_str());
+      continue;
+    }
     if (j.workloads_size() == 0) {
       std::printf("%-20s %-10s %-14s %-12s %s\n", SafeText(j.job_id()).c_str(),
                   tuner::JobStateName(j.state()).c_str(), "-", "-", "-");

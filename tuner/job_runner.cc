@@ -125,7 +125,34 @@ class JobRunner::Impl {
   void Touch(JobEntry& job) {
     ++job.version;
     job.updated_ms = NowUnixMs();
+    NoteObjective(job);
     change_cv.notify_all();
+  }
+
+  // Appends a point to the job's objective history when the objective changed.
+  void NoteObjective(JobEntry& job) const {
+    constexpr size_t kMaxPoints = 128;
+    std::vector<double> weights, latencies;
+    for (const WorkloadRun& w : job.workloads) {
+      weights.push_back(w.weight);
+      latencies.push_back(w.best_latency_us);
+    }
+    const double objective = Objective(weights, latencies);
+    std::vector<v1::ObjectivePoint>& h = job.objective_history;
+    if (objective <= 0 || (!h.empty() && h.back().objective_us() == objective)) return;
+    if (h.size() >= kMaxPoints) {
+      // Every other point of the older ones goes; the first and the newest stay.
+      std::vector<v1::ObjectivePoint> kept;
+      for (size_t i = 0; i < h.size(); ++i) {
+        if (i == 0 || i + 1 == h.size() || i % 2 == 0) kept.push_back(h[i]);
+      }
+      h = std::move(kept);
+    }
+    v1::ObjectivePoint p;
+    p.set_at_ms(job.updated_ms);
+    p.set_trials_done(TotalDone(job));
+    p.set_objective_us(objective);
+    h.push_back(std::move(p));
   }
 
   v1::JobStatus StatusOf(const JobEntry& job) const {
@@ -158,6 +185,7 @@ class JobRunner::Impl {
     st.set_objective_us(Objective(weights, latencies));
     st.set_trials_done(TotalDone(job));
     st.set_trials_budget(JobBudget(job));
+    for (const v1::ObjectivePoint& p : job.objective_history) *st.add_objective_history() = p;
     return st;
   }
 

@@ -116,6 +116,8 @@ struct JobEntry {
   bool cancel = false;
   std::vector<Reported> inbox;
   std::thread thread;
+  // JobStatus.objective_history (kept in memory: a restarted daemon starts it anew).
+  std::vector<lathe::v1::ObjectivePoint> objective_history;
 };
 
 // A stored result of a task of a job, for its progress.

@@ -576,6 +576,13 @@ TEST_F(ServiceTest, TasksJobHoldsEveryTaskToItsCap) {
   }
   EXPECT_EQ(done, 12);
   EXPECT_EQ(st.trials_budget(), 12);  // the caps together, not the 64 asked for
+  // The objective's history: points in order of trials, each a fall, the last the objective.
+  ASSERT_GT(st.objective_history_size(), 0);
+  for (int i = 1; i < st.objective_history_size(); ++i) {
+    EXPECT_GE(st.objective_history(i).trials_done(), st.objective_history(i - 1).trials_done());
+    EXPECT_NE(st.objective_history(i).objective_us(), st.objective_history(i - 1).objective_us());
+  }
+  EXPECT_DOUBLE_EQ(st.objective_history().rbegin()->objective_us(), st.objective_us());
   EXPECT_EQ(static_cast<int>(seen.size()), 12);
 }
 
