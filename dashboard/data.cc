@@ -117,6 +117,22 @@ json JobJson(const v1::JobStatus& st, const JobRates& rates, int64_t now_ms) {
   }
   json objective_us = all_best ? json(objective) : json(nullptr);
   if (std::optional<double> o = DoubleField(st, "objective_us"); o && *o > 0) objective_us = *o;
+  // Each task's part of the objective, and how the objective fell (the daemon's points).
+  if (objective_us.is_number()) {
+    const double total = objective_us.get<double>();
+    for (json& t : tasks) {
+      t["share"] =
+          t["best_latency_us"].is_number()
+              ? json(t["weight"].get<double>() * t["best_latency_us"].get<double>() / total)
+              : json(nullptr);
+    }
+  }
+  json history = json::array();
+  for (const v1::ObjectivePoint& p : st.objective_history()) {
+    history.push_back({{"at_ms", p.at_ms()},
+                       {"trials_done", p.trials_done()},
+                       {"objective_us", p.objective_us()}});
+  }
 
   // Multi-task jobs give their tasks no targets: the job's budget says when trials are done.
   const bool trials_finished = budget > 0 && done >= budget;
@@ -141,6 +157,7 @@ json JobJson(const v1::JobStatus& st, const JobRates& rates, int64_t now_ms) {
           {"trials_done", done},
           {"trials_budget", budget},
           {"objective_us", objective_us},
+          {"objective_history", std::move(history)},
           {"rate_per_s", rate},
           {"eta_s", eta},
           {"tasks", std::move(tasks)}};

@@ -163,10 +163,27 @@ function taskRow(job, t, i) {
       <td class="num">${Number(t.weight).toPrecision(3).replace(/\.?0+$/, "")}</td>
       <td>${trialsCell(job, t)}</td>
       <td class="num">${fmtLatency(t.best_latency_us)}</td>
+      <td class="num">${t.share == null ? "—" : (100 * t.share).toFixed(1) + "%"}</td>
       <td class="num">${fmtGflops(t.best_gflops)}</td>
       <td class="errors">${errText}</td>
       <td>${retime}</td>
     </tr>`;
+}
+
+// The objective over the job's trials (JobStatus.objective_history) as a small line: where it
+// started, where it is; empty with fewer than two points.
+function objectiveSpark(job) {
+  const h = job.objective_history || [];
+  if (h.length < 2) return "";
+  const w = 120, ht = 22;
+  const x0 = h[0].trials_done, x1 = Math.max(h[h.length - 1].trials_done, x0 + 1);
+  const ys = h.map((p) => p.objective_us);
+  const lo = Math.min(...ys), hi = Math.max(...ys);
+  const sx = (x) => ((x - x0) / (x1 - x0)) * (w - 2) + 1;
+  const sy = (y) => (hi > lo ? (1 - (y - lo) / (hi - lo)) * (ht - 4) + 2 : ht / 2);
+  const pts = h.map((p) => `${sx(p.trials_done).toFixed(1)},${sy(p.objective_us).toFixed(1)}`).join(" ");
+  const title = `from ${fmtLatency(h[0].objective_us)} at ${fmtInt(h[0].trials_done)} trials to ${fmtLatency(h[h.length - 1].objective_us)} at ${fmtInt(h[h.length - 1].trials_done)}`;
+  return ` <svg class="spark" width="${w}" height="${ht}" viewBox="0 0 ${w} ${ht}" role="img" aria-label="${esc(title)}"><title>${esc(title)}</title><polyline fill="none" stroke="currentColor" stroke-width="1.5" points="${pts}"/></svg>`;
 }
 
 function jobHtml(job, now) {
@@ -190,7 +207,7 @@ function jobHtml(job, now) {
     </div>
     <div class="job-stats">
       <span><span class="k">trials</span><b class="job-trials">${fmtInt(job.trials_done)} / ${fmtInt(job.trials_budget)}</b> (${pct(job.trials_done, job.trials_budget).toFixed(0)}%)</span>
-      <span><span class="k">objective</span><b>${fmtLatency(job.objective_us)}</b></span>
+      <span><span class="k">objective</span><b>${fmtLatency(job.objective_us)}</b>${objectiveSpark(job)}</span>
       <span><span class="k">rate</span><b>${esc(rate)}</b></span>
       <span><span class="k">time left</span><b class="eta">${esc(eta)}</b></span>
       <span><span class="k">tasks</span><b>${job.tasks.length}</b></span>
@@ -199,7 +216,7 @@ function jobHtml(job, now) {
     ${job.message ? `<div class="job-message">${esc(job.message)}</div>` : ""}`;
   if (open) {
     html += `<div class="wrap tasks"><table>
-      <thead><tr><th>Task (workload)</th><th class="num">Weight</th><th>Trials</th><th class="num">Best latency</th><th class="num">GFLOP/s</th><th>Errors</th><th>Re-timing</th></tr></thead>
+      <thead><tr><th>Task (workload)</th><th class="num">Weight</th><th>Trials</th><th class="num">Best latency</th><th class="num" title="weight x best latency / objective">Share</th><th class="num">GFLOP/s</th><th>Errors</th><th>Re-timing</th></tr></thead>
       <tbody>${job.tasks.map((t, i) => taskRow(job, t, i)).join("")}</tbody></table></div>`;
     const sel = ui.selected.get(job.id);
     if (sel != null && job.tasks[sel]) html += detailHtml(job, sel);
