@@ -153,6 +153,15 @@ def test_dashboard_in_a_browser(browser, fleet, shots):
         wait(b, "the library's line on the curve",
              lambda x: x.find_elements(By.CSS_SELECTOR, f"{card} .chart svg line.lib"))
     assert "2" in text_of(b, f"{card} tr.task[data-task='0'] td:nth-child(2)")  # its weight
+    # A model's job in view: once both tasks have a best, each task's share of the objective,
+    # and the objective's fall as a line once it has changed.
+    share = lambda x, i: text_of(x, f"{card} tr.task[data-task='{i}'] td:nth-child(5)")  # noqa: E731
+    wait(b, "the tasks' shares of the objective",
+         lambda x: share(x, 0).endswith("%") and share(x, 1).endswith("%"), timeout=60)
+    total = float(share(b, 0)[:-1]) + float(share(b, 1)[:-1])
+    assert abs(total - 100) < 0.2, (share(b, 0), share(b, 1))
+    wait(b, "the objective's line", lambda x: x.find_elements(By.CSS_SELECTOR, f"{card} svg.spark polyline"),
+         timeout=60)
     time.sleep(5.5)  # more trials, and the trials/min behind the estimate of the time left
     assert text_of(b, f"{card} .eta") not in ("", "estimating…"), text_of(b, card)
     b.save_screenshot(os.path.join(shots, "dashboard-light.png"))
