@@ -100,7 +100,9 @@ def test_pip_installed_client_queries_a_running_lathed(venv):
             print("ok", lathe.__file__, grpc.__version__, google.protobuf.__version__,
                   rec.latency_us)
         """)
-        r = run([py, "-c", script, d.address, TOKEN, d.db], env=env, timeout=300)
+        # From a directory of its own: `python -c` puts the working directory first on
+        # sys.path, and ctest runs in build/python, where the build tree's lathe lives.
+        r = run([py, "-c", script, d.address, TOKEN, d.db], env=env, timeout=300, cwd=workdir)
         assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
         assert r.stdout.startswith("ok "), r.stdout
         print(r.stdout)
