@@ -39,12 +39,12 @@ absl::StatusOr<int64_t> GetInt(const WorkloadSpec& spec, const std::string& key)
   return v;
 }
 
-absl::Status ExpectOp(const WorkloadSpec& spec, std::initializer_list<const char*> ops) {
-  for (const char* op : ops) {
-    if (spec.op == op) return absl::OkStatus();
+absl::Status ExpectOp(const WorkloadSpec& spec, std::initializer_list<OpKind> ops) {
+  for (OpKind op : ops) {
+    if (IsOp(spec.op, op)) return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("spec of op '", spec.op, "' where ", *ops.begin(), " was expected"));
+      absl::StrCat("spec of op '", spec.op, "' where ", OpName(*ops.begin()), " was expected"));
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseDims(absl::string_view text, absl::string_view what) {
@@ -215,10 +215,6 @@ Expr F(double v) { return FloatImm(v); }
 // 0 <= e < hi.
 Expr InRange(const Expr& e, int64_t hi) { return And(GE(e, I(0)), LT(e, I(hi))); }
 
-double EpilogueFlops(const EpilogueExpr& e, double elements) {
-  return elements * e.FlopsPerElement();
-}
-
 }  // namespace
 
 const char* BinaryOpName(BinaryOp op) {
@@ -246,9 +242,9 @@ const char* BinaryOpName(BinaryOp op) {
 // --- parameters ------------------------------------------------------------------------------
 
 absl::StatusOr<MatmulParams> GetMatmulParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"matmul", "batch_matmul"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kMatmul, OpKind::kBatchMatmul}); !s.ok()) return s;
   MatmulParams p;
-  if (spec.op == "batch_matmul") LATHE_ASSIGN_OR_RETURN(p.batch, GetInt(spec, "b"));
+  if (IsOp(spec.op, OpKind::kBatchMatmul)) LATHE_ASSIGN_OR_RETURN(p.batch, GetInt(spec, "b"));
   LATHE_ASSIGN_OR_RETURN(p.m, GetInt(spec, "m"));
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
   LATHE_ASSIGN_OR_RETURN(p.k, GetInt(spec, "k"));
@@ -270,7 +266,7 @@ absl::StatusOr<MatmulParams> GetMatmulParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<Conv2dParams> GetConv2dParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"conv2d"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kConv2d}); !s.ok()) return s;
   Conv2dParams p;
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
   LATHE_ASSIGN_OR_RETURN(p.c, GetInt(spec, "c"));
@@ -298,7 +294,7 @@ absl::StatusOr<Conv2dParams> GetConv2dParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<ConvTransposeParams> GetConvTransposeParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"conv2d_transpose"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kConv2dTranspose}); !s.ok()) return s;
   ConvTransposeParams p;
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
   LATHE_ASSIGN_OR_RETURN(p.c, GetInt(spec, "c"));
@@ -320,7 +316,7 @@ absl::StatusOr<ConvTransposeParams> GetConvTransposeParams(const WorkloadSpec& s
 }
 
 absl::StatusOr<Pool2dParams> GetPool2dParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"pool2d"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kPool2d}); !s.ok()) return s;
   Pool2dParams p;
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
   LATHE_ASSIGN_OR_RETURN(p.c, GetInt(spec, "c"));
@@ -343,7 +339,7 @@ absl::StatusOr<Pool2dParams> GetPool2dParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<SoftmaxParams> GetSoftmaxParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"softmax"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kSoftmax}); !s.ok()) return s;
   SoftmaxParams p;
   LATHE_ASSIGN_OR_RETURN(p.m, GetInt(spec, "m"));
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
@@ -352,7 +348,7 @@ absl::StatusOr<SoftmaxParams> GetSoftmaxParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<LayerNormParams> GetLayerNormParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"layer_norm"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kLayerNorm}); !s.ok()) return s;
   LayerNormParams p;
   LATHE_ASSIGN_OR_RETURN(p.m, GetInt(spec, "m"));
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
@@ -387,8 +383,6 @@ OpDefinition MatmulDefinition(const MatmulParams& p, const Tensor& a, const Tens
     def.tensors.push_back(out);
   }
   def.args.push_back(out);
-  const double outputs = Product(out->shape);
-  def.flops = 2.0 * outputs * static_cast<double>(p.k) + EpilogueFlops(p.epilogue, outputs);
   return def;
 }
 
@@ -531,10 +525,6 @@ OpDefinition Conv2dBlockedOp(const Conv2dParams& p) {
     def.tensors.push_back(out);
   }
   def.args.push_back(out);
-  const double outputs = Product(out->shape);
-  const int64_t cpg = p.c / p.groups;
-  def.flops =
-      2.0 * outputs * static_cast<double>(cpg * p.r * p.s) + EpilogueFlops(p.epilogue, outputs);
   return def;
 }
 
@@ -602,9 +592,6 @@ OpDefinition Conv2dOp(const Conv2dParams& p) {
     def.tensors.push_back(out);
   }
   def.args.push_back(out);
-  const double outputs = Product(out->shape);
-  def.flops =
-      2.0 * outputs * static_cast<double>(cpg * p.r * p.s) + EpilogueFlops(p.epilogue, outputs);
   return def;
 }
 
@@ -672,9 +659,6 @@ OpDefinition ConvTransposeOp(const ConvTransposeParams& p) {
     def.tensors.push_back(out);
   }
   def.args.push_back(out);
-  const double outputs = Product(out->shape);
-  def.flops = 2.0 * static_cast<double>(p.n * p.c * p.h * p.w * kpg * p.r * p.s) +
-              EpilogueFlops(p.epilogue, outputs);
   return def;
 }
 
@@ -736,7 +720,6 @@ OpDefinition Pool2dOp(const Pool2dParams& p) {
     def.tensors.push_back(y);
   }
   def.args.push_back(y);
-  def.flops = Product(y->shape) * static_cast<double>(p.r * p.s) * (p.max ? 1 : 2);
   return def;
 }
 
@@ -777,8 +760,6 @@ OpDefinition SoftmaxOp(const SoftmaxParams& p) {
       inner ? std::vector<std::string>{"i", "j", "l"} : std::vector<std::string>{"i", "j"});
   def.args = {x, y};
   def.tensors = {x, row_max, exp_sum, y};
-  // max: 1; exp-sum: sub, exp, add; normalize: sub, exp, div.
-  def.flops = 7.0 * Product(shape);
   return def;
 }
 
@@ -810,42 +791,18 @@ OpDefinition LayerNormOp(const LayerNormParams& p) {
                      "elementwise", {"i", "j"});
   def.args = {x, gamma, beta, y};
   def.tensors = {x, gamma, beta, mean, var, y};
-  // mean: 2; var: 4; normalize: sub, add, sqrt, div, mul, add.
-  def.flops = 12.0 * static_cast<double>(p.m) * static_cast<double>(p.n);
   return def;
 }
 
 absl::StatusOr<OpDefinition> BuildOp(const WorkloadSpec& spec) {
-#define LATHE_BUILD(NAME, GET, OP)  \
-  if (spec.op == NAME) {            \
-    auto p = GET(spec);             \
-    if (!p.ok()) return p.status(); \
-    return OP(*p);                  \
-  }
-  if (spec.op == "batch_matmul") {
-    auto p = GetMatmulParams(spec);
-    if (!p.ok()) return p.status();
-    return MatmulOp(*p);
-  }
-  LATHE_BUILD("matmul", GetMatmulParams, MatmulOp)
-  LATHE_BUILD("conv2d", GetConv2dParams, Conv2dOp)
-  LATHE_BUILD("conv2d_transpose", GetConvTransposeParams, ConvTransposeOp)
-  LATHE_BUILD("pool2d", GetPool2dParams, Pool2dOp)
-  LATHE_BUILD("softmax", GetSoftmaxParams, SoftmaxOp)
-  LATHE_BUILD("layer_norm", GetLayerNormParams, LayerNormOp)
-  LATHE_BUILD("ewise", GetEwiseParams, EwiseOp)
-  LATHE_BUILD("transpose", GetTransposeParams, TransposeOp)
-  LATHE_BUILD("slice", GetSliceParams, SliceOp)
-  LATHE_BUILD("concat", GetConcatParams, ConcatOp)
-  LATHE_BUILD("resize", GetResizeParams, ResizeOp)
-  LATHE_BUILD("reduce", GetReduceParams, ReduceTensorOp)
-  if (spec.op == "winograd_in" || spec.op == "winograd_out") {
-    auto p = GetWinogradParams(spec);
-    if (!p.ok()) return p.status();
-    return p->output_side ? WinogradOutOp(*p) : WinogradInOp(*p);
-  }
-#undef LATHE_BUILD
-  return absl::InvalidArgumentError(absl::StrCat("unknown op '", spec.op, "'"));
+  const OpInfo* op = FindOp(spec.op);
+  if (op == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown op '", spec.op, "'"));
+  absl::StatusOr<OpDefinition> def = op->build(spec);
+  if (!def.ok()) return def.status();
+  absl::StatusOr<double> flops = op->flops(spec);
+  if (!flops.ok()) return flops.status();
+  def->flops = *flops;
+  return def;
 }
 
 #undef LATHE_ASSIGN_OR_RETURN

@@ -101,7 +101,7 @@ std::vector<int64_t> ReduceParams::out_shape() const {
 // --- parameters ------------------------------------------------------------------------------
 
 absl::StatusOr<EwiseParams> GetEwiseParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"ewise"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kEwise}); !s.ok()) return s;
   EwiseParams p;
   LATHE_ASSIGN_OR_RETURN(p.a, DimsKey(spec, "a"));
   if (spec.params.count("b") != 0) {
@@ -121,7 +121,7 @@ absl::StatusOr<EwiseParams> GetEwiseParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<TransposeParams> GetTransposeParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"transpose"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kTranspose}); !s.ok()) return s;
   TransposeParams p;
   LATHE_ASSIGN_OR_RETURN(p.shape, DimsKey(spec, "shape"));
   LATHE_ASSIGN_OR_RETURN(p.perm, DimsKey(spec, "perm"));
@@ -129,7 +129,7 @@ absl::StatusOr<TransposeParams> GetTransposeParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<SliceParams> GetSliceParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"slice"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kSlice}); !s.ok()) return s;
   SliceParams p;
   LATHE_ASSIGN_OR_RETURN(p.shape, DimsKey(spec, "shape"));
   LATHE_ASSIGN_OR_RETURN(p.begin, DimsKey(spec, "begin"));
@@ -143,7 +143,7 @@ absl::StatusOr<SliceParams> GetSliceParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<ConcatParams> GetConcatParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"concat"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kConcat}); !s.ok()) return s;
   ConcatParams p;
   LATHE_ASSIGN_OR_RETURN(p.axis, GetInt(spec, "axis"));
   std::string inputs;
@@ -157,7 +157,7 @@ absl::StatusOr<ConcatParams> GetConcatParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<ResizeParams> GetResizeParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"resize"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kResize}); !s.ok()) return s;
   ResizeParams p;
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
   LATHE_ASSIGN_OR_RETURN(p.c, GetInt(spec, "c"));
@@ -186,7 +186,7 @@ absl::StatusOr<ResizeParams> GetResizeParams(const WorkloadSpec& spec) {
 }
 
 absl::StatusOr<ReduceParams> GetReduceParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"reduce"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kReduce}); !s.ok()) return s;
   ReduceParams p;
   LATHE_ASSIGN_OR_RETURN(p.shape, DimsKey(spec, "shape"));
   LATHE_ASSIGN_OR_RETURN(p.axes, DimsKey(spec, "axes"));
@@ -259,7 +259,6 @@ OpDefinition EwiseOp(const EwiseParams& p) {
       "elementwise");
   def.tensors.push_back(y);
   def.args.push_back(y);
-  def.flops = Product(out) * ((b ? 1.0 : 0.0) + p.epilogue.FlopsPerElement());
   return def;
 }
 
@@ -400,7 +399,6 @@ OpDefinition ResizeOp(const ResizeParams& p) {
       "injective", names);
   def.args = {x, y};
   def.tensors = {x, y};
-  def.flops = p.linear ? 9.0 * Product(y->shape) : 0.0;
   return def;
 }
 
@@ -434,7 +432,6 @@ OpDefinition ReduceTensorOp(const ReduceParams& p) {
       "reduction");
   def.args = {x, y};
   def.tensors = {x, y};
-  def.flops = Product(p.shape) * (p.kind == ReduceKind::kMean ? 2.0 : 1.0);
   return def;
 }
 

@@ -1,6 +1,7 @@
 // \file
 // Helpers shared by the operator files of ir/ (ops.cc, ops_elementwise.cc, reference.cc,
-// workload.cc): typed access to a canonical spec's values and the fused epilogue stage.
+// workload.cc, op_registry.cc, op_shapes.cc): typed access to a canonical spec's values, the
+// fused epilogue stage, and the functions the op table points to.
 // Internal to ir/.
 #ifndef LATHE_IR_OPS_INTERNAL_H_
 #define LATHE_IR_OPS_INTERNAL_H_
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ir/epilogue.h"
+#include "ir/op_registry.h"
 #include "ir/ops.h"
 #include "ir/tensor.h"
 #include "ir/workload.h"
@@ -33,7 +35,10 @@ absl::StatusOr<std::string> GetStr(const WorkloadSpec& spec, const std::string& 
 // The value of an optional key, or `fallback` when the spec does not hold it.
 std::string GetStrOr(const WorkloadSpec& spec, const std::string& key, std::string fallback);
 absl::StatusOr<int64_t> GetInt(const WorkloadSpec& spec, const std::string& key);
-absl::Status ExpectOp(const WorkloadSpec& spec, std::initializer_list<const char*> ops);
+// OK when the spec's op is one of `ops`; InvalidArgument naming the first otherwise.
+absl::Status ExpectOp(const WorkloadSpec& spec, std::initializer_list<OpKind> ops);
+// Reports a bug (an internal error, not bad input) on stderr and aborts.
+[[noreturn]] void Fatal(const std::string& message);
 
 // "AxBxC" -> {A, B, C} (signed integers); InvalidArgument naming `what` on anything else.
 absl::StatusOr<std::vector<int64_t>> ParseDims(absl::string_view text, absl::string_view what);
@@ -88,10 +93,45 @@ struct EpilogueTensors {
 // The reference of winograd_in and winograd_out (ir/ops_winograd.cc).
 void WinogradReference(const WinogradParams& p, std::span<float* const> args);
 
-// The reference of the elementwise and data-movement ops (reference_elementwise.cc); sets
-// *handled to false for any other op.
-absl::Status ComputeDataReference(const WorkloadSpec& spec, std::span<float* const> args,
-                                  bool* handled);
+// The columns of the op table (ir/op_registry.h) that live in the operators' files.
+// Shape rules (op_shapes.cc), on canonical values:
+absl::Status CheckMatmulShapes(const WorkloadSpec& spec);  // both matmuls
+absl::Status CheckConv2dShapes(const WorkloadSpec& spec);
+absl::Status CheckConvTransposeShapes(const WorkloadSpec& spec);
+absl::Status CheckPool2dShapes(const WorkloadSpec& spec);
+absl::Status CheckSoftmaxShapes(const WorkloadSpec& spec);
+absl::Status CheckLayerNormShapes(const WorkloadSpec& spec);
+absl::Status CheckEwiseShapes(const WorkloadSpec& spec);
+absl::Status CheckTransposeShapes(const WorkloadSpec& spec);
+absl::Status CheckSliceShapes(const WorkloadSpec& spec);
+absl::Status CheckConcatShapes(const WorkloadSpec& spec);
+absl::Status CheckResizeShapes(const WorkloadSpec& spec);
+absl::Status CheckReduceShapes(const WorkloadSpec& spec);
+absl::Status CheckWinogradShapes(const WorkloadSpec& spec);  // both sides
+// References (reference.cc, reference_elementwise.cc): args as ComputeReference's.
+using ReferenceArgs = std::span<float* const>;
+absl::Status MatmulReference(const WorkloadSpec& spec, ReferenceArgs args);  // both matmuls
+absl::Status Conv2dReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status ConvTransposeReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status Pool2dReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status SoftmaxReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status LayerNormReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status WinogradSpecReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status EwiseReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status TransposeReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status SliceReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status ConcatReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status ResizeReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status ReduceReference(const WorkloadSpec& spec, ReferenceArgs args);
+
+// Runs the reference `fn` on the typed parameters `p` of a spec.
+template <typename P>
+absl::Status RunReference(const absl::StatusOr<P>& p, void (*fn)(const P&, ReferenceArgs),
+                          ReferenceArgs args) {
+  if (!p.ok()) return p.status();
+  fn(*p, args);
+  return absl::OkStatus();
+}
 
 }  // namespace lathe::ir::internal
 

@@ -139,9 +139,10 @@ absl::Status CheckTile(const std::string& op, int64_t m) {
 }  // namespace
 
 absl::StatusOr<WinogradParams> GetWinogradParams(const WorkloadSpec& spec) {
-  if (absl::Status s = ExpectOp(spec, {"winograd_in", "winograd_out"}); !s.ok()) return s;
+  if (absl::Status s = ExpectOp(spec, {OpKind::kWinogradIn, OpKind::kWinogradOut}); !s.ok())
+    return s;
   WinogradParams p;
-  p.output_side = spec.op == "winograd_out";
+  p.output_side = IsOp(spec.op, OpKind::kWinogradOut);
   LATHE_ASSIGN_OR_RETURN(p.n, GetInt(spec, "n"));
   LATHE_ASSIGN_OR_RETURN(p.c, GetInt(spec, p.output_side ? "k" : "c"));
   LATHE_ASSIGN_OR_RETURN(p.h, GetInt(spec, p.output_side ? "oh" : "h"));
@@ -222,8 +223,6 @@ OpDefinition WinogradInOp(const WinogradParams& p) {
                      "injective", {"e1", "e2", "n", "ty", "tx", "c", "cv"});
   def.tensors.push_back(v);
   def.args.push_back(v);
-  // Adds and constant multiplies of the transform: about two per input element and position.
-  def.flops = 2.0 * Product(v->shape) * static_cast<double>(t);
   return def;
 }
 
@@ -268,9 +267,6 @@ OpDefinition WinogradOutOp(const WinogradParams& p) {
     def.tensors.push_back(out);
   }
   def.args.push_back(out);
-  const double outputs = Product(out->shape);
-  def.flops = 2.0 * outputs * static_cast<double>(t * t) / static_cast<double>(m) +
-              outputs * p.epilogue.FlopsPerElement();
   return def;
 }
 

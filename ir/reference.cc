@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "ir/epilogue.h"
+#include "ir/op_registry.h"
 #include "ir/ops.h"
 #include "ir/ops_internal.h"
 
@@ -341,63 +342,11 @@ absl::Status ComputeReference(const Workload& w, std::span<float* const> args) {
           absl::StrCat("argument ", i, " (", w.args[i]->name, ") of the reference is null"));
     }
   }
-  const WorkloadSpec& spec = w.spec;
-  if (spec.op == "matmul" || spec.op == "batch_matmul") {
-    absl::StatusOr<MatmulParams> p = GetMatmulParams(spec);
-    if (!p.ok()) return p.status();
-    Matmul(*p, args);
-    return absl::OkStatus();
+  const OpInfo* op = FindOp(w.spec.op);
+  if (op == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("no reference for op '", w.spec.op, "'"));
   }
-  if (spec.op == "conv2d") {
-    absl::StatusOr<Conv2dParams> p = GetConv2dParams(spec);
-    if (!p.ok()) return p.status();
-    if (p->blocked()) {
-      Conv2dBlocked(*p, args);
-    } else if (p->nhwc) {
-      Conv2dNhwc(*p, args);
-    } else {
-      Conv2dNchw(*p, args);
-    }
-    return absl::OkStatus();
-  }
-  if (spec.op == "pool2d") {
-    absl::StatusOr<Pool2dParams> p = GetPool2dParams(spec);
-    if (!p.ok()) return p.status();
-    if (p->block > 0) {
-      Pool2dBlocked(*p, args);
-    } else {
-      Pool2d(*p, args);
-    }
-    return absl::OkStatus();
-  }
-  if (spec.op == "softmax") {
-    absl::StatusOr<SoftmaxParams> p = GetSoftmaxParams(spec);
-    if (!p.ok()) return p.status();
-    Softmax(*p, args);
-    return absl::OkStatus();
-  }
-  if (spec.op == "layer_norm") {
-    absl::StatusOr<LayerNormParams> p = GetLayerNormParams(spec);
-    if (!p.ok()) return p.status();
-    LayerNorm(*p, args);
-    return absl::OkStatus();
-  }
-  if (spec.op == "conv2d_transpose") {
-    absl::StatusOr<ConvTransposeParams> p = GetConvTransposeParams(spec);
-    if (!p.ok()) return p.status();
-    ConvTranspose(*p, args);
-    return absl::OkStatus();
-  }
-  if (spec.op == "winograd_in" || spec.op == "winograd_out") {
-    absl::StatusOr<WinogradParams> p = GetWinogradParams(spec);
-    if (!p.ok()) return p.status();
-    internal::WinogradReference(*p, args);
-    return absl::OkStatus();
-  }
-  bool handled = false;
-  absl::Status st = internal::ComputeDataReference(spec, args, &handled);
-  if (handled) return st;
-  return absl::InvalidArgumentError(absl::StrCat("no reference for op '", spec.op, "'"));
+  return op->reference(w.spec, args);
 }
 
 absl::Status ComputeReference(const Workload& w, std::vector<std::vector<float>>& args) {
@@ -420,6 +369,50 @@ absl::Status ComputeReference(const Workload& w, std::vector<std::vector<float>>
 }
 
 namespace internal {
+
+absl::Status MatmulReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetMatmulParams(spec), Matmul, args);
+}
+
+absl::Status Conv2dReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  absl::StatusOr<Conv2dParams> p = GetConv2dParams(spec);
+  if (!p.ok()) return p.status();
+  if (p->blocked()) {
+    Conv2dBlocked(*p, args);
+  } else if (p->nhwc) {
+    Conv2dNhwc(*p, args);
+  } else {
+    Conv2dNchw(*p, args);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConvTransposeReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetConvTransposeParams(spec), ConvTranspose, args);
+}
+
+absl::Status Pool2dReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  absl::StatusOr<Pool2dParams> p = GetPool2dParams(spec);
+  if (!p.ok()) return p.status();
+  if (p->block > 0) {
+    Pool2dBlocked(*p, args);
+  } else {
+    Pool2d(*p, args);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SoftmaxReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetSoftmaxParams(spec), Softmax, args);
+}
+
+absl::Status LayerNormReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetLayerNormParams(spec), LayerNorm, args);
+}
+
+absl::Status WinogradSpecReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetWinogradParams(spec), WinogradReference, args);
+}
 
 EpilogueTensors::EpilogueTensors(const EpilogueExpr& e, std::span<float* const> args,
                                  size_t first) {

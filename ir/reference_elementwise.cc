@@ -225,25 +225,28 @@ void Reduce(const ReduceParams& p, std::span<float* const> args) {
 
 }  // namespace
 
-absl::Status ComputeDataReference(const WorkloadSpec& spec, std::span<float* const> args,
-                                  bool* handled) {
-  *handled = true;
-#define LATHE_REF(NAME, GET, FN)    \
-  if (spec.op == NAME) {            \
-    auto p = GET(spec);             \
-    if (!p.ok()) return p.status(); \
-    FN(*p, args);                   \
-    return absl::OkStatus();        \
-  }
-  LATHE_REF("ewise", GetEwiseParams, Ewise)
-  LATHE_REF("transpose", GetTransposeParams, Transpose)
-  LATHE_REF("slice", GetSliceParams, Slice)
-  LATHE_REF("concat", GetConcatParams, Concat)
-  LATHE_REF("resize", GetResizeParams, Resize)
-  LATHE_REF("reduce", GetReduceParams, Reduce)
-#undef LATHE_REF
-  *handled = false;
-  return absl::OkStatus();
+absl::Status EwiseReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetEwiseParams(spec), Ewise, args);
+}
+
+absl::Status TransposeReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetTransposeParams(spec), Transpose, args);
+}
+
+absl::Status SliceReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetSliceParams(spec), Slice, args);
+}
+
+absl::Status ConcatReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetConcatParams(spec), Concat, args);
+}
+
+absl::Status ResizeReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetResizeParams(spec), Resize, args);
+}
+
+absl::Status ReduceReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetReduceParams(spec), Reduce, args);
 }
 
 }  // namespace lathe::ir::internal

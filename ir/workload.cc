@@ -12,192 +12,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ir/epilogue.h"
+#include "ir/op_registry.h"
 #include "ir/ops.h"
 #include "ir/ops_internal.h"
 
 namespace lathe::ir {
 namespace {
 
-// Limits that keep hostile specs from allocating terabytes or overflowing index arithmetic.
-constexpr int64_t kMaxExtent = int64_t{1} << 20;
-constexpr double kMaxElements = 2147483648.0;  // 2^31 per tensor, intermediates included
-
-enum class KeyKind : uint8_t {
-  kPositive,
-  kNonNegative,
-  kChoice,
-  kPositiveFloat,
-  kPair,       // stride, dilation: N or HxW, positive
-  kPads,       // N, HxW or TxLxBxR, non-negative
-  kShape,      // AxBx..., positive, rank 1..8
-  kIndices,    // AxBx..., non-negative (axes, permutations, offsets)
-  kShapeList,  // shapes joined by '+'
-  kEpilogue,   // an epilogue expression (ir/epilogue.h)
-  kLayout,     // nchw, nhwc or nchw{x}c (channels in blocks of x)
-};
-
-struct KeyDef {
-  const char* name;
-  KeyKind kind;
-  const char* default_value;  // nullptr: required (unless optional)
-  std::vector<std::string> choices = {};
-  // Keys added after records existed: left out of the canonical form while they hold their
-  // default, so that the keys of older records never change.
-  bool omit_default = false;
-  bool optional = false;  // no default; absent means "not given"
-};
-
-struct OpDef {
-  const char* name;
-  std::vector<KeyDef> keys;  // in the order they are listed in messages
-};
-
-const std::vector<std::string> kLayouts = {"nchw", "nhwc"};
-const std::vector<std::string> kBools = {"0", "1"};
-
-const std::vector<OpDef>& OpDefs() {
-  static const std::vector<OpDef>* defs = new std::vector<OpDef>{
-      {"matmul",
-       {{"m", KeyKind::kPositive, nullptr},
-        {"n", KeyKind::kPositive, nullptr},
-        {"k", KeyKind::kPositive, nullptr},
-        {"epilogue", KeyKind::kEpilogue, "none"},
-        {"transpose_a", KeyKind::kChoice, "0", kBools, true},
-        {"transpose_b", KeyKind::kChoice, "0", kBools, true},
-        {"bpanel", KeyKind::kPositive, nullptr, {}, false, true}}},
-      {"batch_matmul",
-       {{"b", KeyKind::kPositive, nullptr},
-        {"m", KeyKind::kPositive, nullptr},
-        {"n", KeyKind::kPositive, nullptr},
-        {"k", KeyKind::kPositive, nullptr},
-        {"epilogue", KeyKind::kEpilogue, "none"},
-        {"transpose_a", KeyKind::kChoice, "0", kBools, true},
-        {"transpose_b", KeyKind::kChoice, "0", kBools, true},
-        {"bcast", KeyKind::kChoice, "none", {"none", "a", "b"}, true},
-        {"bpanel", KeyKind::kPositive, nullptr, {}, false, true}}},
-      {"conv2d",
-       {{"n", KeyKind::kPositive, nullptr},
-        {"c", KeyKind::kPositive, nullptr},
-        {"h", KeyKind::kPositive, nullptr},
-        {"w", KeyKind::kPositive, nullptr},
-        {"k", KeyKind::kPositive, nullptr},
-        {"r", KeyKind::kPositive, nullptr},
-        {"s", KeyKind::kPositive, nullptr},
-        {"stride", KeyKind::kPair, "1"},
-        {"pad", KeyKind::kPads, "0"},
-        {"dilation", KeyKind::kPair, "1"},
-        {"groups", KeyKind::kPositive, "1"},
-        {"layout", KeyKind::kLayout, "nchw"},
-        {"epilogue", KeyKind::kEpilogue, "none"},
-        {"kblock", KeyKind::kPositive, nullptr, {}, false, true}}},
-      {"conv2d_transpose",
-       {{"n", KeyKind::kPositive, nullptr},
-        {"c", KeyKind::kPositive, nullptr},
-        {"h", KeyKind::kPositive, nullptr},
-        {"w", KeyKind::kPositive, nullptr},
-        {"k", KeyKind::kPositive, nullptr},
-        {"r", KeyKind::kPositive, nullptr},
-        {"s", KeyKind::kPositive, nullptr},
-        {"stride", KeyKind::kPair, "1"},
-        {"pad", KeyKind::kPads, "0"},
-        {"dilation", KeyKind::kPair, "1"},
-        {"output_padding", KeyKind::kPads, "0"},
-        {"groups", KeyKind::kPositive, "1"},
-        {"epilogue", KeyKind::kEpilogue, "none"}}},
-      {"pool2d",
-       {{"n", KeyKind::kPositive, nullptr},
-        {"c", KeyKind::kPositive, nullptr},
-        {"h", KeyKind::kPositive, nullptr},
-        {"w", KeyKind::kPositive, nullptr},
-        {"r", KeyKind::kPositive, nullptr},
-        {"s", KeyKind::kPositive, nullptr},
-        {"stride", KeyKind::kPair, "1"},
-        {"pad", KeyKind::kPads, "0"},
-        {"kind", KeyKind::kChoice, "max", {"max", "avg"}},
-        {"layout", KeyKind::kLayout, "nchw"},
-        {"count_include_pad", KeyKind::kChoice, "1", kBools, true}}},
-      {"softmax",
-       {{"m", KeyKind::kPositive, nullptr},
-        {"n", KeyKind::kPositive, nullptr},
-        {"inner", KeyKind::kPositive, "1", {}, true}}},
-      {"layer_norm",
-       {{"m", KeyKind::kPositive, nullptr},
-        {"n", KeyKind::kPositive, nullptr},
-        {"eps", KeyKind::kPositiveFloat, "1e-05"}}},
-      {"ewise",
-       {{"a", KeyKind::kShape, nullptr},
-        {"b", KeyKind::kShape, nullptr, {}, false, true},
-        {"binary",
-         KeyKind::kChoice,
-         nullptr,
-         {"add", "sub", "mul", "div", "max", "min", "pow"},
-         false,
-         true},
-        {"epilogue", KeyKind::kEpilogue, "none"}}},
-      {"transpose", {{"shape", KeyKind::kShape, nullptr}, {"perm", KeyKind::kIndices, nullptr}}},
-      {"slice",
-       {{"shape", KeyKind::kShape, nullptr},
-        {"begin", KeyKind::kIndices, nullptr},
-        {"size", KeyKind::kShape, nullptr},
-        {"step", KeyKind::kShape, nullptr, {}, false, true}}},
-      {"concat",
-       {{"axis", KeyKind::kNonNegative, nullptr}, {"inputs", KeyKind::kShapeList, nullptr}}},
-      {"resize",
-       {{"n", KeyKind::kPositive, nullptr},
-        {"c", KeyKind::kPositive, nullptr},
-        {"h", KeyKind::kPositive, nullptr},
-        {"w", KeyKind::kPositive, nullptr},
-        {"oh", KeyKind::kPositive, nullptr},
-        {"ow", KeyKind::kPositive, nullptr},
-        {"mode", KeyKind::kChoice, "nearest", {"nearest", "linear"}},
-        {"coord",
-         KeyKind::kChoice,
-         "half_pixel",
-         {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"}},
-        {"nearest",
-         KeyKind::kChoice,
-         "round_prefer_floor",
-         {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}},
-        {"layout", KeyKind::kLayout, "nchw", {}, true}}},
-      {"reduce",
-       {{"shape", KeyKind::kShape, nullptr},
-        {"axes", KeyKind::kIndices, nullptr},
-        {"kind", KeyKind::kChoice, "mean", {"mean", "sum", "max", "min"}}}},
-      {"winograd_in",
-       {{"n", KeyKind::kPositive, nullptr},
-        {"c", KeyKind::kPositive, nullptr},
-        {"h", KeyKind::kPositive, nullptr},
-        {"w", KeyKind::kPositive, nullptr},
-        {"m", KeyKind::kChoice, "4", {"2", "4"}},
-        {"pad", KeyKind::kPads, "1"},
-        {"layout", KeyKind::kLayout, nullptr}}},
-      {"winograd_out",
-       {{"n", KeyKind::kPositive, nullptr},
-        {"k", KeyKind::kPositive, nullptr},
-        {"oh", KeyKind::kPositive, nullptr},
-        {"ow", KeyKind::kPositive, nullptr},
-        {"m", KeyKind::kChoice, "4", {"2", "4"}},
-        {"layout", KeyKind::kLayout, nullptr},
-        {"epilogue", KeyKind::kEpilogue, "none"}}},
-  };
-  return *defs;
-}
-
-const OpDef* FindOp(const std::string& name) {
-  for (const OpDef& def : OpDefs()) {
-    if (name == def.name) return &def;
-  }
-  return nullptr;
-}
-
-const KeyDef* FindKey(const OpDef& op, const std::string& key) {
-  for (const KeyDef& k : op.keys) {
-    if (key == k.name) return &k;
-  }
-  return nullptr;
-}
-
-std::string ExpectedKeys(const OpDef& op) {
+std::string ExpectedKeys(const OpInfo& op) {
   std::vector<std::string> names;
   for (const KeyDef& k : op.keys) names.push_back(k.name);
   names.push_back("dtype");
@@ -225,7 +47,7 @@ bool ParseDimsText(absl::string_view text, bool positive, size_t min_rank, size_
 }
 
 // Validates one value and returns its canonical text.
-absl::StatusOr<std::string> CanonicalValue(const OpDef& op, const KeyDef& key,
+absl::StatusOr<std::string> CanonicalValue(const OpInfo& op, const KeyDef& key,
                                            const std::string& value) {
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("key '", key.name, "' of ", op.name, " must be ",
@@ -314,308 +136,18 @@ absl::StatusOr<std::string> CanonicalValue(const OpDef& op, const KeyDef& key,
   return absl::InternalError("unhandled key kind");
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
+}  // namespace
 
-// Rejects any tensor (arguments and intermediates) above kMaxElements.
-absl::Status CheckSizes(const std::string& op,
-                        const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) {
-  for (const auto& [name, shape] : shapes) {
-    double n = 1;
-    for (int64_t d : shape) n *= static_cast<double>(d);
-    if (n > kMaxElements) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op, ": tensor ", name, " of shape ", ShapeString(shape), " has more than ",
-                       static_cast<int64_t>(kMaxElements), " elements"));
-    }
-  }
-  return absl::OkStatus();
-}
+namespace internal {
 
-absl::Status Invalid(const std::string& op, const std::string& msg) {
-  return absl::InvalidArgumentError(absl::StrCat(op, ": ", msg));
-}
-
-// Output extents of a window: "(h=.., r=.., pad=.., dilation=.., stride=..)" for messages.
-std::string WindowText(const WorkloadSpec& spec, const char* extent, int64_t e, const char* win,
-                       int64_t r) {
-  std::string out = absl::StrCat("(", extent, "=", e, ", ", win, "=", r, ", pad=", spec.Str("pad"));
-  if (spec.params.count("dilation")) absl::StrAppend(&out, ", dilation=", spec.Str("dilation"));
-  absl::StrAppend(&out, ", stride=", spec.Str("stride"), ")");
-  return out;
-}
-
-// Shape checks of the elementwise and data-movement ops.
-absl::Status ValidateDataShapes(const WorkloadSpec& spec) {
-  const std::string& op = spec.op;
-  if (op == "ewise") {
-    if (spec.params.count("b") != spec.params.count("binary")) {
-      return Invalid(op, "keys 'b' and 'binary' go together");
-    }
-    absl::StatusOr<EwiseParams> p = GetEwiseParams(spec);
-    if (!p.ok()) return p.status();
-    const size_t rank = std::max(p->a.size(), p->b.size());
-    for (size_t i = 0; i < rank && !p->b.empty(); ++i) {
-      const int64_t da = i < rank - p->a.size() ? 1 : p->a[i - (rank - p->a.size())];
-      const int64_t db = i < rank - p->b.size() ? 1 : p->b[i - (rank - p->b.size())];
-      if (da != db && da != 1 && db != 1) {
-        return Invalid(op, absl::StrCat("shapes a=", spec.Str("a"), " and b=", spec.Str("b"),
-                                        " do not broadcast"));
-      }
-    }
-    return CheckSizes(op, {{"Y", p->out_shape()}});
-  }
-  if (op == "transpose") {
-    absl::StatusOr<TransposeParams> p = GetTransposeParams(spec);
-    if (!p.ok()) return p.status();
-    std::vector<int64_t> sorted = p->perm;
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t i = 0; i < sorted.size(); ++i) {
-      if (sorted.size() != p->shape.size() || sorted[i] != static_cast<int64_t>(i)) {
-        return Invalid(op, absl::StrCat("perm=", spec.Str("perm"), " is not a permutation of the ",
-                                        p->shape.size(), " dimensions"));
-      }
-    }
-    return CheckSizes(op, {{"X", p->shape}});
-  }
-  if (op == "slice") {
-    absl::StatusOr<SliceParams> p = GetSliceParams(spec);
-    if (!p.ok()) return p.status();
-    const size_t rank = p->shape.size();
-    if (p->begin.size() != rank || p->size.size() != rank || p->step.size() != rank) {
-      return Invalid(op, "begin, size and step need one entry per dimension of shape");
-    }
-    for (size_t d = 0; d < rank; ++d) {
-      if (p->begin[d] + (p->size[d] - 1) * p->step[d] >= p->shape[d]) {
-        return Invalid(op,
-                       absl::StrCat("dimension ", d, ": begin ", p->begin[d], ", size ", p->size[d],
-                                    ", step ", p->step[d], " reads past the extent ", p->shape[d]));
-      }
-    }
-    return CheckSizes(op, {{"X", p->shape}});
-  }
-  if (op == "concat") {
-    absl::StatusOr<ConcatParams> p = GetConcatParams(spec);
-    if (!p.ok()) return p.status();
-    const auto& first = p->inputs.front();
-    if (p->axis >= static_cast<int64_t>(first.size())) {
-      return Invalid(op, absl::StrCat("axis ", p->axis, " is not below the rank ", first.size()));
-    }
-    for (const auto& in : p->inputs) {
-      bool ok = in.size() == first.size();
-      for (size_t d = 0; ok && d < in.size(); ++d) {
-        ok = static_cast<int64_t>(d) == p->axis || in[d] == first[d];
-      }
-      if (!ok) {
-        return Invalid(
-            op, absl::StrCat("inputs ", spec.Str("inputs"), " differ outside the axis ", p->axis));
-      }
-    }
-    return CheckSizes(op, {{"Y", p->out_shape()}});
-  }
-  if (op == "resize") {
-    absl::StatusOr<ResizeParams> p = GetResizeParams(spec);
-    if (!p.ok()) return p.status();
-    const auto layout = spec.params.find("layout");
-    if (p->block > 0) {
-      if (p->c % p->block != 0) {
-        return Invalid(op, absl::StrCat("c=", p->c, " is not a multiple of the block ", p->block,
-                                        " of layout ", layout->second));
-      }
-    } else if (layout != spec.params.end() && layout->second == "nhwc") {
-      return Invalid(op, "layout nhwc is not supported (nchw or nchw{x}c)");
-    }
-    return CheckSizes(op, {{"X", {p->n, p->c, p->h, p->w}}, {"Y", {p->n, p->c, p->oh, p->ow}}});
-  }
-  if (op == "winograd_in" || op == "winograd_out") {
-    absl::StatusOr<WinogradParams> p = GetWinogradParams(spec);
-    if (!p.ok()) return p.status();
-    const char* chan = p->output_side ? "k" : "c";
-    if (p->block <= 0) {
-      return Invalid(op, absl::StrCat("layout ", spec.Str("layout"), " is not blocked (nchw{x}c)"));
-    }
-    if (p->c % p->block != 0) {
-      return Invalid(op, absl::StrCat(chan, "=", p->c, " is not a multiple of the block ", p->block,
-                                      " of layout ", spec.Str("layout")));
-    }
-    if (p->oh() < 1 || p->ow() < 1 || p->oh() % p->m != 0 || p->ow() % p->m != 0) {
-      return Invalid(op, absl::StrCat("output ", p->oh(), "x", p->ow(),
-                                      " is not a whole number of ", p->m, "x", p->m, " tiles"));
-    }
-    const int64_t t = p->t();
-    return CheckSizes(op, {{"V", {t * t, p->tiles(), p->c}}});
-  }
-  if (op == "reduce") {
-    absl::StatusOr<ReduceParams> p = GetReduceParams(spec);
-    if (!p.ok()) return p.status();
-    for (size_t i = 0; i < p->axes.size(); ++i) {
-      if (p->axes[i] >= static_cast<int64_t>(p->shape.size()) ||
-          (i > 0 && p->axes[i] <= p->axes[i - 1])) {
-        return Invalid(
-            op, absl::StrCat("axes=", spec.Str("axes"), " must be increasing dimensions of shape"));
-      }
-    }
-    return CheckSizes(op, {{"X", p->shape}});
-  }
-  return absl::OkStatus();
-}
-
-// Shape checks that need several keys at once.
-absl::Status ValidateShapes(const WorkloadSpec& spec) {
-  if (spec.op == "matmul" || spec.op == "batch_matmul") {
-    absl::StatusOr<MatmulParams> p = GetMatmulParams(spec);
-    if (!p.ok()) return p.status();
-    std::vector<int64_t> lead =
-        p->batch > 0 ? std::vector<int64_t>{p->batch} : std::vector<int64_t>{};
-    auto with = [&](int64_t a, int64_t b) {
-      std::vector<int64_t> s = lead;
-      s.push_back(a);
-      s.push_back(b);
-      return s;
-    };
-    return CheckSizes(spec.op,
-                      {{"A", with(p->m, p->k)}, {"B", with(p->k, p->n)}, {"C", with(p->m, p->n)}});
-  }
-  if (spec.op == "conv2d" || spec.op == "conv2d_transpose") {
-    const std::string& op = spec.op;
-    const bool transposed = op == "conv2d_transpose";
-    Conv2dParams p;
-    ConvTransposeParams t;
-    int64_t oh = 0, ow = 0;
-    if (transposed) {
-      absl::StatusOr<ConvTransposeParams> q = GetConvTransposeParams(spec);
-      if (!q.ok()) return q.status();
-      t = *q;
-      static_cast<Window2d&>(p) = t;
-      p.n = t.n, p.c = t.c, p.h = t.h, p.w = t.w, p.k = t.k, p.r = t.r, p.s = t.s;
-      p.groups = t.groups;
-      oh = t.oh(), ow = t.ow();
-    } else {
-      absl::StatusOr<Conv2dParams> q = GetConv2dParams(spec);
-      if (!q.ok()) return q.status();
-      p = *q;
-      oh = p.oh(), ow = p.ow();
-    }
-    if (p.c % p.groups != 0) {
-      return Invalid(op, absl::StrCat("c=", p.c, " is not divisible by groups=", p.groups));
-    }
-    if (p.k % p.groups != 0) {
-      return Invalid(op, absl::StrCat("k=", p.k, " is not divisible by groups=", p.groups));
-    }
-    if (transposed) {
-      if (t.output_padding_h >= t.stride_h && t.output_padding_h >= t.dilation_h) {
-        return Invalid(op, "output_padding must be smaller than the stride or the dilation");
-      }
-      if (oh <= 0 || ow <= 0) {
-        return Invalid(op, absl::StrCat("output extents ", oh, "x", ow, " are not positive"));
-      }
-      return CheckSizes(op, {{"X", {p.n, p.c, p.h, p.w}},
-                             {"W", {p.c, p.k / p.groups, p.r, p.s}},
-                             {"Y", {p.n, p.k, oh, ow}}});
-    }
-    // Checked on the numerator: C++ division truncates towards zero.
-    if (p.h + p.pad_t + p.pad_b - p.dilation_h * (p.r - 1) - 1 < 0) {
-      return Invalid(op, "output height is not positive " + WindowText(spec, "h", p.h, "r", p.r));
-    }
-    if (p.w + p.pad_l + p.pad_r - p.dilation_w * (p.s - 1) - 1 < 0) {
-      return Invalid(op, "output width is not positive " + WindowText(spec, "w", p.w, "s", p.s));
-    }
-    const int64_t ph = p.h + p.pad_t + p.pad_b, pw = p.w + p.pad_l + p.pad_r;
-    const int64_t cpg = p.c / p.groups;
-    if (p.blocked()) {
-      const int64_t x = p.cblock, y = p.kblock;
-      const std::string layout = spec.Str("layout");
-      if (p.c % x != 0) {
-        return Invalid(op,
-                       absl::StrCat("c=", p.c, " is not a multiple of the block ", x, " of layout ",
-                                    layout, "; choose a block that divides the channels"));
-      }
-      if (p.k % y != 0) {
-        return Invalid(op, absl::StrCat("k=", p.k, " is not a multiple of the output block ", y,
-                                        "; choose a kblock that divides the output channels"));
-      }
-      if (p.groups > 1 && !(p.depthwise() && x == y)) {
-        return Invalid(op, absl::StrCat("groups=", p.groups, " in layout ", layout,
-                                        ": a blocked grouped convolution must be depthwise "
-                                        "(groups = c = k) with kblock equal to the block"));
-      }
-      if (p.depthwise()) {
-        return CheckSizes(op, {{"X", {p.n, p.c / x, p.h, p.w, x}},
-                               {"pad", {p.n, p.c / x, ph, pw, x}},
-                               {"W", {p.k / y, p.r, p.s, y}},
-                               {"Y", {p.n, p.k / y, oh, ow, y}}});
-      }
-      return CheckSizes(op, {{"X", {p.n, p.c / x, p.h, p.w, x}},
-                             {"pad", {p.n, p.c / x, ph, pw, x}},
-                             {"W", {p.k / y, p.c / x, p.r, p.s, x, y}},
-                             {"Y", {p.n, p.k / y, oh, ow, y}}});
-    }
-    if (p.nhwc) {
-      return CheckSizes(op, {{"X", {p.n, p.h, p.w, p.c}},
-                             {"pad", {p.n, ph, pw, p.c}},
-                             {"W", {p.r, p.s, cpg, p.k}},
-                             {"Y", {p.n, oh, ow, p.k}}});
-    }
-    return CheckSizes(op, {{"X", {p.n, p.c, p.h, p.w}},
-                           {"pad", {p.n, p.c, ph, pw}},
-                           {"W", {p.k, cpg, p.r, p.s}},
-                           {"Y", {p.n, p.k, oh, ow}}});
-  }
-  if (spec.op == "pool2d") {
-    absl::StatusOr<Pool2dParams> p = GetPool2dParams(spec);
-    if (!p.ok()) return p.status();
-    // Every window then overlaps the input, so a max pool never yields -inf.
-    if (std::max(p->pad_t, p->pad_b) >= p->r || std::max(p->pad_l, p->pad_r) >= p->s) {
-      return absl::InvalidArgumentError(absl::StrCat("pool2d: pad=", spec.Str("pad"),
-                                                     " must be smaller than the window (r=", p->r,
-                                                     ", s=", p->s, ")"));
-    }
-    if (p->h + p->pad_t + p->pad_b < p->r) {
-      return Invalid("pool2d",
-                     "output height is not positive " + WindowText(spec, "h", p->h, "r", p->r));
-    }
-    if (p->w + p->pad_l + p->pad_r < p->s) {
-      return Invalid("pool2d",
-                     "output width is not positive " + WindowText(spec, "w", p->w, "s", p->s));
-    }
-    const int64_t ph = p->h + p->pad_t + p->pad_b, pw = p->w + p->pad_l + p->pad_r;
-    if (p->block > 0) {
-      if (p->c % p->block != 0) {
-        return Invalid("pool2d", absl::StrCat("c=", p->c, " is not a multiple of the block ",
-                                              p->block, " of layout ", spec.Str("layout")));
-      }
-      const int64_t b = p->block;
-      return CheckSizes("pool2d", {{"X", {p->n, p->c / b, p->h, p->w, b}},
-                                   {"pad", {p->n, p->c / b, ph, pw, b}},
-                                   {"Y", {p->n, p->c / b, p->oh(), p->ow(), b}}});
-    }
-    if (p->nhwc) {
-      return CheckSizes("pool2d", {{"X", {p->n, p->h, p->w, p->c}},
-                                   {"pad", {p->n, ph, pw, p->c}},
-                                   {"Y", {p->n, p->oh(), p->ow(), p->c}}});
-    }
-    return CheckSizes("pool2d", {{"X", {p->n, p->c, p->h, p->w}},
-                                 {"pad", {p->n, p->c, ph, pw}},
-                                 {"Y", {p->n, p->c, p->oh(), p->ow()}}});
-  }
-  if (spec.op == "softmax") {
-    absl::StatusOr<SoftmaxParams> p = GetSoftmaxParams(spec);
-    if (!p.ok()) return p.status();
-    return CheckSizes(spec.op, {{"X", {p->m, p->n, p->inner}}});
-  }
-  if (spec.op == "layer_norm") {
-    return CheckSizes(spec.op, {{"X", {spec.Int("m"), spec.Int("n")}}});
-  }
-  return ValidateDataShapes(spec);
-}
-
-[[noreturn]] void Fatal(const std::string& message) {
+void Fatal(const std::string& message) {
   std::fprintf(stderr, "lathe: internal error: %s\n", message.c_str());
   std::abort();
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::Fatal;
 
 int64_t WorkloadSpec::Int(const std::string& key) const {
   int64_t v = 0;
@@ -652,10 +184,10 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text) {
   const size_t colon = text.find(':');
   WorkloadSpec spec;
   spec.op = text.substr(0, colon);
-  const OpDef* op = FindOp(spec.op);
+  const OpInfo* op = FindOp(spec.op);
   if (op == nullptr) {
     std::vector<std::string> names;
-    for (const OpDef& def : OpDefs()) names.push_back(def.name);
+    for (const OpInfo& info : OpTable()) names.push_back(info.name);
     return absl::InvalidArgumentError(absl::StrCat("unknown op '", spec.op, "' (expected one of ",
                                                    absl::StrJoin(names, ", "), ")"));
   }
@@ -694,7 +226,7 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text) {
         spec.params["dtype"] = value;  // dropped below: float32 is implied
         continue;
       }
-      const KeyDef* def = FindKey(*op, key);
+      const KeyDef* def = op->FindKey(key);
       if (def == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat("unknown key '", key, "' for op ", op->name,
                                                        " (expected one of ", ExpectedKeys(*op),
@@ -728,15 +260,17 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text) {
     }
     spec.params[def.name] = def.default_value;
   }
-  // A blocked conv's kblock equal to its layout's block is its default: one canonical form.
-  if (auto kb = spec.params.find("kblock"); kb != spec.params.end() && spec.op == "conv2d") {
+  // A key whose default is the layout's channel block (conv2d's kblock): one canonical form.
+  for (const KeyDef& def : op->keys) {
+    auto it = spec.params.find(def.name);
+    if (!def.omit_if_layout_block || it == spec.params.end()) continue;
     auto layout = spec.params.find("layout");
     absl::StatusOr<int64_t> block = layout == spec.params.end()
                                         ? absl::StatusOr<int64_t>(0)
                                         : internal::LayoutBlock(layout->second);
-    if (block.ok() && *block > 0 && kb->second == absl::StrCat(*block)) spec.params.erase(kb);
+    if (block.ok() && *block > 0 && it->second == absl::StrCat(*block)) spec.params.erase(it);
   }
-  if (absl::Status s = ValidateShapes(spec); !s.ok()) return s;
+  if (absl::Status s = op->check_shapes(spec); !s.ok()) return s;
   return spec;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/epilogue.h"
+#include "ir/op_registry.h"
 #include "model/compile.h"
 #include "model/graph.h"
 
@@ -25,10 +26,7 @@ struct KernelDesc {
   std::string output;
   std::vector<std::string> nodes;
 
-  bool has_epilogue() const {
-    return op == "conv2d" || op == "conv2d_transpose" || op == "matmul" || op == "batch_matmul" ||
-           op == "ewise" || op == "winograd_out";
-  }
+  bool has_epilogue() const { return ir::OpTakesKey(op, "epilogue"); }
   // The output axis that bias and scale index.
   int channel_axis(const Graph& g) const;
   // "op:k=v,...,epilogue=..." (not yet canonical).

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "ir/op_registry.h"
 #include "ir/workload.h"
 
 namespace lathe::model {
@@ -14,8 +15,9 @@ std::vector<Task> ExtractTasks(const Program& p) {
     if (it == index.end()) {
       Task t;
       t.workload = k.spec;
-      absl::StatusOr<ir::Workload> w = ir::MakeWorkload(k.spec);
-      t.flops = w.ok() ? w->flops : 0;
+      absl::StatusOr<ir::WorkloadSpec> spec = ir::ParseWorkloadSpec(k.spec);
+      absl::StatusOr<double> flops = spec.ok() ? ir::WorkloadFlops(*spec) : spec.status();
+      t.flops = flops.ok() ? *flops : 0;
       it = index.emplace(k.spec, tasks.size()).first;
       tasks.push_back(std::move(t));
     }

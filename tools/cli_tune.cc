@@ -15,6 +15,7 @@
 
 #include "codegen/host.h"
 #include "fmt/format.h"
+#include "ir/op_registry.h"
 #include "ir/workload.h"
 #include "tools/cli_db.h"
 #include "tools/cli_tasks.h"
@@ -88,13 +89,14 @@ struct Baseline {
 };
 
 std::optional<Baseline> MeasureBaseline(const ir::Workload& w, std::string* why) {
-  if (w.spec.op != "matmul" && w.spec.op != "batch_matmul") {
+  const bool batched = ir::IsOp(w.spec.op, ir::OpKind::kBatchMatmul);
+  if (!batched && !ir::IsOp(w.spec.op, ir::OpKind::kMatmul)) {
     *why = "no library baseline for this op";
     return std::nullopt;
   }
 #ifdef LATHE_HAVE_GEMM_BASELINES
   const int64_t m = w.spec.Int("m"), n = w.spec.Int("n"), k = w.spec.Int("k");
-  const int64_t b = w.spec.op == "batch_matmul" ? w.spec.Int("b") : 1;
+  const int64_t b = batched ? w.spec.Int("b") : 1;
   absl::StatusOr<baselines::GemmResult> r =
       baselines::OpenBlasSgemm(m, n, k, std::max(1, codegen::HostCpu().cores), 0.3);
   if (!r.ok()) {

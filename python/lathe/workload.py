@@ -12,51 +12,15 @@ written that way misses, Database also matches it against the stored specs of it
 
 from .errors import BadSpec
 
-MAX_EXTENT = 1 << 20
+from ._ops import MAX_EXTENT, OPS
 
-# Kinds: "pos", "nonneg" (integers), "choice", "float", "pair" (N or HxW), "pads" (N, HxW or
-# TxLxBxR), "shape", "indices", "shapes" (shapes joined by '+'), "epilogue" (as written).
-# Entries: (key, kind, default or None, flags); flags "omit": left out while default,
-# "opt": optional without a default.
-_EPI = ("epilogue", "epilogue", "none", "")
-_OPS = {
-    "matmul": [("m", "pos", None, ""), ("n", "pos", None, ""), ("k", "pos", None, ""), _EPI,
-               ("transpose_a", "choice", "0", "omit"), ("transpose_b", "choice", "0", "omit")],
-    "batch_matmul": [("b", "pos", None, ""), ("m", "pos", None, ""), ("n", "pos", None, ""),
-                     ("k", "pos", None, ""), _EPI, ("transpose_a", "choice", "0", "omit"),
-                     ("transpose_b", "choice", "0", "omit"), ("bcast", "choice", "none", "omit")],
-    "conv2d": [("n", "pos", None, ""), ("c", "pos", None, ""), ("h", "pos", None, ""),
-               ("w", "pos", None, ""), ("k", "pos", None, ""), ("r", "pos", None, ""),
-               ("s", "pos", None, ""), ("stride", "pair", "1", ""), ("pad", "pads", "0", ""),
-               ("dilation", "pair", "1", ""), ("groups", "pos", "1", ""),
-               ("layout", "layout", "nchw", ""), _EPI, ("kblock", "pos", None, "opt")],
-    "conv2d_transpose": [("n", "pos", None, ""), ("c", "pos", None, ""), ("h", "pos", None, ""),
-                         ("w", "pos", None, ""), ("k", "pos", None, ""), ("r", "pos", None, ""),
-                         ("s", "pos", None, ""), ("stride", "pair", "1", ""),
-                         ("pad", "pads", "0", ""), ("dilation", "pair", "1", ""),
-                         ("output_padding", "pads", "0", ""), ("groups", "pos", "1", ""), _EPI],
-    "pool2d": [("n", "pos", None, ""), ("c", "pos", None, ""), ("h", "pos", None, ""),
-               ("w", "pos", None, ""), ("r", "pos", None, ""), ("s", "pos", None, ""),
-               ("stride", "pair", "1", ""), ("pad", "pads", "0", ""),
-               ("kind", "choice", "max", ""), ("layout", "layout", "nchw", ""),
-               ("count_include_pad", "choice", "1", "omit")],
-    "softmax": [("m", "pos", None, ""), ("n", "pos", None, ""), ("inner", "pos", "1", "omit")],
-    "layer_norm": [("m", "pos", None, ""), ("n", "pos", None, ""),
-                   ("eps", "float", "1e-05", "")],
-    "ewise": [("a", "shape", None, ""), ("b", "shape", None, "opt"),
-              ("binary", "choice", None, "opt"), _EPI],
-    "transpose": [("shape", "shape", None, ""), ("perm", "indices", None, "")],
-    "slice": [("shape", "shape", None, ""), ("begin", "indices", None, ""),
-              ("size", "shape", None, ""), ("step", "shape", None, "opt")],
-    "concat": [("axis", "nonneg", None, ""), ("inputs", "shapes", None, "")],
-    "resize": [("n", "pos", None, ""), ("c", "pos", None, ""), ("h", "pos", None, ""),
-               ("w", "pos", None, ""), ("oh", "pos", None, ""), ("ow", "pos", None, ""),
-               ("mode", "choice", "nearest", ""), ("coord", "choice", "half_pixel", ""),
-               ("nearest", "choice", "round_prefer_floor", ""),
-               ("layout", "layout", "nchw", "omit")],
-    "reduce": [("shape", "shape", None, ""), ("axes", "indices", None, ""),
-               ("kind", "choice", "mean", "")],
-}
+# The table of ir/op_registry.cc, generated into _ops.py at build time (tools/op_table_main.cc):
+# {op: ((key, kind, default or None, flags, choices), ...)}. Kinds: "pos", "nonneg" (integers),
+# "choice", "float", "pair" (N or HxW), "pads" (N, HxW or TxLxBxR), "shape", "indices",
+# "shapes" (shapes joined by '+'), "epilogue" (as written), "layout"; flags "omit" (left out
+# while default), "opt" (optional without a default), "layout_block" (left out while equal to
+# the layout's channel block).
+_OPS = {op: keys for op, (keys, _example, _canonical) in OPS.items()}
 
 
 def _dims(op, key, text, positive, min_rank, max_rank):
@@ -71,7 +35,7 @@ def _dims(op, key, text, positive, min_rank, max_rank):
     return out
 
 
-def _value(op, key, kind, text):
+def _value(op, key, kind, text, choices=()):
     """The canonical text of one value (ir/workload.cc CanonicalValue)."""
     if kind in ("pos", "nonneg"):
         v = _dims(op, key, text, kind == "pos", 1, 1)[0]
@@ -110,7 +74,9 @@ def _value(op, key, kind, text):
     if kind == "layout":  # nchw{x}c with the block as a plain number (ir/ops.cc LayoutBlock)
         b = _layout_block(text)
         return f"nchw{b}c" if b else text
-    return text  # choice (the daemon checks it), epilogue (as written)
+    if kind == "choice" and text not in choices:
+        raise BadSpec(f"key '{key}' of {op} must be one of {', '.join(choices)}, got '{text}'")
+    return text  # a choice, an epilogue (as written)
 
 
 def _layout_block(text):
@@ -155,26 +121,27 @@ def canonical_params(op, params):
         return {k: (str(int(v)) if v.isdigit() and len(v) <= 18 else v)
                 for k, v in params.items()}
     params = dict(params)
-    known = {k for k, _, _, _ in keys}
+    known = [k[0] for k in keys]
     for k in params:
         if k not in known:
             raise BadSpec(f"unknown key '{k}' for op {op} "
-                          f"(expected one of {', '.join([*[k for k, _, _, _ in keys], 'dtype'])})")
-    for k, kind, default, flags in keys:
+                          f"(expected one of {', '.join([*known, 'dtype'])})")
+    for k, kind, default, flags, choices in keys:
         if k in params:
-            params[k] = _value(op, k, kind, params[k])
-            if flags == "omit" and params[k] == default:
+            params[k] = _value(op, k, kind, params[k], choices)
+            if "omit" in flags and params[k] == default:
                 del params[k]
-        elif flags in ("omit", "opt"):
+        elif "omit" in flags or "opt" in flags:
             continue
         elif default is None:
             raise BadSpec(f"missing key '{k}' for {op}")
         else:
             params[k] = default
-    # kblock equal to the layout's block is its default (ir/workload.cc).
-    if op == "conv2d" and "kblock" in params and \
-            params["kblock"] == str(_layout_block(params.get("layout", ""))):
-        del params["kblock"]
+    # A key whose default is the layout's channel block (conv2d's kblock; ir/workload.cc).
+    for k, _, _, flags, _ in keys:
+        if "layout_block" in flags and k in params and \
+                params[k] == str(_layout_block(params.get("layout", ""))):
+            del params[k]
     return params
 
 
