@@ -16,6 +16,7 @@
 #include "codegen/host.h"
 #include "db/database.h"
 #include "db/jsonl.h"
+#include "db/location.h"
 #include "db/lookup.h"
 #include "ir/target.h"
 #include "ir/workload.h"
@@ -208,9 +209,13 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
       if (!in_file) return Fail(cmd, "cannot read " + file);
       in = &in_file;
     }
+    absl::StatusOr<db::DatabaseLocation> location = db::ParseDatabaseLocation(path);
+    if (!location.ok()) return Fail(cmd, std::string(location.status().message()), kExitUsage);
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     std::error_code ec;
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (location->kind == db::StoreKind::kSqlite && !parent.empty()) {
+      std::filesystem::create_directories(parent, ec);
+    }
     if (ec) return Fail(cmd, "cannot create directory " + parent.string() + ": " + ec.message());
     db::OpenOptions options;
     options.quick_check = true;  // never merge into a damaged file
