@@ -131,11 +131,16 @@ int RunQuery(const QueryOptions& options) {
   };
 
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
+  if (!db::IsDatabaseUrl(path) && !std::filesystem::exists(path, ec)) {
     return miss(absl::StrCat("no record for ", workload.canonical, " on ", device_class,
                              ": database ", path, " does not exist"));
   }
   absl::StatusOr<std::unique_ptr<db::Database>> database = OpenExisting(path);
+  if (absl::IsNotFound(database.status()) && db::IsDatabaseUrl(path)) {
+    // A PostgreSQL database (or its schema) that is not there yet: as a missing file.
+    return miss(absl::StrCat("no record for ", workload.canonical, " on ", device_class, ": ",
+                             database.status().message()));
+  }
   if (!database.ok()) return Fail(cmd, std::string(database.status().message()));
   db::LookupPolicy policy;
   if (options.allow_other_core_count) policy.fallback = db::DeviceFallback::kOtherCoreCount;
@@ -253,7 +258,7 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
       std::printf("%s\n", out.dump().c_str());
     } else {
       std::printf("imported %lld records into %s: %lld new, %lld already present, %lld refused\n",
-                  static_cast<long long>(stats->records), path.c_str(),
+                  static_cast<long long>(stats->records), (*database)->path().c_str(),
                   static_cast<long long>(stats->inserted),
                   static_cast<long long>(stats->duplicates),
                   static_cast<long long>(stats->refused));
@@ -266,7 +271,9 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
   }
 
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Fail(cmd, "database " + path + ": no such file");
+  if (!db::IsDatabaseUrl(path) && !std::filesystem::exists(path, ec)) {
+    return Fail(cmd, "database " + path + ": no such file");
+  }
   absl::StatusOr<std::unique_ptr<db::Database>> database = OpenExisting(path);
   if (!database.ok()) return Fail(cmd, std::string(database.status().message()));
 
@@ -274,7 +281,7 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
     absl::StatusOr<db::Stats> s = (*database)->GetStats();
     if (!s.ok()) return Fail(cmd, std::string(s.status().message()));
     if (json_out) {
-      json out = {{"path", path},
+      json out = {{"path", (*database)->path()},
                   {"schema_version", s->schema_version},
                   {"workloads", s->workloads},
                   {"device_classes", s->device_classes},
@@ -283,7 +290,7 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
                   {"by_error_class", s->by_error_class}};
       std::printf("%s\n", out.dump().c_str());
     } else {
-      std::printf("database        %s (schema v%lld)\n", path.c_str(),
+      std::printf("database        %s (schema v%lld)\n", (*database)->path().c_str(),
                   static_cast<long long>(s->schema_version));
       std::printf("workloads       %lld\n", static_cast<long long>(s->workloads));
       std::printf("device classes  %lld\n", static_cast<long long>(s->device_classes));
@@ -347,12 +354,14 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
   }
   absl::StatusOr<int> version = (*database)->SchemaVersion();
   if (json_out) {
-    json out = {{"path", path}, {"ok", problems->empty()}, {"problems", json::array()}};
+    json out = {
+        {"path", (*database)->path()}, {"ok", problems->empty()}, {"problems", json::array()}};
     for (const std::string& p : *problems) out["problems"].push_back(SafeText(p));
     if (version.ok()) out["schema_version"] = *version;
     std::printf("%s\n", out.dump().c_str());
   } else if (problems->empty()) {
-    std::printf("database %s: ok (schema v%d)\n", path.c_str(), version.ok() ? *version : 0);
+    std::printf("database %s: ok (schema v%d)\n", (*database)->path().c_str(),
+                version.ok() ? *version : 0);
   } else {
     for (const std::string& p : *problems) std::printf("%s\n", SafeText(p).c_str());
   }

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -191,16 +192,25 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
   // Unfinished jobs that another daemon sharing the store runs: they count below as jobs that
   // tuned a workload meanwhile, and are neither resumed nor listed here.
   std::vector<bool> foreign;
+  std::set<std::string> held_elsewhere;
   for (const db::Job& j : *stored) {
-    bool theirs = false;
-    if (!Terminal(j.state)) {
-      absl::StatusOr<bool> claimed = s.db->ClaimJob(j.uid);
+    if (!Terminal(j.state)) held_elsewhere.insert(j.uid);
+  }
+  // A claim of this daemon's own job can fail for a moment after it was killed (-9), until the
+  // server notices that the old session is gone: the refused claims are tried again for a
+  // second before the jobs are left to whoever holds them.
+  for (int round = 0; round < 6 && !held_elsewhere.empty(); ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (auto it = held_elsewhere.begin(); it != held_elsewhere.end();) {
+      absl::StatusOr<bool> claimed = s.db->ClaimJob(*it);
       if (!claimed.ok()) return claimed.status();
-      theirs = !*claimed;
-      if (theirs) {
-        spdlog::info("event=job_skipped job={} reason=\"run by another daemon on the store\"",
-                     j.uid);
-      }
+      it = *claimed ? held_elsewhere.erase(it) : std::next(it);
+    }
+  }
+  for (const db::Job& j : *stored) {
+    const bool theirs = held_elsewhere.count(j.uid) > 0;
+    if (theirs) {
+      spdlog::info("event=job_skipped job={} reason=\"run by another daemon on the store\"", j.uid);
     }
     foreign.push_back(theirs);
     auto job = std::make_unique<JobEntry>();
