@@ -11,11 +11,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "db/database_impl.h"
+#include "db/location.h"
+#include "db/postgres.h"
+#include "db/sqlite.h"
 
 namespace lathe::db {
 namespace {
 
 using internal::Connection;
+using internal::SqliteConnection;
 
 constexpr char kSqliteMagic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f',
                                    'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
@@ -61,7 +65,7 @@ absl::Status Refuse(const absl::Status& st) {
 }
 
 // Validates an existing, non-empty file read-only. Returns whether quick_check ran.
-absl::Status ValidateExisting(Connection& conn, const OpenOptions& options) {
+absl::Status ValidateExisting(SqliteConnection& conn, const OpenOptions& options) {
   const std::string& path = conn.path();
   absl::StatusOr<int64_t> version = conn.QueryInt64("PRAGMA user_version");
   if (!version.ok()) return Refuse(version.status());
@@ -109,7 +113,7 @@ absl::Status ValidateExisting(Connection& conn, const OpenOptions& options) {
 
 // Switches to WAL, retrying while another connection holds a lock (the busy handler does not
 // cover every path of a journal-mode change).
-absl::Status EnableWal(Connection& conn, int busy_timeout_ms) {
+absl::Status EnableWal(SqliteConnection& conn, int busy_timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
   while (true) {
     absl::StatusOr<std::string> mode = conn.QueryText("PRAGMA journal_mode = WAL");
@@ -125,16 +129,8 @@ absl::Status EnableWal(Connection& conn, int busy_timeout_ms) {
   }
 }
 
-}  // namespace
-
-Database::Database(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Database::~Database() = default;
-
-const std::string& Database::path() const { return impl_->conn->path(); }
-
-absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
-                                                         const OpenOptions& options) {
-  if (path.empty()) return absl::InvalidArgumentError("database path is empty");
+absl::StatusOr<std::unique_ptr<Connection>> OpenSqlite(const std::string& path,
+                                                       const OpenOptions& options) {
   absl::StatusOr<FileState> file = InspectFile(path);
   if (!file.ok()) return file.status();
   if (!file->exists && !options.create_if_missing) {
@@ -142,10 +138,10 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   }
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (options.create_if_missing) flags |= SQLITE_OPEN_CREATE;
-  absl::StatusOr<std::unique_ptr<Connection>> conn =
-      Connection::Open(path, flags, options.busy_timeout_ms);
+  absl::StatusOr<std::unique_ptr<SqliteConnection>> conn =
+      SqliteConnection::Open(path, flags, options.busy_timeout_ms);
   if (!conn.ok()) return conn.status();
-  Connection& c = **conn;
+  SqliteConnection& c = **conn;
 
   if (file->exists && !file->empty) {
     if (absl::Status st = ValidateExisting(c, options); !st.ok()) return st;
@@ -158,7 +154,33 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
     return st;
   }
   if (absl::Status st = internal::Migrate(c); !st.ok()) return st;
+  return std::unique_ptr<Connection>(std::move(*conn));
+}
 
+absl::StatusOr<std::unique_ptr<Connection>> OpenPostgres(const DatabaseLocation& loc,
+                                                         const OpenOptions& options) {
+  absl::StatusOr<std::unique_ptr<internal::PgConnection>> conn =
+      internal::PgConnection::Connect(loc.target, loc.display, options.busy_timeout_ms);
+  if (!conn.ok()) return conn.status();
+  if (absl::Status st = internal::MigratePostgres(**conn, options); !st.ok()) return st;
+  return std::unique_ptr<Connection>(std::move(*conn));
+}
+
+}  // namespace
+
+Database::Database(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Database::~Database() = default;
+
+const std::string& Database::path() const { return impl_->conn->location(); }
+
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
+                                                         const OpenOptions& options) {
+  absl::StatusOr<DatabaseLocation> loc = ParseDatabaseLocation(path);
+  if (!loc.ok()) return loc.status();
+  absl::StatusOr<std::unique_ptr<Connection>> conn = loc->kind == StoreKind::kPostgres
+                                                         ? OpenPostgres(*loc, options)
+                                                         : OpenSqlite(loc->target, options);
+  if (!conn.ok()) return conn.status();
   auto impl = std::make_unique<Impl>();
   impl->conn = std::move(*conn);
   return std::unique_ptr<Database>(new Database(std::move(impl)));
@@ -166,24 +188,25 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
 
 absl::StatusOr<int> Database::SchemaVersion() {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  absl::StatusOr<int64_t> v = impl_->conn->QueryInt64("PRAGMA user_version");
+  absl::StatusOr<int64_t> v = impl_->conn->SchemaVersion();
   if (!v.ok()) return v.status();
   return static_cast<int>(*v);
 }
 
 absl::StatusOr<std::vector<std::string>> Database::IntegrityCheck() {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  absl::StatusOr<internal::Statement> check = impl_->conn->Prepare("PRAGMA integrity_check");
-  if (!check.ok()) return check.status();
-  std::vector<std::string> problems;
-  while (true) {
-    absl::StatusOr<bool> row = check->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    std::string line = check->ColumnText(0);
-    if (line != "ok") problems.push_back(std::move(line));
-  }
-  return problems;
+  return impl_->conn->IntegrityCheck();
+}
+
+absl::StatusOr<bool> Database::ClaimJob(const std::string& uid) {
+  if (uid.empty()) return absl::InvalidArgumentError("job: empty uid");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->conn->ClaimJob(uid);
+}
+
+absl::Status Database::ReleaseJob(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->conn->ReleaseJob(uid);
 }
 
 }  // namespace lathe::db

@@ -1,14 +1,20 @@
 // \file
-// The tuning database: a SQLite file in WAL mode holding workloads, device classes,
-// measurement records, cost-model blobs per device class and tuning jobs. Opening validates
-// the file before anything is written (a file that is not a database, is corrupt, or has a
-// newer schema is refused untouched) and migrates older schemas forward.
+// The tuning database: workloads, device classes, measurement records, cost-model blobs per
+// device class and tuning jobs, in one of two stores with the same semantics:
+//  - a SQLite file in WAL mode (the embedded default). Opening validates the file before
+//    anything is written (a file that is not a database, is corrupt, or has a newer schema is
+//    refused untouched) and migrates older schemas forward;
+//  - a PostgreSQL database named by a `postgresql://` URL (db/location.h), which several
+//    daemons share. Opening creates or checks the schema under an advisory lock, so daemons
+//    that start at once on one database create it once.
+// On both, a write is durable when it returns, inserts are idempotent by candidate id, and
+// bad input fails with the same status codes.
 //
-// Thread-safety: a Database is one SQLite connection; its methods are serialized by an
-// internal mutex, so one object may be shared by threads. For parallel readers, open one
-// Database per thread on the same file: WAL lets readers run beside the single writer, and
-// busy waits are absorbed by the busy timeout (no SQLITE_BUSY reaches the caller unless the
-// timeout expires, as Unavailable). Several processes may open the same file.
+// Thread-safety: a Database is one connection; its methods are serialized by an internal
+// mutex, so one object may be shared by threads. For parallel readers, open one Database per
+// thread: SQLite's WAL (and PostgreSQL) lets readers run beside the writer, and lock waits are
+// absorbed by the busy timeout (nothing reaches the caller unless the timeout expires, as
+// Unavailable). Several processes may open the same file or PostgreSQL database.
 #ifndef LATHE_DB_DATABASE_H_
 #define LATHE_DB_DATABASE_H_
 
@@ -81,18 +87,25 @@ struct Job {
 
 class Database {
  public:
-  // Opens (or creates) the database at `path`. Before writing anything it checks that an
-  // existing non-empty file has the SQLite header, that its schema is readable, that its
-  // user_version is not newer than kSchemaVersion, and runs quick_check when it will switch
-  // the file to WAL or migrate it. Failures: NotFound (missing file, !create_if_missing),
-  // DataLoss (not a database, corrupt: "database PATH: file is not a database"),
-  // FailedPrecondition (schema newer than this code), PermissionDenied (cannot open).
+  // Opens (or creates) the database at `path`: a SQLite file path, or a PostgreSQL URL
+  // (`postgresql://` or `postgres://`; any other `scheme://` is InvalidArgument naming the
+  // scheme, and a URL is never taken for a file path). For a file, before writing anything
+  // it checks that an existing non-empty file has the SQLite header, that its schema is
+  // readable, that its user_version is not newer than kSchemaVersion, and runs quick_check
+  // when it will switch the file to WAL or migrate it. For PostgreSQL it connects, then
+  // creates the schema in a database without one, or checks its version. Failures: NotFound
+  // (missing file or schema with !create_if_missing, missing PostgreSQL database), DataLoss
+  // (not a database, corrupt: "database PATH: file is not a database"), FailedPrecondition
+  // (schema newer than this code, a PostgreSQL database with foreign tables of lathe's
+  // names), PermissionDenied (cannot open, authentication failed), Unavailable (server
+  // unreachable).
   static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
                                                         const OpenOptions& options = {});
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
+  // The file path, or the PostgreSQL URL without its password.
   const std::string& path() const;
   // The schema version of the open file (== kSchemaVersion after Open).
   absl::StatusOr<int> SchemaVersion();
@@ -189,11 +202,18 @@ class Database {
   absl::StatusOr<std::optional<Job>> GetJob(const std::string& uid);
   // Jobs in creation order, only those in `state` when given.
   absl::StatusOr<std::vector<Job>> ListJobs(std::optional<JobState> state = std::nullopt);
+  // Marks the job as run through this Database until it is closed (or the job released), so
+  // that daemons sharing a PostgreSQL store never run one job twice: false when another open
+  // Database holds it. A daemon that dies releases its jobs with its connection. On a SQLite
+  // file (one daemon) always true. Claiming a uid before its job exists is allowed.
+  absl::StatusOr<bool> ClaimJob(const std::string& uid);
+  absl::Status ReleaseJob(const std::string& uid);
 
   // --- maintenance (database.cc) ---
 
-  // Runs PRAGMA integrity_check (full, O(file size)); returns the problems found, empty
-  // when the file is sound.
+  // SQLite: runs PRAGMA integrity_check (full, O(file size)); PostgreSQL: checks what the
+  // schema's constraints do not (the server keeps its own files sound). Returns the problems
+  // found, empty when the store is sound.
   absl::StatusOr<std::vector<std::string>> IntegrityCheck();
 
   struct Impl;

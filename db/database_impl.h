@@ -1,6 +1,7 @@
 // \file
-// Internal to lathe::db: the state behind Database (one connection and the mutex that
-// serializes it), shared by database.cc, records.cc and store.cc.
+// Internal to lathe::db: the state behind Database (one connection to its store, SQLite or
+// PostgreSQL, and the mutex that serializes it), shared by database.cc, records.cc and
+// store.cc.
 #ifndef LATHE_DB_DATABASE_IMPL_H_
 #define LATHE_DB_DATABASE_IMPL_H_
 
@@ -14,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "db/database.h"
 #include "db/record.h"
-#include "db/sqlite.h"
+#include "db/sql.h"
 
 namespace lathe::db {
 
@@ -44,7 +45,7 @@ struct Database::Impl {
 
 namespace internal {
 
-// Schema SQL and forward migrations (schema.cc).
+// Schema SQL and forward migrations of SQLite files (schema.cc; PostgreSQL's: postgres.h).
 // Applies every migration from the file's user_version up to kSchemaVersion inside one
 // BEGIN IMMEDIATE transaction; safe when several connections race to do it.
 absl::Status Migrate(Connection& conn);
@@ -61,6 +62,10 @@ absl::StatusOr<int64_t> DeviceClassId(Connection& conn, const std::string& name)
 // Ids for lookups: nullopt when absent (nothing is created).
 absl::StatusOr<std::optional<int64_t>> FindWorkloadId(Connection& conn, const std::string& key);
 absl::StatusOr<std::optional<int64_t>> FindDeviceClassId(Connection& conn, const std::string& name);
+
+// Runs an `INSERT ... ON CONFLICT DO NOTHING RETURNING id`: the new row's id, or nullopt when
+// the row was already there (inserted meanwhile by another writer of a shared store).
+absl::StatusOr<std::optional<int64_t>> InsertReturningId(Statement& insert);
 
 // Repeats are stored as a blob of little-endian float64.
 std::string EncodeRepeats(const std::vector<double>& repeats);

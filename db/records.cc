@@ -117,40 +117,63 @@ absl::StatusOr<std::optional<int64_t>> FindDeviceClassId(Connection& conn,
   return std::optional<int64_t>(stmt->ColumnInt64(0));
 }
 
+absl::StatusOr<std::optional<int64_t>> InsertReturningId(Statement& insert) {
+  absl::StatusOr<bool> row = insert.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<int64_t>();
+  int64_t id = insert.ColumnInt64(0);
+  if (absl::Status st = insert.Run(); !st.ok()) return st;
+  return std::optional<int64_t>(id);
+}
+
 absl::StatusOr<int64_t> WorkloadId(Connection& conn, const std::string& key,
                                    const std::string& spec) {
-  {
-    absl::StatusOr<Statement> stmt = conn.Prepare("SELECT id, spec FROM workloads WHERE key = ?");
-    if (!stmt.ok()) return stmt.status();
-    stmt->BindText(1, key);
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) return row.status();
-    if (*row) {
-      std::string stored = stmt->ColumnText(1);
-      if (stored != spec) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("workload key ", absl::CHexEscape(key), " is already used by spec '",
-                         absl::CHexEscape(stored), "', not '", absl::CHexEscape(spec), "'"));
+  // Twice at most: a key that another writer inserts between the lookup and the insert is
+  // found by the second lookup.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      absl::StatusOr<Statement> stmt = conn.Prepare("SELECT id, spec FROM workloads WHERE key = ?");
+      if (!stmt.ok()) return stmt.status();
+      stmt->BindText(1, key);
+      absl::StatusOr<bool> row = stmt->Step();
+      if (!row.ok()) return row.status();
+      if (*row) {
+        std::string stored = stmt->ColumnText(1);
+        if (stored != spec) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("workload key ", absl::CHexEscape(key), " is already used by spec '",
+                           absl::CHexEscape(stored), "', not '", absl::CHexEscape(spec), "'"));
+        }
+        return stmt->ColumnInt64(0);
       }
-      return stmt->ColumnInt64(0);
     }
+    absl::StatusOr<Statement> insert = conn.Prepare(
+        "INSERT INTO workloads(key, spec) VALUES(?, ?) ON CONFLICT(key) DO NOTHING RETURNING id");
+    if (!insert.ok()) return insert.status();
+    insert->BindText(1, key).BindText(2, spec);
+    absl::StatusOr<std::optional<int64_t>> id = InsertReturningId(*insert);
+    if (!id.ok()) return id.status();
+    if (id->has_value()) return **id;
   }
-  absl::StatusOr<Statement> insert = conn.Prepare("INSERT INTO workloads(key, spec) VALUES(?, ?)");
-  if (!insert.ok()) return insert.status();
-  insert->BindText(1, key).BindText(2, spec);
-  if (absl::Status st = insert->Run(); !st.ok()) return st;
-  return conn.LastInsertRowid();
+  return absl::AbortedError(absl::StrCat("workload key ", absl::CHexEscape(key),
+                                         ": inserted and not found (concurrent writers)"));
 }
 
 absl::StatusOr<int64_t> DeviceClassId(Connection& conn, const std::string& name) {
-  absl::StatusOr<std::optional<int64_t>> found = FindDeviceClassId(conn, name);
-  if (!found.ok()) return found.status();
-  if (found->has_value()) return **found;
-  absl::StatusOr<Statement> insert = conn.Prepare("INSERT INTO device_classes(name) VALUES(?)");
-  if (!insert.ok()) return insert.status();
-  insert->BindText(1, name);
-  if (absl::Status st = insert->Run(); !st.ok()) return st;
-  return conn.LastInsertRowid();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<std::optional<int64_t>> found = FindDeviceClassId(conn, name);
+    if (!found.ok()) return found.status();
+    if (found->has_value()) return **found;
+    absl::StatusOr<Statement> insert = conn.Prepare(
+        "INSERT INTO device_classes(name) VALUES(?) ON CONFLICT(name) DO NOTHING RETURNING id");
+    if (!insert.ok()) return insert.status();
+    insert->BindText(1, name);
+    absl::StatusOr<std::optional<int64_t>> id = InsertReturningId(*insert);
+    if (!id.ok()) return id.status();
+    if (id->has_value()) return **id;
+  }
+  return absl::AbortedError(absl::StrCat("device class ", absl::CHexEscape(name),
+                                         ": inserted and not found (concurrent writers)"));
 }
 
 }  // namespace internal
@@ -260,14 +283,18 @@ absl::StatusOr<Record> Prepared(const Record& in) {
 
 // Inserts one validated record; must run inside a write transaction.
 absl::StatusOr<InsertResult> InsertOne(Connection& conn, const Record& r, int64_t now) {
-  {
-    absl::StatusOr<Statement> find = conn.Prepare("SELECT id FROM records WHERE candidate_id = ?");
-    if (!find.ok()) return find.status();
-    find->BindText(1, r.candidate_id);
-    absl::StatusOr<bool> row = find->Step();
+  auto find = [&]() -> absl::StatusOr<std::optional<int64_t>> {
+    absl::StatusOr<Statement> stmt = conn.Prepare("SELECT id FROM records WHERE candidate_id = ?");
+    if (!stmt.ok()) return stmt.status();
+    stmt->BindText(1, r.candidate_id);
+    absl::StatusOr<bool> row = stmt->Step();
     if (!row.ok()) return row.status();
-    if (*row) return InsertResult{find->ColumnInt64(0), false};
-  }
+    if (!*row) return std::optional<int64_t>();
+    return std::optional<int64_t>(stmt->ColumnInt64(0));
+  };
+  absl::StatusOr<std::optional<int64_t>> existing = find();
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) return InsertResult{**existing, false};
   absl::StatusOr<int64_t> wid = internal::WorkloadId(conn, r.workload_key, r.workload);
   if (!wid.ok()) return wid.status();
   absl::StatusOr<int64_t> did = internal::DeviceClassId(conn, r.device_class);
@@ -275,7 +302,8 @@ absl::StatusOr<InsertResult> InsertOne(Connection& conn, const Record& r, int64_
   absl::StatusOr<Statement> insert = conn.Prepare(
       "INSERT INTO records(candidate_id, workload_id, device_class_id, trace_json, repeats, "
       "median_us, cv, flops, error_class, error_msg, worker, lathe_version, measured_at, "
-      "inserted_at, remeasured_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "inserted_at, remeasured_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT(candidate_id) DO NOTHING RETURNING id");
   if (!insert.ok()) return insert.status();
   insert->BindText(1, r.candidate_id)
       .BindInt64(2, *wid)
@@ -292,8 +320,15 @@ absl::StatusOr<InsertResult> InsertOne(Connection& conn, const Record& r, int64_
       .BindInt64(13, r.measured_at_ms)
       .BindInt64(14, now)
       .BindInt64(15, r.remeasured_at_ms);
-  if (absl::Status st = insert->Run(); !st.ok()) return st;
-  return InsertResult{conn.LastInsertRowid(), true};
+  absl::StatusOr<std::optional<int64_t>> id = internal::InsertReturningId(*insert);
+  if (!id.ok()) return id.status();
+  if (id->has_value()) return InsertResult{**id, true};
+  // Another writer of a shared store committed the same candidate meanwhile.
+  existing = find();
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) return InsertResult{**existing, false};
+  return absl::AbortedError(absl::StrCat("record ", absl::CHexEscape(r.candidate_id),
+                                         ": inserted and not found (concurrent writers)"));
 }
 
 // Writes `batches` in one transaction, each all or nothing under a savepoint of its own, and
@@ -401,8 +436,8 @@ absl::StatusOr<Record> Database::AddRepeats(const std::string& candidate_id,
   Connection& conn = *impl_->conn;
   absl::StatusOr<internal::Transaction> txn = internal::Transaction::BeginImmediate(conn);
   if (!txn.ok()) return txn.status();
-  absl::StatusOr<Statement> find =
-      conn.Prepare(absl::StrCat(kSelectRecord, "WHERE r.candidate_id = ?"));
+  absl::StatusOr<Statement> find = conn.Prepare(
+      absl::StrCat(kSelectRecord, "WHERE r.candidate_id = ?", conn.LockRecordClause()));
   if (!find.ok()) return find.status();
   find->BindText(1, candidate_id);
   absl::StatusOr<std::vector<Record>> rows = ReadRecords(*find);
@@ -467,7 +502,7 @@ absl::StatusOr<std::vector<Record>> Database::TopOfRelatedWorkloads(const std::s
       "WITH ranked AS (SELECT r2.id AS id, ROW_NUMBER() OVER (PARTITION BY r2.workload_id "
       "ORDER BY r2.median_us, r2.id) AS rn FROM records r2 JOIN workloads w2 ON w2.id = "
       "r2.workload_id WHERE r2.device_class_id = ? AND r2.error_class = 'ok' AND w2.key != ? "
-      "AND substr(w2.spec, 1, ?) = ?) ",
+      "AND substr(w2.spec, 1, CAST(? AS INTEGER)) = ?) ",
       kSelectRecord,
       "JOIN ranked k ON k.id = r.id WHERE k.rn <= ? ORDER BY k.rn, r.workload_id LIMIT ?"));
   if (!stmt.ok()) return stmt.status();
@@ -584,8 +619,7 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> Database::DeviceCla
   if (!wid->has_value()) return out;
   absl::StatusOr<Statement> stmt = conn.Prepare(
       "SELECT d.name, count(*) FROM records r JOIN device_classes d ON d.id = r.device_class_id "
-      "WHERE r.workload_id = ? AND r.error_class = 'ok' GROUP BY r.device_class_id "
-      "ORDER BY d.name");
+      "WHERE r.workload_id = ? AND r.error_class = 'ok' GROUP BY d.id, d.name ORDER BY d.name");
   if (!stmt.ok()) return stmt.status();
   stmt->BindInt64(1, **wid);
   while (true) {
@@ -598,16 +632,25 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> Database::DeviceCla
 
 absl::Status Database::ForEachRecord(const std::function<absl::Status(const Record&)>& fn) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  absl::StatusOr<Statement> stmt =
-      impl_->conn->Prepare(absl::StrCat(kSelectRecord, "ORDER BY r.id"));
-  if (!stmt.ok()) return stmt.status();
+  // In pages by id, so that a server store never hands over every record at once.
+  constexpr int64_t kPage = 1024;
+  int64_t after = 0;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return absl::OkStatus();
-    absl::StatusOr<Record> r = ReadRecord(*stmt);
-    if (!r.ok()) return r.status();
-    if (absl::Status st = fn(*r); !st.ok()) return st;
+    std::vector<Record> page;
+    {
+      absl::StatusOr<Statement> stmt =
+          impl_->conn->Prepare(absl::StrCat(kSelectRecord, "WHERE r.id > ? ORDER BY r.id LIMIT ?"));
+      if (!stmt.ok()) return stmt.status();
+      stmt->BindInt64(1, after).BindInt64(2, kPage);
+      absl::StatusOr<std::vector<Record>> rows = ReadRecords(*stmt);
+      if (!rows.ok()) return rows.status();
+      page = *std::move(rows);
+    }
+    for (const Record& r : page) {
+      if (absl::Status st = fn(r); !st.ok()) return st;
+    }
+    if (static_cast<int64_t>(page.size()) < kPage) return absl::OkStatus();
+    after = page.back().id;
   }
 }
 
@@ -616,7 +659,7 @@ absl::StatusOr<Stats> Database::GetStats() {
   Connection& conn = *impl_->conn;
   Stats s;
   // One read transaction, so the counts are consistent with each other.
-  if (absl::Status st = conn.Exec("BEGIN", "begin read transaction"); !st.ok()) return st;
+  if (absl::Status st = conn.BeginRead(); !st.ok()) return st;
   auto fill = [&]() -> absl::Status {
     absl::StatusOr<int64_t> v = conn.QueryInt64("SELECT count(*) FROM workloads");
     if (!v.ok()) return v.status();
@@ -624,7 +667,7 @@ absl::StatusOr<Stats> Database::GetStats() {
     v = conn.QueryInt64("SELECT count(*) FROM device_classes");
     if (!v.ok()) return v.status();
     s.device_classes = *v;
-    v = conn.QueryInt64("PRAGMA user_version");
+    v = conn.SchemaVersion();
     if (!v.ok()) return v.status();
     s.schema_version = *v;
     absl::StatusOr<Statement> stmt =

@@ -138,7 +138,7 @@ absl::Status Migrate(Connection& conn) {
   if (!version.ok()) return version.status();
   if (*version > kSchemaVersion) {
     return absl::FailedPreconditionError(
-        absl::StrCat("database ", conn.path(), ": schema version ", *version,
+        absl::StrCat("database ", conn.location(), ": schema version ", *version,
                      " is newer than this lathe supports (", kSchemaVersion, ")"));
   }
   for (int64_t v = *version; v < kSchemaVersion; ++v) {

@@ -2,119 +2,90 @@
 
 #include <sqlite3.h>
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace lathe::db::internal {
+namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+// One sqlite3_stmt, finalized with the object.
+class SqliteStatement : public StatementImpl {
+ public:
+  SqliteStatement(const SqliteConnection* conn, sqlite3_stmt* stmt) : conn_(conn), stmt_(stmt) {}
+  ~SqliteStatement() override { sqlite3_finalize(stmt_); }
 
-// ---------------------------------------------------------------------------- Statement
-
-Statement::Statement(Connection* conn, sqlite3_stmt* stmt, bool owned)
-    : conn_(conn), stmt_(stmt), owned_(owned) {}
-
-Statement::Statement(Statement&& other) noexcept
-    : conn_(other.conn_),
-      stmt_(std::exchange(other.stmt_, nullptr)),
-      owned_(other.owned_),
-      bind_status_(std::move(other.bind_status_)) {}
-
-Statement::~Statement() {
-  if (stmt_ == nullptr) return;
-  if (owned_) {
-    sqlite3_finalize(stmt_);
-    return;
+  void BindText(int index, std::string_view text) override {
+    // An empty view may have a null data pointer, which SQLite would store as NULL.
+    const char* data = text.data() != nullptr ? text.data() : "";
+    NoteBind(sqlite3_bind_text64(stmt_, index, data, text.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
+             index);
   }
-  conn_->Release(stmt_);
-}
-
-void Statement::NoteBind(int rc, int index) {
-  if (rc == SQLITE_OK || !bind_status_.ok()) return;
-  bind_status_ = conn_->Error(rc, absl::StrCat("bind parameter ", index));
-}
-
-Statement& Statement::BindText(int index, std::string_view text) {
-  // An empty view may have a null data pointer, which SQLite would store as NULL.
-  const char* data = text.data() != nullptr ? text.data() : "";
-  NoteBind(sqlite3_bind_text64(stmt_, index, data, text.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
-           index);
-  return *this;
-}
-
-Statement& Statement::BindBlob(int index, std::string_view bytes) {
-  const char* data = bytes.data() != nullptr ? bytes.data() : "";
-  NoteBind(sqlite3_bind_blob64(stmt_, index, data, bytes.size(), SQLITE_TRANSIENT), index);
-  return *this;
-}
-
-Statement& Statement::BindInt64(int index, int64_t value) {
-  NoteBind(sqlite3_bind_int64(stmt_, index, value), index);
-  return *this;
-}
-
-Statement& Statement::BindDouble(int index, double value) {
-  NoteBind(sqlite3_bind_double(stmt_, index, value), index);
-  return *this;
-}
-
-Statement& Statement::BindNull(int index) {
-  NoteBind(sqlite3_bind_null(stmt_, index), index);
-  return *this;
-}
-
-absl::StatusOr<bool> Statement::Step() {
-  if (!bind_status_.ok()) return bind_status_;
-  int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  const char* sql = sqlite3_sql(stmt_);
-  std::string head = sql != nullptr ? std::string(sql).substr(0, 40) : "statement";
-  return conn_->Error(rc, absl::StrCat("run '", head, "'"));
-}
-
-absl::Status Statement::Run() {
-  while (true) {
-    absl::StatusOr<bool> row = Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return absl::OkStatus();
+  void BindBlob(int index, std::string_view bytes) override {
+    const char* data = bytes.data() != nullptr ? bytes.data() : "";
+    NoteBind(sqlite3_bind_blob64(stmt_, index, data, bytes.size(), SQLITE_TRANSIENT), index);
   }
-}
+  void BindInt64(int index, int64_t value) override {
+    NoteBind(sqlite3_bind_int64(stmt_, index, value), index);
+  }
+  void BindDouble(int index, double value) override {
+    NoteBind(sqlite3_bind_double(stmt_, index, value), index);
+  }
+  void BindNull(int index) override { NoteBind(sqlite3_bind_null(stmt_, index), index); }
 
-int64_t Statement::ColumnInt64(int col) const { return sqlite3_column_int64(stmt_, col); }
-double Statement::ColumnDouble(int col) const { return sqlite3_column_double(stmt_, col); }
+  absl::StatusOr<bool> Step() override {
+    if (!bind_status_.ok()) return bind_status_;
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    const char* sql = sqlite3_sql(stmt_);
+    std::string head = sql != nullptr ? std::string(sql).substr(0, 40) : "statement";
+    return conn_->Error(rc, absl::StrCat("run '", head, "'"));
+  }
 
-std::string Statement::ColumnText(int col) const {
-  const unsigned char* p = sqlite3_column_text(stmt_, col);
-  int n = sqlite3_column_bytes(stmt_, col);
-  if (p == nullptr || n <= 0) return std::string();
-  return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
-}
+  int64_t ColumnInt64(int col) const override { return sqlite3_column_int64(stmt_, col); }
+  double ColumnDouble(int col) const override { return sqlite3_column_double(stmt_, col); }
+  std::string ColumnText(int col) const override {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    int n = sqlite3_column_bytes(stmt_, col);
+    if (p == nullptr || n <= 0) return std::string();
+    return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
+  }
+  std::string ColumnBlob(int col) const override {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    int n = sqlite3_column_bytes(stmt_, col);
+    if (p == nullptr || n <= 0) return std::string();
+    return std::string(static_cast<const char*>(p), static_cast<size_t>(n));
+  }
+  bool ColumnIsNull(int col) const override {
+    return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
+  }
 
-std::string Statement::ColumnBlob(int col) const {
-  const void* p = sqlite3_column_blob(stmt_, col);
-  int n = sqlite3_column_bytes(stmt_, col);
-  if (p == nullptr || n <= 0) return std::string();
-  return std::string(static_cast<const char*>(p), static_cast<size_t>(n));
-}
+  void Reset() override {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    bind_status_ = absl::OkStatus();
+  }
 
-bool Statement::ColumnIsNull(int col) const {
-  return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
-}
+ private:
+  void NoteBind(int rc, int index) {
+    if (rc == SQLITE_OK || !bind_status_.ok()) return;
+    bind_status_ = conn_->Error(rc, absl::StrCat("bind parameter ", index));
+  }
 
-// ---------------------------------------------------------------------------- Connection
+  const SqliteConnection* conn_;
+  sqlite3_stmt* stmt_;
+  absl::Status bind_status_;
+};
 
-absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& path, int flags,
-                                                             int busy_timeout_ms) {
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::string& path,
+                                                                         int flags,
+                                                                         int busy_timeout_ms) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_EXRESCODE, nullptr);
-  std::unique_ptr<Connection> conn(new Connection(db, path));
+  std::unique_ptr<SqliteConnection> conn(new SqliteConnection(db, path));
   if (rc != SQLITE_OK) {
     if (db == nullptr) return absl::ResourceExhaustedError("sqlite: out of memory");
     return conn->Error(rc, "open");
@@ -129,15 +100,14 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& 
   return conn;
 }
 
-Connection::~Connection() {
-  for (auto& [sql, cached] : cache_) sqlite3_finalize(cached.stmt);
-  cache_.clear();
+SqliteConnection::~SqliteConnection() {
+  ClearCache();
   if (db_ != nullptr) sqlite3_close_v2(db_);
 }
 
-absl::Status Connection::Error(int rc, std::string_view what) const {
+absl::Status SqliteConnection::Error(int rc, std::string_view what) const {
   std::string detail = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-  std::string msg = absl::StrCat("database ", path_, ": ", std::string(what), ": ", detail);
+  std::string msg = absl::StrCat("database ", path(), ": ", std::string(what), ": ", detail);
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -165,86 +135,51 @@ absl::Status Connection::Error(int rc, std::string_view what) const {
   }
 }
 
-absl::Status Connection::Exec(std::string_view sql, std::string_view what) {
+absl::Status SqliteConnection::Exec(std::string_view sql, std::string_view what) {
   std::string text(sql);
   int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return Error(rc, what);
   return absl::OkStatus();
 }
 
-absl::StatusOr<Statement> Connection::Prepare(std::string_view sql) {
-  std::string key(sql);
-  auto it = cache_.find(key);
-  if (it != cache_.end() && !it->second.in_use) {
-    it->second.in_use = true;
-    return Statement(this, it->second.stmt, /*owned=*/false);
-  }
+absl::StatusOr<std::unique_ptr<StatementImpl>> SqliteConnection::PrepareNew(std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()),
+  int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                               SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(stmt);
-    return Error(rc, absl::StrCat("prepare '", key.substr(0, 40), "'"));
+    return Error(rc, absl::StrCat("prepare '", std::string(sql.substr(0, 40)), "'"));
   }
-  if (it != cache_.end()) return Statement(this, stmt, /*owned=*/true);  // cached one is busy
-  cache_.emplace(std::move(key), Cached{stmt, true});
-  return Statement(this, stmt, /*owned=*/false);
+  return std::make_unique<SqliteStatement>(this, stmt);
 }
 
-void Connection::Release(sqlite3_stmt* stmt) {
-  sqlite3_reset(stmt);
-  sqlite3_clear_bindings(stmt);
-  const char* sql = sqlite3_sql(stmt);
-  if (sql == nullptr) return;
-  auto it = cache_.find(sql);
-  if (it != cache_.end() && it->second.stmt == stmt) it->second.in_use = false;
+absl::Status SqliteConnection::BeginWrite() {
+  return Exec("BEGIN IMMEDIATE", "begin write transaction");
 }
 
-absl::StatusOr<std::string> Connection::QueryText(std::string_view sql) {
-  absl::StatusOr<Statement> stmt = Prepare(sql);
-  if (!stmt.ok()) return stmt.status();
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return std::string();
-  return stmt->ColumnText(0);
+absl::Status SqliteConnection::BeginRead() { return Exec("BEGIN", "begin read transaction"); }
+
+bool SqliteConnection::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
+absl::StatusOr<int64_t> SqliteConnection::SchemaVersion() {
+  return QueryInt64("PRAGMA user_version");
 }
 
-absl::StatusOr<int64_t> Connection::QueryInt64(std::string_view sql) {
-  absl::StatusOr<Statement> stmt = Prepare(sql);
-  if (!stmt.ok()) return stmt.status();
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return int64_t{0};
-  return stmt->ColumnInt64(0);
-}
-
-int64_t Connection::LastInsertRowid() const { return sqlite3_last_insert_rowid(db_); }
-int Connection::Changes() const { return sqlite3_changes(db_); }
-
-// ---------------------------------------------------------------------------- Transaction
-
-absl::StatusOr<Transaction> Transaction::BeginImmediate(Connection& conn) {
-  absl::Status st = conn.Exec("BEGIN IMMEDIATE", "begin write transaction");
-  if (!st.ok()) return st;
-  return Transaction(&conn);
-}
-
-Transaction::Transaction(Transaction&& other) noexcept
-    : conn_(std::exchange(other.conn_, nullptr)) {}
-
-Transaction::~Transaction() {
-  if (conn_ == nullptr) return;
-  // Only roll back when a transaction is still open (a failed COMMIT may have ended it).
-  if (sqlite3_get_autocommit(conn_->raw()) == 0) {
-    sqlite3_exec(conn_->raw(), "ROLLBACK", nullptr, nullptr, nullptr);
+absl::StatusOr<std::vector<std::string>> SqliteConnection::IntegrityCheck() {
+  absl::StatusOr<Statement> check = Prepare("PRAGMA integrity_check");
+  if (!check.ok()) return check.status();
+  std::vector<std::string> problems;
+  while (true) {
+    absl::StatusOr<bool> row = check->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    std::string line = check->ColumnText(0);
+    if (line != "ok") problems.push_back(std::move(line));
   }
+  return problems;
 }
 
-absl::Status Transaction::Commit() {
-  if (conn_ == nullptr) return absl::FailedPreconditionError("transaction already finished");
-  absl::Status st = conn_->Exec("COMMIT", "commit");
-  if (st.ok()) conn_ = nullptr;
-  return st;
-}
+absl::StatusOr<bool> SqliteConnection::ClaimJob(const std::string&) { return true; }
+absl::Status SqliteConnection::ReleaseJob(const std::string&) { return absl::OkStatus(); }
 
 }  // namespace lathe::db::internal

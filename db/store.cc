@@ -77,8 +77,10 @@ absl::Status Database::PutFeatures(std::span<const StoredFeatures> features) {
   if (!txn.ok()) return txn.status();
   for (const StoredFeatures& f : features) {
     absl::StatusOr<Statement> stmt = conn.Prepare(
-        "INSERT OR REPLACE INTO features(candidate_id, version, num_rows, num_cols, data) "
-        "VALUES(?, ?, ?, ?, ?)");
+        "INSERT INTO features(candidate_id, version, num_rows, num_cols, data) "
+        "VALUES(?, ?, ?, ?, ?) ON CONFLICT(candidate_id) DO UPDATE SET version = "
+        "excluded.version, num_rows = excluded.num_rows, num_cols = excluded.num_cols, "
+        "data = excluded.data");
     if (!stmt.ok()) return stmt.status();
     stmt->BindText(1, f.candidate_id)
         .BindInt64(2, f.version)
@@ -174,7 +176,7 @@ absl::Status Database::CreateJob(const Job& job) {
   absl::StatusOr<Statement> stmt = conn.Prepare(
       "INSERT INTO jobs(uid, spec_json, device_class, state, trials_requested, trials_done, "
       "error_msg, created_at, updated_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?) "
-      "ON CONFLICT(uid) DO NOTHING");
+      "ON CONFLICT(uid) DO NOTHING RETURNING id");
   if (!stmt.ok()) return stmt.status();
   int64_t now = internal::NowMs();
   stmt->BindText(1, job.uid)
@@ -186,8 +188,9 @@ absl::Status Database::CreateJob(const Job& job) {
       .BindText(7, job.error_msg)
       .BindInt64(8, now)
       .BindInt64(9, now);
-  if (absl::Status st = stmt->Run(); !st.ok()) return st;
-  if (conn.Changes() == 0) {
+  absl::StatusOr<std::optional<int64_t>> id = internal::InsertReturningId(*stmt);
+  if (!id.ok()) return id.status();
+  if (!id->has_value()) {
     return absl::AlreadyExistsError(absl::StrCat("job ", job.uid, ": already exists"));
   }
   return txn->Commit();
@@ -203,9 +206,9 @@ absl::Status UpdateJobRow(Connection& conn, const std::string& uid, JobState sta
   if (!txn.ok()) return txn.status();
   absl::StatusOr<Statement> stmt = conn.Prepare(
       spec_json ? "UPDATE jobs SET state = ?, trials_done = ?, error_msg = ?, updated_at = ?, "
-                  "spec_json = ? WHERE uid = ?"
+                  "spec_json = ? WHERE uid = ? RETURNING id"
                 : "UPDATE jobs SET state = ?, trials_done = ?, error_msg = ?, updated_at = ? "
-                  "WHERE uid = ?");
+                  "WHERE uid = ? RETURNING id");
   if (!stmt.ok()) return stmt.status();
   stmt->BindText(1, JobStateName(state))
       .BindInt64(2, trials_done)
@@ -216,8 +219,10 @@ absl::Status UpdateJobRow(Connection& conn, const std::string& uid, JobState sta
   } else {
     stmt->BindText(5, uid);
   }
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return absl::NotFoundError(absl::StrCat("job ", uid, ": no such job"));
   if (absl::Status st = stmt->Run(); !st.ok()) return st;
-  if (conn.Changes() == 0) return absl::NotFoundError(absl::StrCat("job ", uid, ": no such job"));
   return txn->Commit();
 }
 

@@ -10,6 +10,9 @@ PACKAGES=(
   clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev sqlite3
+  # PostgreSQL stores (--db postgresql://...): libpq for db/, the server for the tests, which
+  # start one of their own (initdb, pg_ctl) in a temporary directory
+  libpq-dev postgresql
   libxgboost-dev xgboost
   llvm-14-dev liblld-14-dev zlib1g-dev libzstd-dev libtinfo-dev libxml2-dev libedit-dev libffi-dev
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev

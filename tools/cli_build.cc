@@ -8,6 +8,7 @@
 #include "codegen/host.h"
 #include "codegen/lower.h"
 #include "db/database.h"
+#include "db/location.h"
 #include "db/lookup.h"
 #include "fmt/format.h"
 #include "ir/schedule.h"
@@ -96,7 +97,7 @@ int RunBuild(const BuildOptions& o) {
     oo.create_if_missing = false;
     auto dbh = db::Database::Open(path, oo);
     if (absl::IsNotFound(dbh.status())) {
-      return Fail(3, "no tuning database at " + path +
+      return Fail(3, "no tuning database at " + db::RedactDatabaseLocation(path) +
                          "; tune the workload first, or pass --schedule default or --trace FILE");
     }
     if (!dbh.ok()) return Fail(1, std::string(dbh.status().message()));

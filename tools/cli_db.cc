@@ -16,6 +16,7 @@
 #include "codegen/host.h"
 #include "db/database.h"
 #include "db/jsonl.h"
+#include "db/location.h"
 #include "db/lookup.h"
 #include "ir/target.h"
 #include "ir/workload.h"
@@ -130,11 +131,16 @@ int RunQuery(const QueryOptions& options) {
   };
 
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
+  if (!db::IsDatabaseUrl(path) && !std::filesystem::exists(path, ec)) {
     return miss(absl::StrCat("no record for ", workload.canonical, " on ", device_class,
                              ": database ", path, " does not exist"));
   }
   absl::StatusOr<std::unique_ptr<db::Database>> database = OpenExisting(path);
+  if (absl::IsNotFound(database.status()) && db::IsDatabaseUrl(path)) {
+    // A PostgreSQL database (or its schema) that is not there yet: as a missing file.
+    return miss(absl::StrCat("no record for ", workload.canonical, " on ", device_class, ": ",
+                             database.status().message()));
+  }
   if (!database.ok()) return Fail(cmd, std::string(database.status().message()));
   db::LookupPolicy policy;
   if (options.allow_other_core_count) policy.fallback = db::DeviceFallback::kOtherCoreCount;
@@ -208,9 +214,13 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
       if (!in_file) return Fail(cmd, "cannot read " + file);
       in = &in_file;
     }
+    absl::StatusOr<db::DatabaseLocation> location = db::ParseDatabaseLocation(path);
+    if (!location.ok()) return Fail(cmd, std::string(location.status().message()), kExitUsage);
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     std::error_code ec;
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (location->kind == db::StoreKind::kSqlite && !parent.empty()) {
+      std::filesystem::create_directories(parent, ec);
+    }
     if (ec) return Fail(cmd, "cannot create directory " + parent.string() + ": " + ec.message());
     db::OpenOptions options;
     options.quick_check = true;  // never merge into a damaged file
@@ -248,7 +258,7 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
       std::printf("%s\n", out.dump().c_str());
     } else {
       std::printf("imported %lld records into %s: %lld new, %lld already present, %lld refused\n",
-                  static_cast<long long>(stats->records), path.c_str(),
+                  static_cast<long long>(stats->records), (*database)->path().c_str(),
                   static_cast<long long>(stats->inserted),
                   static_cast<long long>(stats->duplicates),
                   static_cast<long long>(stats->refused));
@@ -261,7 +271,9 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
   }
 
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Fail(cmd, "database " + path + ": no such file");
+  if (!db::IsDatabaseUrl(path) && !std::filesystem::exists(path, ec)) {
+    return Fail(cmd, "database " + path + ": no such file");
+  }
   absl::StatusOr<std::unique_ptr<db::Database>> database = OpenExisting(path);
   if (!database.ok()) return Fail(cmd, std::string(database.status().message()));
 
@@ -269,7 +281,7 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
     absl::StatusOr<db::Stats> s = (*database)->GetStats();
     if (!s.ok()) return Fail(cmd, std::string(s.status().message()));
     if (json_out) {
-      json out = {{"path", path},
+      json out = {{"path", (*database)->path()},
                   {"schema_version", s->schema_version},
                   {"workloads", s->workloads},
                   {"device_classes", s->device_classes},
@@ -278,7 +290,7 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
                   {"by_error_class", s->by_error_class}};
       std::printf("%s\n", out.dump().c_str());
     } else {
-      std::printf("database        %s (schema v%lld)\n", path.c_str(),
+      std::printf("database        %s (schema v%lld)\n", (*database)->path().c_str(),
                   static_cast<long long>(s->schema_version));
       std::printf("workloads       %lld\n", static_cast<long long>(s->workloads));
       std::printf("device classes  %lld\n", static_cast<long long>(s->device_classes));
@@ -342,12 +354,14 @@ int RunDb(const std::string& sub, const std::string& db_path, const std::string&
   }
   absl::StatusOr<int> version = (*database)->SchemaVersion();
   if (json_out) {
-    json out = {{"path", path}, {"ok", problems->empty()}, {"problems", json::array()}};
+    json out = {
+        {"path", (*database)->path()}, {"ok", problems->empty()}, {"problems", json::array()}};
     for (const std::string& p : *problems) out["problems"].push_back(SafeText(p));
     if (version.ok()) out["schema_version"] = *version;
     std::printf("%s\n", out.dump().c_str());
   } else if (problems->empty()) {
-    std::printf("database %s: ok (schema v%d)\n", path.c_str(), version.ok() ? *version : 0);
+    std::printf("database %s: ok (schema v%d)\n", (*database)->path().c_str(),
+                version.ok() ? *version : 0);
   } else {
     for (const std::string& p : *problems) std::printf("%s\n", SafeText(p).c_str());
   }

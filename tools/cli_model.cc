@@ -29,6 +29,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
 #include "tools/cli_db.h"
+#include "tools/db_option.h"
 #include "tools/model_schedules.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
@@ -450,8 +451,10 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
   c->run_cmd = app.add_subcommand("run", "compile a model in-process and run it");
   c->run_cmd->add_option("--model", c->run.model, "ONNX model file")->required();
   c->run_cmd->add_option("--input", c->run.inputs, "NAME=SHAPE (repeatable)");
-  c->run_cmd->add_option("--db", c->run.db_path,
-                         "tuning database (default: $LATHE_DB or ~/.local/share/lathe/tuning.db)");
+  c->run_cmd
+      ->add_option("--db", c->run.db_path,
+                   std::string(kDbHelp) + " (default: $LATHE_DB or ~/.local/share/lathe/tuning.db)")
+      ->check(DatabaseLocationCheck());
   c->run_cmd->add_option("--feed", c->run.feeds,
                          "NAME=FILE: raw little-endian float32 data of an input (repeatable; "
                          "default: deterministic random)");

@@ -10,6 +10,7 @@
 #include "tools/cli_remote.h"
 #include "tools/cli_tune.h"
 #include "tools/cli_verify.h"
+#include "tools/db_option.h"
 
 namespace {
 
@@ -43,8 +44,9 @@ int Main(int argc, char** argv) {
   b->add_option("--name", build.name, "exported symbol (default: lathe_<op>_<key>)");
   b->add_option("--target", build.target, "cpu (default), cuda, cuda:N, cuda:sm_XX");
   b->add_option("--db", build.db_path,
-                "tuning database (default: $LATHE_DB or "
-                "~/.local/share/lathe/tuning.db)");
+                std::string(lathe::tools::kDbHelp) +
+                    " (default: $LATHE_DB or ~/.local/share/lathe/tuning.db)")
+      ->check(lathe::tools::DatabaseLocationCheck());
   b->add_option("--trace", build.trace_file, "build this schedule trace (JSON) instead");
   b->add_option("--schedule", build.schedule, "'default' builds the untuned schedule");
   b->add_option("--emit", build.emit, "so (default), obj, llvm, cuda, ptx");
@@ -57,7 +59,8 @@ int Main(int argc, char** argv) {
   q->add_option("--target", query.target,
                 "cpu (default), a device class (cpu:<model>:<isa>:<N>c, 'cuda:<name> (sm_XX)') or "
                 "cuda-emu:sm_XX");
-  q->add_option("--db", query.db_path, "tuning database");
+  q->add_option("--db", query.db_path, lathe::tools::kDbHelp)
+      ->check(lathe::tools::DatabaseLocationCheck());
   q->add_option("--device-class", query.device_class, "query another device class");
   q->add_flag("--allow-other-core-count", query.allow_other_core_count,
               "use the record of the same CPU model with another core count when there is "
@@ -74,7 +77,8 @@ int Main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"stats", "export", "import", "verify"}));
   d->add_option("file", db_file, "export: output file (default stdout); import: input file");
-  d->add_option("--db", db_path, "tuning database");
+  d->add_option("--db", db_path, lathe::tools::kDbHelp)
+      ->check(lathe::tools::DatabaseLocationCheck());
   d->add_flag("--json", db_json, "print one JSON object (stats)");
 
   lathe::tools::TuneCliOptions tune;
@@ -100,8 +104,9 @@ int Main(int argc, char** argv) {
                 "before each timed call, as a large model's are when its step comes round "
                 "again; warm (default): leave them where the previous call put them");
   t->add_option("--db", tune.db_path,
-                "tuning database (default: $LATHE_DB or "
-                "~/.local/share/lathe/tuning.db)");
+                std::string(lathe::tools::kDbHelp) +
+                    " (default: $LATHE_DB or ~/.local/share/lathe/tuning.db)")
+      ->check(lathe::tools::DatabaseLocationCheck());
   AddRemoteOptions(t, &tune.tuner, &tune.token_file, &tune.tls_ca,
                    "submit a job to a lathed daemon (HOST:PORT) and follow it");
   t->add_flag("--cancel-on-interrupt", tune.cancel_on_interrupt,

@@ -33,8 +33,10 @@
 #include <vector>
 
 #include "dashboard/server.h"
+#include "db/location.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
+#include "tools/db_option.h"
 #include "tuner/grpc_server.h"
 #include "tuner/metrics.h"
 #include "tuner/service.h"
@@ -68,8 +70,12 @@ int main(int argc, char** argv) {
   int remeasure_top = 5;
   bool insecure = false, reflection = false;
   app.add_option("--listen", listen, "HOST:PORT to serve gRPC on (port 0 picks one)")->required();
-  app.add_option("--db", db_path, "tuning database (SQLite file; created when missing)")
-      ->required();
+  app.add_option("--db", db_path,
+                 "tuning database: a SQLite file (created when missing), or a PostgreSQL URL "
+                 "postgresql://[user[:password]@]host[:port]/dbname[?...] (the database must "
+                 "exist; its schema is created when missing) that several daemons share")
+      ->required()
+      ->check(lathe::tools::DatabaseLocationCheck());
   app.add_option("--token-file", token_file,
                  "file holding a shared secret; calls must send 'authorization: Bearer <it>'");
   app.add_option("--worker-token-file", worker_token_file,
@@ -217,7 +223,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<lathe::tuner::TunerService>> service =
       lathe::tuner::TunerService::Create(sopts);
   if (!service.ok()) {
-    std::fprintf(stderr, "lathed: database %s: %s\n", db_path.c_str(),
+    std::fprintf(stderr, "lathed: database %s: %s\n",
+                 lathe::db::RedactDatabaseLocation(db_path).c_str(),
                  service.status().ToString().c_str());
     return 1;
   }
@@ -275,7 +282,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   spdlog::info(
       "event=started listen={} http={} db=\"{}\" auth={} tls={}", (*server)->address(),
-      dashboard ? dashboard->url() : "off", db_path,
+      dashboard ? dashboard->url() : "off", lathe::db::RedactDatabaseLocation(db_path),
       gopts.token.empty() ? "none" : (gopts.worker_token.empty() ? "token" : "client+worker"),
       gopts.tls_cert_pem.empty() ? "off" : (gopts.tls_client_ca_pem.empty() ? "on" : "mtls"));
   if (!loopback && !authenticated) {

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -188,7 +189,30 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
   std::vector<std::unique_ptr<JobEntry>> loaded;
   std::vector<bool> resume;
   std::vector<std::vector<int64_t>> persisted_done;  // per loaded job: "doneMeasured"
+  // Unfinished jobs that another daemon sharing the store runs: they count below as jobs that
+  // tuned a workload meanwhile, and are neither resumed nor listed here.
+  std::vector<bool> foreign;
+  std::set<std::string> held_elsewhere;
   for (const db::Job& j : *stored) {
+    if (!Terminal(j.state)) held_elsewhere.insert(j.uid);
+  }
+  // A claim of this daemon's own job can fail for a moment after it was killed (-9), until the
+  // server notices that the old session is gone: the refused claims are tried again for a
+  // second before the jobs are left to whoever holds them.
+  for (int round = 0; round < 6 && !held_elsewhere.empty(); ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (auto it = held_elsewhere.begin(); it != held_elsewhere.end();) {
+      absl::StatusOr<bool> claimed = s.db->ClaimJob(*it);
+      if (!claimed.ok()) return claimed.status();
+      it = *claimed ? held_elsewhere.erase(it) : std::next(it);
+    }
+  }
+  for (const db::Job& j : *stored) {
+    const bool theirs = held_elsewhere.count(j.uid) > 0;
+    if (theirs) {
+      spdlog::info("event=job_skipped job={} reason=\"run by another daemon on the store\"", j.uid);
+    }
+    foreign.push_back(theirs);
     auto job = std::make_unique<JobEntry>();
     job->id = j.uid;
     job->device_class = j.device_class;
@@ -253,7 +277,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       }
       job->workloads.push_back(std::move(run));
     }
-    if (!Terminal(j.state)) {
+    if (!Terminal(j.state) && !theirs) {
       if (!parsed.ok()) {
         job->state = db::JobState::kFailed;
         job->message = absl::StrCat("cannot resume: stored spec: ", parsed.message());
@@ -262,7 +286,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
         }
       }
     }
-    resume.push_back(!Terminal(job->state));
+    resume.push_back(!Terminal(job->state) && !theirs);
     loaded.push_back(std::move(job));
     persisted_done.push_back(std::move(done));
   }
@@ -295,6 +319,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
   std::unique_ptr<TunerService> service(new TunerService(std::move(state)));
   State* sp = service->s_.get();
   for (size_t i = 0; i < loaded.size(); ++i) {
+    if (foreign[i]) continue;
     if (resume[i]) {
       spdlog::info("event=job_resumed job={} device_class=\"{}\"", loaded[i]->id,
                    loaded[i]->device_class);
@@ -429,7 +454,6 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
 
   if (s_->runner.ShuttingDown()) return absl::UnavailableError("lathed is shutting down");
   auto job = std::make_unique<JobEntry>();
-  job->id = s_->runner.NewJobId();
   job->spec = spec;
   job->device_class = dc;
   job->created_ms = job->updated_ms = NowUnixMs();
@@ -443,13 +467,26 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
     run.baseline = baseline[i];
     job->workloads.push_back(std::move(run));
   }
-  db::Job row;
-  row.uid = job->id;
-  row.spec_json = JobSpecJson(*job);
-  row.device_class = dc;
-  row.state = db::JobState::kQueued;
-  row.trials_requested = JobBudget(*job);
-  if (absl::Status st = s_->db->CreateJob(row); !st.ok()) return st;
+  // The job is claimed before it exists, so that another daemon sharing the store that starts
+  // meanwhile never resumes it; a uid taken elsewhere (held, or stored) draws a new one.
+  for (int attempt = 0;; ++attempt) {
+    job->id = s_->runner.NewJobId();
+    absl::StatusOr<bool> claimed = s_->db->ClaimJob(job->id);
+    if (!claimed.ok()) return claimed.status();
+    absl::Status created = absl::AlreadyExistsError(absl::StrCat("job ", job->id, " is held"));
+    if (*claimed) {
+      db::Job row;
+      row.uid = job->id;
+      row.spec_json = JobSpecJson(*job);
+      row.device_class = dc;
+      row.state = db::JobState::kQueued;
+      row.trials_requested = JobBudget(*job);
+      created = s_->db->CreateJob(row);
+      if (!created.ok()) (void)s_->db->ReleaseJob(job->id);
+    }
+    if (created.ok()) break;
+    if (!absl::IsAlreadyExists(created) || attempt == 3) return created;
+  }
 
   v1::SubmitJobResponse resp;
   resp.set_job_id(job->id);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/lower.h"
 #include "cost_model/database_io.h"
+#include "db/location.h"
 #include "db/lookup.h"
 #include "ir/target.h"
 #include "ir/trace.h"
@@ -107,6 +108,9 @@ cost_model::CostModel InitialModel(db::Database& database,
 }
 
 absl::Status CreateParentDirectory(const std::string& path) {
+  absl::StatusOr<db::DatabaseLocation> location = db::ParseDatabaseLocation(path);
+  if (!location.ok()) return location.status();
+  if (location->kind != db::StoreKind::kSqlite) return absl::OkStatus();
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (parent.empty()) return absl::OkStatus();
   std::error_code ec;

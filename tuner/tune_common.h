@@ -55,6 +55,8 @@ cost_model::CostModel InitialModel(db::Database& database,
 
 // Creates the directory a database file at `path` goes into (and its parents), so that a
 // first run with a fresh path works. PermissionDenied naming the directory when it cannot.
+// Nothing for a PostgreSQL URL; InvalidArgument naming the scheme for any other URL (a URL is
+// never taken for a path, db/location.h).
 absl::Status CreateParentDirectory(const std::string& path);
 
 // The programs among the stored traces of a workload on a device class: what a search must

@@ -7,6 +7,7 @@ the device class, ties to the earliest inserted, as lathe itself chooses.
 """
 
 import os
+import re
 import sqlite3
 import urllib.parse
 
@@ -23,6 +24,11 @@ class Database:
 
     def __init__(self, path, busy_timeout_s=30.0):
         self.path = os.fspath(path)
+        if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", self.path):
+            # A URL is never a file path; a PostgreSQL store is read through lathed.
+            raise errors.DatabaseError(
+                f"database {self.path.split('://')[0]}://...: lathe.Database reads SQLite files "
+                "only; query a shared store through lathed (lathe.Client)")
         if not os.path.isfile(self.path):
             raise errors.DatabaseError(f"database {self.path}: no such file")
         uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"

@@ -220,6 +220,9 @@ def test_database_refuses_what_is_not_a_tuning_database(scratch):
     sqlite3.connect(other).execute("CREATE TABLE t(x)").connection.commit()
     with pytest.raises(lathe.DatabaseError, match="not a lathe tuning database"):
         lathe.Database(other)
+    # A shared store's URL is not a file (and is not opened as one).
+    with pytest.raises(lathe.DatabaseError, match="SQLite files only"):
+        lathe.Database("postgresql://lathe:secret@db.example.org/lathe")
 
 
 def test_tls_needs_the_ca(scratch):

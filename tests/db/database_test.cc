@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "tests/db/store_param.h"
 #include "tests/db/test_util.h"
 
 namespace lathe::db {
@@ -19,6 +22,9 @@ using testing::TempDir;
 
 constexpr char kCpu2[] = "cpu:Test CPU @ 3GHz:avx512:2c";
 constexpr char kCpu4[] = "cpu:Test CPU @ 3GHz:avx512:4c";
+
+class DatabaseTest : public testing::StoreTest {};
+LATHE_INSTANTIATE_STORE_TEST(DatabaseTest);
 
 std::unique_ptr<Database> OpenOrDie(const std::string& path) {
   absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path);
@@ -44,9 +50,8 @@ TEST(StatisticsTest, MedianAndCv) {
   EXPECT_NEAR(CoefficientOfVariation(std::vector<double>{1, 3}), std::sqrt(2.0) / 2, 1e-12);
 }
 
-TEST(DatabaseTest, BestIsLowestOkMedian) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, BestIsLowestOkMedian) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   ASSERT_TRUE(db->Insert(MakeRecord("a", "1", kCpu2, 30)).ok());
   ASSERT_TRUE(db->Insert(MakeRecord("b", "1", kCpu2, 10)).ok());
@@ -95,9 +100,8 @@ TEST(DatabaseTest, BestIsLowestOkMedian) {
 
 // The dashboard's tuning curve: every record of a workload on a device class, failures
 // included, in the order they were measured (not inserted).
-TEST(DatabaseTest, TimelineListsTrialsInMeasurementOrder) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, TimelineListsTrialsInMeasurementOrder) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   Record late = MakeRecord("late", "1", kCpu2, 10);
   late.measured_at_ms = 3000;
@@ -126,9 +130,8 @@ TEST(DatabaseTest, TimelineListsTrialsInMeasurementOrder) {
   EXPECT_TRUE(t->empty());
 }
 
-TEST(DatabaseTest, TopOfRelatedWorkloadsTakesTheBestOfEachOtherWorkloadOfTheOp) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, TopOfRelatedWorkloadsTakesTheBestOfEachOtherWorkloadOfTheOp) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   for (const auto& [id, w, us] : std::vector<std::tuple<std::string, std::string, double>>{
            {"own", "1", 1}, {"a1", "2", 30}, {"a2", "2", 10}, {"a3", "2", 20}, {"b1", "3", 50}}) {
@@ -160,9 +163,8 @@ TEST(DatabaseTest, TopOfRelatedWorkloadsTakesTheBestOfEachOtherWorkloadOfTheOp) 
   EXPECT_TRUE(none->empty());
 }
 
-TEST(DatabaseTest, SameCandidateIdIsNotDuplicated) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, SameCandidateIdIsNotDuplicated) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   absl::StatusOr<InsertResult> first = db->Insert(MakeRecord("x", "1", kCpu2, 5));
   ASSERT_TRUE(first.ok());
@@ -183,9 +185,8 @@ TEST(DatabaseTest, SameCandidateIdIsNotDuplicated) {
   EXPECT_EQ((*x)->median_us, 5);
 }
 
-TEST(DatabaseTest, EmptyCandidateIdGetsAStableOne) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, EmptyCandidateIdGetsAStableOne) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   Record r = MakeRecord("", "1", kCpu2, 5);
   absl::StatusOr<InsertResult> a = db->Insert(r);
@@ -198,9 +199,8 @@ TEST(DatabaseTest, EmptyCandidateIdGetsAStableOne) {
   EXPECT_EQ((*best)->candidate_id.rfind("auto:", 0), 0u);
 }
 
-TEST(DatabaseTest, MedianAndCvDerivedFromRepeats) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, MedianAndCvDerivedFromRepeats) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   Record r = MakeRecord("r", "1", kCpu2, 0);
   r.repeats_us = {4, 1, 3, 2};
@@ -214,9 +214,8 @@ TEST(DatabaseTest, MedianAndCvDerivedFromRepeats) {
   EXPECT_EQ((*got)->repeats_us, r.repeats_us);
 }
 
-TEST(DatabaseTest, AddRepeatsKeepsEveryRepeatAndCanDethroneALuckyBest) {
-  TempDir dir;
-  const std::string path = dir.File("t.db");
+TEST_P(DatabaseTest, AddRepeatsKeepsEveryRepeatAndCanDethroneALuckyBest) {
+  const std::string path = Location();
   auto db = OpenOrDie(path);
   ASSERT_NE(db, nullptr);
   ASSERT_TRUE(db->Insert(MakeRecord("lucky", "1", kCpu2, 10)).ok());
@@ -254,9 +253,8 @@ TEST(DatabaseTest, AddRepeatsKeepsEveryRepeatAndCanDethroneALuckyBest) {
   EXPECT_EQ((*db->GetByCandidateId("steady"))->repeats_us.size(), 3u);  // refused: untouched
 }
 
-TEST(DatabaseTest, InvalidRecordsAreRefused) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, InvalidRecordsAreRefused) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   Record no_median = MakeRecord("a", "1", kCpu2, 5);
   no_median.repeats_us.clear();
@@ -283,9 +281,8 @@ TEST(DatabaseTest, InvalidRecordsAreRefused) {
   EXPECT_FALSE(db->GetByCandidateId("g")->has_value());
 }
 
-TEST(DatabaseTest, MeasuredTraces) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, MeasuredTraces) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   ASSERT_TRUE(db->Insert(MakeRecord("a", "1", kCpu2, 5)).ok());
   ASSERT_TRUE(db->Insert(MakeRecord("b", "1", kCpu2, 0, ErrorClass::kTimeout)).ok());
@@ -305,9 +302,8 @@ TEST(DatabaseTest, MeasuredTraces) {
   EXPECT_TRUE(t->empty());
 }
 
-TEST(DatabaseTest, RecordsSurviveReopen) {
-  TempDir dir;
-  std::string path = dir.File("t.db");
+TEST_P(DatabaseTest, RecordsSurviveReopen) {
+  std::string path = Location();
   {
     auto db = OpenOrDie(path);
     ASSERT_NE(db, nullptr);
@@ -322,9 +318,8 @@ TEST(DatabaseTest, RecordsSurviveReopen) {
   EXPECT_TRUE(problems->empty());
 }
 
-TEST(DatabaseTest, CostModels) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, CostModels) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   EXPECT_FALSE(db->GetCostModel(kCpu2)->has_value());
   std::string bytes("\0\x01\xffmodel", 8);
@@ -338,9 +333,8 @@ TEST(DatabaseTest, CostModels) {
   EXPECT_FALSE(db->GetCostModel(kCpu4)->has_value());
 }
 
-TEST(DatabaseTest, FeaturesRoundTripAndBadSizesAreRefused) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, FeaturesRoundTripAndBadSizesAreRefused) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   std::string data(2 * 3 * 4, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
@@ -378,9 +372,8 @@ Job TestJob(const std::string& uid, const std::string& spec_json) {
   return job;
 }
 
-TEST(DatabaseTest, Jobs) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, Jobs) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   Job job = TestJob("job-1", "{\"workloads\":[\"matmul:k=1,m=1,n=1\"]}");
   ASSERT_TRUE(db->CreateJob(job).ok());
@@ -402,9 +395,8 @@ TEST(DatabaseTest, Jobs) {
 }
 
 // UpdateJobAndSpec replaces the spec with the state in one step; the other job is untouched.
-TEST(DatabaseTest, UpdateJobAndSpecReplacesTheSpec) {
-  TempDir dir;
-  auto db = OpenOrDie(dir.File("t.db"));
+TEST_P(DatabaseTest, UpdateJobAndSpecReplacesTheSpec) {
+  auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);
   ASSERT_TRUE(db->CreateJob(TestJob("job-1", "{\"trials\":8}")).ok());
   ASSERT_TRUE(db->CreateJob(TestJob("job-2", "{\"trials\":8}")).ok());
@@ -423,6 +415,50 @@ TEST(DatabaseTest, UpdateJobAndSpecReplacesTheSpec) {
   ASSERT_TRUE(two.ok() && two->has_value());
   EXPECT_EQ((*two)->state, JobState::kQueued);
   EXPECT_EQ((*two)->spec_json, "{\"trials\":8}");
+}
+
+// Every text field keeps its bytes: NUL bytes and invalid UTF-8 (PostgreSQL stores them as
+// BYTEA).
+TEST_P(DatabaseTest, TextIsStoredByteExact) {
+  auto db = OpenOrDie(Location());
+  ASSERT_NE(db, nullptr);
+  Record r = MakeRecord(std::string("nul\0id", 6), "1", kCpu2, 10);
+  r.trace_json = std::string("{\"a\":\"\xff\xfe\0x\"}", 12);
+  r.worker = std::string("w\0\x80", 3);
+  r.lathe_version = "\xc3\x28";
+  ASSERT_TRUE(db->Insert(r).ok());
+  absl::StatusOr<std::optional<Record>> got = db->GetByCandidateId(r.candidate_id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_TRUE(SameContent(**got, r));
+  EXPECT_FALSE(db->GetByCandidateId("nul")->has_value());
+}
+
+// A job claimed through one open database is refused to another until the first is closed
+// (PostgreSQL: daemons sharing a store never run one job twice); a SQLite file has one daemon.
+TEST_P(DatabaseTest, JobClaims) {
+  auto a = OpenOrDie(Location());
+  auto b = OpenOrDie(Location());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(*a->ClaimJob("job-1"));
+  EXPECT_TRUE(absl::IsInvalidArgument(a->ClaimJob("").status()));
+  if (!IsPostgres()) {
+    EXPECT_TRUE(*b->ClaimJob("job-1"));
+    return;
+  }
+  EXPECT_FALSE(*b->ClaimJob("job-1"));
+  EXPECT_TRUE(*b->ClaimJob("job-2"));
+  EXPECT_FALSE(*a->ClaimJob("job-2"));
+  ASSERT_TRUE(b->ReleaseJob("job-2").ok());
+  EXPECT_TRUE(*a->ClaimJob("job-2"));
+  a.reset();  // a daemon that exits (or dies) frees its jobs, once the server saw it go
+  bool freed = false;
+  for (int i = 0; i < 500 && !freed; ++i) {
+    freed = *b->ClaimJob("job-1");
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(freed);
 }
 
 }  // namespace

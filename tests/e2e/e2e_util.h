@@ -89,6 +89,8 @@ class Cluster {
 
   const std::string& dir() const { return dir_; }
   const std::string& db() const { return db_; }
+  // The daemons started from now on use `location` (e.g. a postgresql:// URL) as their --db.
+  void UseDatabase(const std::string& location) { db_ = location; }
   const std::string& address() const { return address_; }
   Process* daemon() const { return daemon_; }
 

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -26,6 +27,38 @@ class CliTest : public ::testing::Test {
   void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
   std::string dir_;
 };
+
+// `--db` takes a SQLite path or a postgresql:// URL; a URL is never taken for a path (no
+// "postgresql:" or "foo:" directory appears), and an unknown scheme is a usage error naming it.
+TEST_F(CliTest, DbUrlsAreNeverFilePaths) {
+  const std::string in_dir = "cd " + dir_ + " &&";
+  for (const std::string args :
+       {"query --workload matmul:m=8,n=8,k=8 --db foo://x/t.db", "db stats --db mysql://h/lathe",
+        "tune --workload matmul:m=8,n=8,k=8 --trials 1 --db foo://x"}) {
+    Result r = Lathe(args, in_dir);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("scheme"), std::string::npos) << args << ": " << r.out;
+  }
+  // A server that is not there: a failure (exit 1) that names the database, and no file.
+  Result r = Lathe("query --workload matmul:m=8,n=8,k=8 --db 'postgresql:///lathe?host=" + dir_ +
+                       "&connect_timeout=2'",
+                   in_dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("postgresql:///lathe"), std::string::npos) << r.out;
+#ifdef LATHED_BIN
+  // lathed used to create a SQLite file in a new directory named "postgresql:".
+  std::string cmd = in_dir + " timeout 60 " + std::string(LATHED_BIN) +
+                    " --listen 127.0.0.1:0 --db 'postgresql:///lathe?host=" + dir_ +
+                    "&connect_timeout=2' >/dev/null 2>&1";
+  int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  cmd =
+      in_dir + " " + std::string(LATHED_BIN) + " --listen 127.0.0.1:0 --db foo://x >/dev/null 2>&1";
+  st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << st;
+#endif
+  EXPECT_TRUE(std::filesystem::is_empty(dir_)) << "something was created for a URL";
+}
 
 TEST_F(CliTest, BuildDefaultScheduleWritesAWorkingLibrary) {
   std::string so = dir_ + "/mm.so";
