@@ -82,27 +82,25 @@ json JobJson(const lathe::v1::JobStatus& j) {
   for (const lathe::v1::WorkloadProgress& w : j.workloads()) {
     json errors = json::object();
     for (const auto& [cls, n] : w.errors()) errors[SafeText(cls)] = n;
-    workloads.push_back({{"workload", SafeText(w.workload())},
-                         {"trials_done", w.trials_done()},
-                         {"trials_target", w.trials_target()},
-                         {"best_latency_us", w.best_latency_us()},
-                         {"best_gflops", w.best_gflops()},
-                         {"errors", errors},
-                         {"remeasured", w.remeasured()},
-                         {"remeasure_failed", w.remeasure_failed()},
-                         {"remeasure_pending", w.remeasure_pending()}});
+    workloads.push_back(
+        {{"workload", SafeText(w.workload())},
+         {"trials_done", w.trials_done()},
+         {"trials_target", w.trials_target()},
+         {"best_latency_us", w.best_latency_us()},
+         {"best_gflops", w.best_gflops()},
+         {"errors", errors},
+         {"remeasured", w.remeasured()},
+         {"remeasure_failed", w.remeasure_failed()},
+         {"remeasure_pending", w.remeasure_pending()},
+         {"weight", w.weight()},
+         // The task's part of the objective (weight x best latency / objective).
+         {"share", j.objective_us() > 0 ? json(w.weight() * w.best_latency_us() / j.objective_us())
+                                        : json()}});
   }
   json history = json::array();
   for (const lathe::v1::ObjectivePoint& p : j.objective_history()) {
     history.push_back(
         {{"at", p.at_ms()}, {"trials_done", p.trials_done()}, {"objective_us", p.objective_us()}});
-  }
-  for (size_t i = 0; i < workloads.size(); ++i) {
-    const lathe::v1::WorkloadProgress& w = j.workloads(static_cast<int>(i));
-    workloads[i]["weight"] = w.weight();
-    // The task's part of the objective (weight x best latency / objective).
-    workloads[i]["share"] =
-        j.objective_us() > 0 ? json(w.weight() * w.best_latency_us() / j.objective_us()) : json();
   }
   return {{"id", SafeText(j.job_id())},
           {"state", tuner::JobStateName(j.state())},
@@ -172,9 +170,8 @@ int RunRemoteTune(const TuneCliOptions& o) {
   }
   if (o.trials < 1) return Fail(cmd, fmt::format("--trials {} (need >= 1)", o.trials), kExitUsage);
   if (o.batch < 1) return Fail(cmd, fmt::format("--batch {} (need >= 1)", o.batch), kExitUsage);
-  if (!o.weights.empty() && o.weights != "cold" && o.weights != "warm") {
-    return Fail(cmd, "--weights '" + o.weights + "' (expected cold or warm)", kExitUsage);
-  }
+  absl::StatusOr<bool> cold = ColdWeights(o.weights);
+  if (!cold.ok()) return Fail(cmd, std::string(cold.status().message()), kExitUsage);
   if (o.max_trials_per_task < 0) {
     return Fail(cmd, fmt::format("--max-trials-per-task {} (need >= 0)", o.max_trials_per_task),
                 kExitUsage);
@@ -208,7 +205,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
   spec.set_min_repeat_ms(o.min_repeat_ms);
   // One workload: its trials are already its cap.
   if (multi) spec.set_max_trials_per_task(o.max_trials_per_task);
-  spec.set_cold_weights(o.weights == "cold");
+  spec.set_cold_weights(*cold);
   if (o.remeasure_top_given) spec.set_remeasure_top(o.remeasure_top);
   absl::StatusOr<std::string> job_id = (*client)->SubmitJob(spec);
   if (!job_id.ok()) return FailStatus(cmd, job_id.status());

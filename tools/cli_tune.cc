@@ -231,6 +231,12 @@ std::string TuningCurveSvg(const std::vector<std::pair<int, double>>& curve, dou
   return s;
 }
 
+absl::StatusOr<bool> ColdWeights(const std::string& weights) {
+  if (weights.empty() || weights == "warm") return false;
+  if (weights == "cold") return true;
+  return absl::InvalidArgumentError("--weights '" + weights + "' (expected cold or warm)");
+}
+
 int RunTune(const TuneCliOptions& o) {
   if (!o.tuner.empty()) {
     return Fail(kExitFailure, "internal: a --tuner run goes to RunRemoteTune, not RunTune");
@@ -268,10 +274,9 @@ int RunTune(const TuneCliOptions& o) {
   t.scheduler = o.scheduler;
   t.trials = o.trials;
   t.max_trials_per_task = o.max_trials_per_task;
-  if (!o.weights.empty() && o.weights != "cold" && o.weights != "warm") {
-    return Fail(kExitUsage, "--weights '" + o.weights + "' (expected cold or warm)");
-  }
-  t.cold_weights = o.weights == "cold";
+  absl::StatusOr<bool> cold = ColdWeights(o.weights);
+  if (!cold.ok()) return Fail(kExitUsage, std::string(cold.status().message()));
+  t.cold_weights = *cold;
   t.batch = o.batch;
   t.db_path = o.db_path.empty() ? DefaultDbPath() : o.db_path;
   t.target = o.target;  // the device class follows from it (tuner::DeviceClassForTarget)

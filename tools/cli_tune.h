@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "ir/workload.h"
 #include "tuner/tune.h"
 
@@ -48,6 +49,10 @@ struct TuneCliOptions {
 // success (also when stopped by Ctrl-C), 2 bad usage or a malformed spec, 1 any other failure,
 // including a run that ends without a single ok record for the workload.
 int RunTune(const TuneCliOptions& options);
+
+// Whether --weights asks for cold weights: InvalidArgument naming the value unless it is
+// empty (warm), "warm" or "cold". Read by the embedded and the remote tune alike.
+absl::StatusOr<bool> ColdWeights(const std::string& weights);
 
 // The progress bar line of `lathe tune`: bar, trials, best GFLOP/s, errors, time left.
 std::string ProgressLine(const tuner::TuneProgress& p);

@@ -129,15 +129,21 @@ class JobRunner::Impl {
     change_cv.notify_all();
   }
 
+  // The job's objective (tuner::Objective over its workloads): the sum of weight x best
+  // latency, 0 until every workload has a best. No allocation: Touch runs it per result.
+  static double JobObjective(const JobEntry& job) {
+    double sum = 0;
+    for (const WorkloadRun& w : job.workloads) {
+      if (!(w.best_latency_us > 0)) return 0;
+      sum += w.weight * w.best_latency_us;
+    }
+    return sum;
+  }
+
   // Appends a point to the job's objective history when the objective changed.
   void NoteObjective(JobEntry& job) const {
     constexpr size_t kMaxPoints = 128;
-    std::vector<double> weights, latencies;
-    for (const WorkloadRun& w : job.workloads) {
-      weights.push_back(w.weight);
-      latencies.push_back(w.best_latency_us);
-    }
-    const double objective = Objective(weights, latencies);
+    const double objective = JobObjective(job);
     std::vector<v1::ObjectivePoint>& h = job.objective_history;
     if (objective <= 0 || (!h.empty() && h.back().objective_us() == objective)) return;
     if (h.size() >= kMaxPoints) {
@@ -163,7 +169,6 @@ class JobRunner::Impl {
     st.set_message(job.message);
     st.set_created_at_ms(job.created_ms);
     st.set_updated_at_ms(job.updated_ms);
-    std::vector<double> weights, latencies;
     for (const WorkloadRun& w : job.workloads) {
       v1::WorkloadProgress* p = st.add_workloads();
       p->set_workload(w.canonical);
@@ -173,8 +178,6 @@ class JobRunner::Impl {
       p->set_trials_target(
           job.spec.tasks_size() == 0 || job.spec.max_trials_per_task() > 0 ? w.target : 0);
       p->set_weight(w.weight);
-      weights.push_back(w.weight);
-      latencies.push_back(w.best_latency_us);
       p->set_best_latency_us(w.best_latency_us);
       p->set_best_gflops(w.best_gflops);
       for (const auto& [name, n] : w.errors) (*p->mutable_errors())[name] = n;
@@ -182,7 +185,7 @@ class JobRunner::Impl {
       p->set_remeasure_failed(w.remeasure_failed);
       p->set_remeasure_pending(w.remeasure_pending);
     }
-    st.set_objective_us(Objective(weights, latencies));
+    st.set_objective_us(JobObjective(job));
     st.set_trials_done(TotalDone(job));
     st.set_trials_budget(JobBudget(job));
     for (const v1::ObjectivePoint& p : job.objective_history) *st.add_objective_history() = p;
