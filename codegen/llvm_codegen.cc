@@ -32,6 +32,65 @@ bool SafeMaskedWidth(int lanes) {
   return llvm::isPowerOf2_32(static_cast<uint32_t>(lanes)) || lanes % native == 0;
 }
 
+// The scalar index of lane `lane` of the integer vector `e` built from ramps, broadcasts and
+// arithmetic; null for anything else (a vector load, a select).
+Expr LaneOf(const Expr& e, int64_t lane) {
+  if (e->type.lanes == 1) return e;
+  switch (e->kind) {
+    case ExprKind::kRamp:
+      return Add(e->operands[0], Mul(e->operands[1], IntImm(lane)));
+    case ExprKind::kBroadcast:
+      return e->operands[0];
+    default:
+      break;
+  }
+  if (!IsBinary(e->kind) || IsCompare(e->kind) || e->kind == ExprKind::kAnd ||
+      e->kind == ExprKind::kOr) {
+    return nullptr;
+  }
+  Expr a = LaneOf(e->operands[0], lane);
+  Expr b = a ? LaneOf(e->operands[1], lane) : nullptr;
+  return b ? MakeBinary(e->kind, a, b) : nullptr;
+}
+
+// A vector index that is not one ramp but whose lanes are runs of consecutive elements: a
+// vector over two fused loops, such as CpuSpace's paired channel blocks of a blocked
+// convolution, whose weights are one 8-channel block after another. The scalar index of each
+// run's first lane (runs of the longest width from 4 up that fits), or empty: the access then
+// takes the gather/scatter path. Run widths are powers of two, so their masks are safe.
+std::vector<Expr> ContiguousRuns(const Expr& index, int lanes) {
+  if (!index->type.is_int() || index->kind == ExprKind::kRamp ||
+      index->kind == ExprKind::kBroadcast || lanes < 8 || (lanes & (lanes - 1)) != 0) {
+    return {};
+  }
+  Expr first = LaneOf(index, 0);
+  if (!first) return {};
+  std::vector<Expr> lane(static_cast<size_t>(lanes));
+  lane[0] = Simplify(first);
+  // Offsets from lane 0; a lane whose offset is no constant ends every candidate run at it.
+  std::vector<int64_t> off(static_cast<size_t>(lanes), 0);
+  std::vector<bool> known(static_cast<size_t>(lanes), false);
+  known[0] = true;
+  for (int i = 1; i < lanes; ++i) {
+    lane[i] = Simplify(LaneOf(index, i));
+    known[i] = AsConstInt(Simplify(Sub(lane[i], lane[0])), &off[i]);
+  }
+  for (int run = lanes / 2; run >= 4; run /= 2) {
+    bool ok = true;
+    for (int i = 0; i < lanes && ok; ++i) {
+      if (i % run == 0) continue;
+      // Within a run, each lane is its predecessor's next element.
+      ok = known[i] && known[i - 1] ? off[i] == off[i - 1] + 1
+                                    : IsConstInt(Simplify(Sub(lane[i], lane[i - 1])), 1);
+    }
+    if (!ok) continue;
+    std::vector<Expr> starts;
+    for (int i = 0; i < lanes; i += run) starts.push_back(lane[i]);
+    return starts;
+  }
+  return {};
+}
+
 // Allocations up to this size live on the stack of the function that runs them.
 constexpr int64_t kMaxStackBytes = 512 * 1024;
 
@@ -94,6 +153,8 @@ class CodeGen {
   // When `index` is Ramp(base, 1, n): the address of the first lane, else null.
   llvm::Value* ContiguousAddress(const Buffer& buf, const Expr& index);
   llvm::Value* Mask(const Expr& pred, int lanes);
+  // Lanes [first, first + n) of vector `v`.
+  llvm::Value* Slice(llvm::Value* v, int first, int n);
   llvm::Value* ReturnIfNonZero(llvm::Value* code);
   llvm::AllocaInst* EntryAlloca(llvm::Type* t, llvm::Value* count, uint64_t align);
 
@@ -258,6 +319,20 @@ absl::Status CodeGen::Emit(const Stmt& s) {
           b_.CreateMaskedStore(val, vp, al, mask);
         } else {
           b_.CreateAlignedStore(val, vp, al);
+        }
+        return absl::OkStatus();
+      }
+      if (std::vector<Expr> runs = ContiguousRuns(s->index, lanes); !runs.empty()) {
+        const int run = lanes / static_cast<int>(runs.size());
+        for (size_t r = 0; r < runs.size(); ++r) {
+          llvm::Value* part = Slice(val, static_cast<int>(r) * run, run);
+          llvm::Value* vp =
+              b_.CreateBitCast(Address(buf, Emit(runs[r])), part->getType()->getPointerTo());
+          if (mask) {
+            b_.CreateMaskedStore(part, vp, al, Slice(mask, static_cast<int>(r) * run, run));
+          } else {
+            b_.CreateAlignedStore(part, vp, al);
+          }
         }
         return absl::OkStatus();
       }
@@ -437,8 +512,37 @@ llvm::Value* CodeGen::EmitLoad(const Expr& e) {
         b_.CreateAlignedLoad(ElemType(e->type), Address(buf, Emit(index->operands[0])), al);
     return b_.CreateVectorSplat(lanes, s);
   }
+  if (std::vector<Expr> runs = ContiguousRuns(index, lanes); !runs.empty()) {
+    // One load per run, joined pairwise.
+    const int run = lanes / static_cast<int>(runs.size());
+    auto* rty = llvm::FixedVectorType::get(ElemType(e->type), static_cast<unsigned>(run));
+    std::vector<llvm::Value*> parts;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      llvm::Value* vp = b_.CreateBitCast(Address(buf, Emit(runs[r])), rty->getPointerTo());
+      parts.push_back(mask ? static_cast<llvm::Value*>(b_.CreateMaskedLoad(
+                                 rty, vp, al, Slice(mask, static_cast<int>(r) * run, run),
+                                 llvm::Constant::getNullValue(rty)))
+                           : b_.CreateAlignedLoad(rty, vp, al));
+    }
+    for (int width = run; parts.size() > 1; width *= 2) {
+      std::vector<int> both(static_cast<size_t>(2 * width));
+      for (int i = 0; i < 2 * width; ++i) both[i] = i;
+      std::vector<llvm::Value*> next;
+      for (size_t i = 0; i < parts.size(); i += 2) {
+        next.push_back(b_.CreateShuffleVector(parts[i], parts[i + 1], both));
+      }
+      parts = std::move(next);
+    }
+    return parts[0];
+  }
   llvm::Value* ptrs = Address(buf, Emit(index));
   return b_.CreateMaskedGather(ty, ptrs, al, mask, zero);
+}
+
+llvm::Value* CodeGen::Slice(llvm::Value* v, int first, int n) {
+  std::vector<int> idx(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) idx[i] = first + i;
+  return b_.CreateShuffleVector(v, idx);
 }
 
 llvm::Value* CodeGen::EmitSelect(const Expr& e) {

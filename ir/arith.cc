@@ -134,9 +134,47 @@ void ToLinearInto(const Expr& e, Linear* out) {
   out->AddTerm(e, 1);
 }
 
+// c*(y/c) + y%c == y for floor division and c > 0: the two halves of a split loop (or of a
+// fused one) put back together. a*c*(y/c) + a*(y%c) becomes a*y. A vector loop over two fused
+// axes (CpuSpace's paired channel blocks) then reads its accumulator at one contiguous index.
+void MergeDivMod(Linear* l) {
+  bool div = false, mod = false;
+  for (const auto& [atom, k] : l->terms) {
+    div = div || (k != 0 && atom->kind == ExprKind::kDiv);
+    mod = mod || (k != 0 && atom->kind == ExprKind::kMod);
+  }
+  if (!div || !mod) return;
+  absl::InlinedVector<std::pair<Expr, int64_t>, 2> merged;  // y and a
+  for (size_t i = 0; i < l->terms.size(); ++i) {
+    const auto& [d, kd] = l->terms[i];
+    int64_t c;
+    if (kd == 0 || d->kind != ExprKind::kDiv || !AsConstInt(d->operands[1], &c) || c <= 1 ||
+        kd % c != 0) {
+      continue;
+    }
+    for (size_t j = 0; j < l->terms.size(); ++j) {
+      const auto& [m, km] = l->terms[j];
+      if (km != kd / c || m->kind != ExprKind::kMod || !IsConstInt(m->operands[1], c) ||
+          !StructEqual(m->operands[0], d->operands[0])) {
+        continue;
+      }
+      merged.emplace_back(d->operands[0], km);
+      l->terms[i].second = 0;
+      l->terms[j].second = 0;
+      break;
+    }
+  }
+  for (const auto& [y, a] : merged) {
+    Linear ly;
+    ToLinearInto(y, &ly);
+    l->MergeFrom(std::move(ly), a);
+  }
+}
+
 Linear ToLinear(const Expr& e) {
   Linear l;
   ToLinearInto(e, &l);
+  MergeDivMod(&l);
   return l;
 }
 
@@ -571,6 +609,7 @@ void ToLinearSimplifiedInto(const Expr& e, SimplifyCtx& ctx, Linear* out) {
 Linear ToLinearSimplified(const Expr& e, SimplifyCtx& ctx) {
   Linear l;
   ToLinearSimplifiedInto(e, ctx, &l);
+  MergeDivMod(&l);
   return l;
 }
 

@@ -149,6 +149,12 @@ class CpuSpace : public SearchSpace {
   // covers when the accumulator tile is an L1-resident block of whole output rows (see
   // ApplyTiles); -1 where not offered.
   int chunk_slot_ = -1;
+  // Blocked convolutions whose channel block is narrower than a vector (8 channels on
+  // AVX-512): 1 = PairFactor() blocks side by side in one vector register (ApplyTiles); -1
+  // where not offered.
+  int pair_slot_ = -1;
+  // Channel blocks per vector register: lanes / block (2 for 8-channel blocks on AVX-512).
+  int64_t PairFactor() const { return target_.vector_lanes / workload_->output()->shape.back(); }
   // Vector registers that `elems` contiguous floats take.
   int64_t VectorsFor(int64_t elems) const {
     return (elems + target_.vector_lanes - 1) / target_.vector_lanes;
@@ -162,6 +168,7 @@ class CpuSpace : public SearchSpace {
   // Decisions as Apply reads them: slots that a chunked candidate does not read are set to
   // their first choice, so that one program has one decision vector. Whether any was reset.
   bool Canonicalize(std::vector<int64_t>& d) const;
+  bool CanonicalizeUnpaired(std::vector<int64_t>& d) const;
 
   void FindChannelAxis(const Stage& acc_def);
   // The output and its accumulator when the accumulator is vectorized over the channel axis:
@@ -179,6 +186,13 @@ class CpuSpace : public SearchSpace {
   absl::Status ApplyChunkedAccumulator(Schedule& s, const Candidate& c,
                                        const std::vector<std::string>& spatial,
                                        const std::vector<std::string>& reduce) const;
+  // ApplyTiles' accumulator of a paired candidate (stored (images, rows, columns, channel
+  // blocks, block), computed at the output tile): the reduction outside, then the register
+  // tile, whose innermost loop fuses PairFactor() channel blocks with the block into one
+  // vector. Its weights are read as one run of the block per channel block.
+  absl::Status ApplyPairedAccumulator(Schedule& s, const Candidate& c,
+                                      const std::vector<std::string>& spatial,
+                                      const std::vector<std::string>& reduce) const;
 };
 
 }  // namespace lathe::tuner::internal

@@ -52,6 +52,18 @@ std::pair<std::vector<std::string>, std::vector<std::string>> RootLoopsOf(const 
           std::vector<std::string>(mid, st.root_loops.end())};
 }
 
+// Splits the innermost reduce loop of `stage` (the last of `order`, its reduce loops) by
+// `factor` when that is above 1: `order` then ends with both parts. Returns the inner part
+// (to unroll), or "" when not split.
+absl::StatusOr<std::string> SplitInnermostReduce(Schedule& s, const std::string& stage,
+                                                 int64_t factor, std::vector<std::string>& order) {
+  if (factor <= 1 || order.empty()) return std::string();
+  LATHE_TRY_VALUE(parts, s.Split(stage, order.back(), {factor}));
+  order.back() = parts[0];
+  order.push_back(parts[1]);
+  return parts[1];
+}
+
 // Whether `loop` of `st` iterates over root axis `axis` (is it, or split or fused from it).
 bool IteratesOver(const Stage& st, const std::string& loop, const std::string& axis) {
   if (loop == axis) return true;
@@ -207,10 +219,42 @@ absl::Status CpuSpace::Init() {
       if (chunks.size() > 1) chunk_slot_ = AddSlot("chunk." + reduce[0], chunks);
     }
   }
+  // Dense blocked convolutions with blocks narrower than a vector (8-channel blocks on
+  // AVX-512, which the model compiler picks for 32, 48 or 96 channels when its other layers
+  // want them): each FMA of the register tile fills part of a register. Blocks side by side
+  // in one register fill it: half the FMA instructions, which pays where the core has two
+  // full-width FMA units. (On the Ice Lake VM of bench/README, whose 512-bit FMAs run at the
+  // rate of its 256-bit ones, a 3x3 96->32 conv at 160x160 ran in 10.2 ms paired against
+  // 10.7-14.2 ms.) Only where the blocks pair up evenly: a last pair half full (24 channels)
+  // ran 1.5x slower than unpaired, its masked weight loads in the way.
+  // Last, so that traces from before it existed still map to decisions (FromTrace pads 0).
+  if (an_.dense_blocked_conv && !an_.acc.empty() && out_axes_.size() == 5) {
+    const std::vector<int64_t>& shape = out->tensor->shape;
+    if (shape[4] < lanes && lanes % shape[4] == 0 && shape[1] % (lanes / shape[4]) == 0) {
+      pair_slot_ = AddSlot("pair_blocks", {0, 1});
+    }
+  }
   return absl::OkStatus();
 }
 
 bool CpuSpace::Canonicalize(std::vector<int64_t>& d) const {
+  bool paired_reset = false;
+  if (pair_slot_ >= 0 && pair_slot_ < static_cast<int>(d.size()) && d[pair_slot_] != 0) {
+    // Pairs need whole pairs of blocks in every tile and the whole block as the vector tile
+    // (which a chunked candidate has).
+    const int64_t block = workload_->output()->shape.back();
+    const bool chunked = chunk_slot_ >= 0 && d[chunk_slot_] != 0;
+    const int64_t blocks = workload_->output()->shape[1];
+    if ((!chunked && (d[vec_slot_] == 0 || d[tile_slot_[4]] != block)) ||
+        d[tile_slot_[1]] % PairFactor() != 0 || blocks % d[tile_slot_[1]] != 0) {
+      d[pair_slot_] = 0;
+      paired_reset = true;
+    }
+  }
+  return CanonicalizeUnpaired(d) || paired_reset;
+}
+
+bool CpuSpace::CanonicalizeUnpaired(std::vector<int64_t>& d) const {
   if (an_.panel_matmul && swap_slot_ < static_cast<int>(d.size())) {
     // A panel matmul's loop order is fixed (ApplyTiles): the slot is not read.
     const bool reset = d[swap_slot_] != slots_[swap_slot_].choices.front();
@@ -328,6 +372,13 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
 absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c) const {
   auto d = [&](int slot) { return c.decisions[slot]; };
   if (an_.cache_write) LATHE_TRY(s.CacheWrite(an_.out, "local").status());
+  const bool paired = pair_slot_ >= 0 && d(pair_slot_) != 0;
+  if (paired) {
+    // The accumulator tile stored (images, rows, columns, channel blocks, block): the blocks a
+    // vector pairs are adjacent, so the tile's vectors are contiguous.
+    const std::vector<std::string> sp = RootLoopsOf(*s.FindStage(an_.acc)).first;
+    LATHE_TRY(s.StorageOrder(an_.acc, {sp[0], sp[2], sp[3], sp[1], sp[4]}));
+  }
   std::vector<std::string> pack_stages;
   for (size_t p = 0; p < an_.pack.size(); ++p) {
     if (d(pack_slot_[p]) == 0) {
@@ -350,7 +401,8 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
   const int64_t chunk = chunk_slot_ >= 0 ? d(chunk_slot_) : 0;
   const std::vector<int64_t>& shape = workload_->output()->shape;
   if (chunk > 0) {
-    const int64_t regs = d(tile_slot_[1]) * d(tile_slot_[3]) * VectorsFor(shape[4]);
+    const int64_t regs =
+        d(tile_slot_[1]) * d(tile_slot_[3]) * VectorsFor(shape[4]) / (paired ? PairFactor() : 1);
     const int64_t bytes = ChunkedTileBytes(d(tile_slot_[0]), d(tile_slot_[1]), d(tile_slot_[2]));
     if (regs > std::max(1, target_.vector_registers - 4) || bytes > kMaxChunkedTileBytes ||
         d(tile_slot_[4]) != shape[4]) {
@@ -413,18 +465,16 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
     LATHE_TRY(s.ComputeAt(a, o, tile_loop));
     const Stage* as = s.FindStage(a);
     auto [spatial, reduce] = RootLoopsOf(*as);
+    // Stored (n, y, x, k, block) when paired: in the output's order again.
+    if (paired) spatial = {spatial[0], spatial[3], spatial[1], spatial[2], spatial[4]};
     if (chunk > 0) {
       LATHE_TRY(ApplyChunkedAccumulator(s, c, spatial, reduce));
+    } else if (paired) {
+      LATHE_TRY(ApplyPairedAccumulator(s, c, spatial, reduce));
     } else {
       std::vector<std::string> aorder = reduce;
       int64_t uk = d(unroll_k_slot_);
-      std::string kin;
-      if (uk > 1 && !reduce.empty()) {
-        LATHE_TRY_VALUE(kp, s.Split(a, reduce.back(), {uk}));
-        aorder.back() = kp[0];
-        kin = kp[1];
-        aorder.push_back(kin);
-      }
+      LATHE_TRY_VALUE(kin, SplitInnermostReduce(s, a, uk, aorder));
       aorder.insert(aorder.end(), spatial.begin(), spatial.end());
       LATHE_TRY(s.Reorder(a, aorder));
       if (!kin.empty()) LATHE_TRY(s.Unroll(a, kin));
@@ -491,12 +541,62 @@ absl::Status CpuSpace::ApplyChunkedAccumulator(Schedule& s, const Candidate& c,
     kin = kp[1];
   }
   order.push_back(kin.empty() ? reduce[3] : kin);
-  order.insert(order.end(), {spatial[1], xs[1], spatial[4]});
+  const bool paired = pair_slot_ >= 0 && d(pair_slot_) != 0;
+  std::string blocks = spatial[1], vec = spatial[4];
+  std::vector<std::string> kp;
+  if (paired) {
+    LATHE_TRY_VALUE(parts, s.Split(a, spatial[1], {PairFactor()}));
+    kp = std::move(parts);
+    blocks = kp[0];
+  }
+  order.insert(order.end(), {blocks, xs[1]});
+  if (paired) order.push_back(kp[1]);
+  order.push_back(spatial[4]);
   LATHE_TRY(s.Reorder(a, order));
   if (!kin.empty()) LATHE_TRY(s.Unroll(a, kin));
-  if (d(tile_slot_[1]) > 1) LATHE_TRY(s.Unroll(a, spatial[1]));
+  if (d(tile_slot_[1]) / (paired ? PairFactor() : 1) > 1) LATHE_TRY(s.Unroll(a, blocks));
   if (d(tile_slot_[3]) > 1) LATHE_TRY(s.Unroll(a, xs[1]));
-  return s.Vectorize(a, spatial[4]);
+  if (paired) {
+    LATHE_TRY_VALUE(fused, s.Fuse(a, {kp[1], spatial[4]}));
+    vec = fused;
+  }
+  return s.Vectorize(a, vec);
+}
+
+absl::Status CpuSpace::ApplyPairedAccumulator(Schedule& s, const Candidate& c,
+                                              const std::vector<std::string>& spatial,
+                                              const std::vector<std::string>& reduce) const {
+  auto d = [&](int slot) { return c.decisions[slot]; };
+  const std::string& a = an_.acc;
+  const int64_t pair = PairFactor();
+  // spatial, as the tile slots: n, channel blocks, y, x, the block.
+  const int64_t images = d(tile_slot_[0]), pairs = d(tile_slot_[1]) / pair;
+  const int64_t rows = d(tile_slot_[2]), cols = d(tile_slot_[3]), uk = d(unroll_k_slot_);
+  const bool unroll = d(unroll_slot_) != 0;
+  int64_t body = uk * pairs;
+  if (unroll) {
+    for (int64_t t : {images, rows, cols}) body *= t <= 16 ? t : 1;
+  }
+  if (body > 8 * target_.vector_registers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register tile of ", body, " vector operations per step is too large"));
+  }
+  LATHE_TRY_VALUE(kp, s.Split(a, spatial[1], {pair}));
+  std::vector<std::string> order = reduce;
+  LATHE_TRY_VALUE(kin, SplitInnermostReduce(s, a, uk, order));
+  order.insert(order.end(), {spatial[0], kp[0], spatial[2], spatial[3], kp[1], spatial[4]});
+  LATHE_TRY(s.Reorder(a, order));
+  if (!kin.empty()) LATHE_TRY(s.Unroll(a, kin));
+  if (pairs > 1) LATHE_TRY(s.Unroll(a, kp[0]));
+  if (unroll) {
+    const std::pair<int64_t, const std::string*> loops[] = {
+        {images, &spatial[0]}, {rows, &spatial[2]}, {cols, &spatial[3]}};
+    for (const auto& [t, loop] : loops) {
+      if (t > 1 && t <= 16) LATHE_TRY(s.Unroll(a, *loop));
+    }
+  }
+  LATHE_TRY_VALUE(vec, s.Fuse(a, {kp[1], spatial[4]}));
+  return s.Vectorize(a, vec);
 }
 
 void CpuSpace::FindChannelAxis(const Stage& acc_def) {
@@ -683,7 +783,7 @@ absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {
   const size_t optional =
       static_cast<size_t>(std::count_if(rfactor_slot_.begin(), rfactor_slot_.end(),
                                         [](int slot) { return slot >= 0; })) +
-      (chan_slot_ >= 0 ? 1 : 0) + (chunk_slot_ >= 0 ? 1 : 0);
+      (chan_slot_ >= 0 ? 1 : 0) + (chunk_slot_ >= 0 ? 1 : 0) + (pair_slot_ >= 0 ? 1 : 0);
   if (c.decisions.size() >= slots_.size() - optional && c.decisions.size() < slots_.size()) {
     c.decisions.resize(slots_.size(), 0);
   }

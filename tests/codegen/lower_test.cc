@@ -148,11 +148,12 @@ TEST(LowerTest, Reorder) {
 TEST(LowerTest, Fuse) {
   ir::Schedule sch(W("matmul:m=4,n=3,k=2"));
   ASSERT_TRUE(sch.Fuse("C", {"i", "j"}).ok());
+  // C's index i*3 + j is the fused loop's own variable again: 3*(f/3) + f%3 == f.
   ExpectLowered(sch, R"(func f(A[4, 2], B[2, 3], C[4, 3]) {
   for C.i+j in 0..12 {
-    C[(C.i+j/3)*3 + (C.i+j % 3)] = 0f
+    C[C.i+j] = 0f
     for C.k in 0..2 {
-      C[(C.i+j/3)*3 + (C.i+j % 3)] = C[(C.i+j/3)*3 + (C.i+j % 3)] + (A[(C.i+j/3)*2 + C.k]*B[C.k*3 + (C.i+j % 3)])
+      C[C.i+j] = C[C.i+j] + (A[(C.i+j/3)*2 + C.k]*B[C.k*3 + (C.i+j % 3)])
     }
   }
 }

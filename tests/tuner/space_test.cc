@@ -595,6 +595,56 @@ TEST(SpaceChunkTest, ChunkedCandidatesAreCorrectKernels) {
   }
 }
 
+// Dense blocked convolutions whose blocks are narrower than a vector (8 channels on AVX-512,
+// 4 on AVX2) offer pairing blocks in one vector register where the blocks pair up evenly:
+// sampled paired candidates, chunked and not, build and agree with the reference, and their
+// traces map back to the same decisions. 24 channels in blocks of 8 (three) are not offered pairs
+// on AVX-512; nor are blocks as wide as the vector.
+TEST(SpacePairTest, PairedCandidatesAreCorrectKernels) {
+  const std::vector<std::pair<std::string, CpuTarget>> cases = {
+      {"conv2d:n=1,c=16,h=7,w=9,k=32,r=3,s=3,pad=1,layout=nchw8c,kblock=8,epilogue=bias_relu",
+       Avx512TwoCores()},
+      {"conv2d:n=1,c=16,h=6,w=5,k=32,r=1,s=1,layout=nchw8c,kblock=8", Avx512TwoCores()},
+      {"conv2d:n=1,c=8,h=6,w=7,k=16,r=3,s=3,stride=2,pad=1,layout=nchw4c,kblock=4",
+       Avx2TwoCores()}};
+  for (const auto& [spec, target] : cases) {
+    std::unique_ptr<SearchSpace> space = SpaceOf(spec, target);
+    ASSERT_NE(space, nullptr);
+    std::mt19937_64 rng(23);
+    int paired = 0, chunked = 0;
+    for (int i = 0; i < 400 && paired < 6; ++i) {
+      auto c = space->Sample(rng);
+      ASSERT_TRUE(c.ok()) << spec << ": " << c.status();
+      const std::string text = ir::TraceToText(c->trace);
+      if (text.find("k.1+kv") == std::string::npos) continue;
+      ++paired;
+      chunked += text.find("[rc], {") != std::string::npos ? 1 : 0;
+      absl::Status st = testing::BuildAndCheck(*c->schedule, 5);
+      EXPECT_TRUE(st.ok()) << spec << ": " << st << "\n" << text;
+      auto back = space->FromTrace(c->trace);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(back->decisions, c->decisions);
+    }
+    EXPECT_EQ(paired, 6) << spec << ": too few paired samples";
+    if (spec.find("r=3") != std::string::npos) {
+      EXPECT_GT(chunked, 0) << spec << ": no chunked paired sample";
+    }
+  }
+  for (const auto& [spec, target] : std::vector<std::pair<std::string, CpuTarget>>{
+           {"conv2d:n=1,c=16,h=7,w=9,k=24,r=3,s=3,pad=1,layout=nchw8c,kblock=8", Avx512TwoCores()},
+           {"conv2d:n=1,c=16,h=7,w=9,k=32,r=3,s=3,pad=1,layout=nchw16c,kblock=16",
+            Avx512TwoCores()}}) {
+    std::unique_ptr<SearchSpace> space = SpaceOf(spec, target);
+    ASSERT_NE(space, nullptr);
+    std::mt19937_64 rng(29);
+    for (int i = 0; i < 100; ++i) {
+      auto c = space->Sample(rng);
+      ASSERT_TRUE(c.ok()) << spec << ": " << c.status();
+      EXPECT_EQ(ir::TraceToText(c->trace).find("k.1+kv"), std::string::npos) << spec;
+    }
+  }
+}
+
 // A dense blocked 3x3 convolution's first rule-picked candidate is chunked: on AVX2 (nchw8c)
 // 4 channel blocks x 3 columns of registers, the whole 7-column rows, two input blocks per
 // chunk; unchunked register-tile candidates follow. Traces stored before the chunk choice
