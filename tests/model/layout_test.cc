@@ -260,7 +260,8 @@ TEST(AffineTest, BiasThenBatchNormAfterATransposedConvFoldIntoItsWeights) {
 
 // ConvTransposes whose windows do not overlap (stride == kernel: PP-OCR det's head) become a
 // 1x1 convolution and a depth-to-space transpose, their bias and activation on the 1x1 conv;
-// an overlapping one stays direct. Every variant agrees with the direct program; in the
+// an overlapping one stays direct; a narrow 1x1 conv that reads a depth-to-space runs before
+// it (CommuteDepthToSpace). Every variant agrees with the direct program; in the
 // blocked layout each depth-to-space reads the 1x1 conv's blocked output directly.
 TEST(DeconvTest, NonOverlappingTransposedConvsBecomeOneByOneConvs) {
   GraphBuilder b;
@@ -291,7 +292,9 @@ TEST(DeconvTest, NonOverlappingTransposedConvsBecomeOneByOneConvs) {
     for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
     EXPECT_EQ(Count(*p, "conv2d_transpose"), 0) << specs;
     EXPECT_THAT(specs, HasSubstr("epilogue=bias_relu,groups=1,h=5,k=24,"));
-    EXPECT_THAT(specs, HasSubstr("epilogue=bias_sigmoid,groups=1,h=10,k=4,"));
+    // The second 1x1 conv (6 -> 4 at 10x12) reads only the first depth-to-space: it runs
+    // before it, 24 -> 16 at 5x6 (block diagonal), and the transpose moves 16 channels.
+    EXPECT_THAT(specs, HasSubstr("c=24,dilation=1,epilogue=bias_sigmoid,groups=1,h=5,k=16,"));
     if (lanes == 0) EXPECT_EQ(Count(*p, "transpose"), 2) << specs;
     // Blocked: the input's conversion and each depth-to-space (reading the blocked 1x1 output;
     // the first one writing the block the second 1x1 conv reads).
@@ -301,6 +304,22 @@ TEST(DeconvTest, NonOverlappingTransposedConvsBecomeOneByOneConvs) {
     ASSERT_TRUE(o.ok()) << o.status();
     EXPECT_EQ(Count(*o, "conv2d_transpose"), 1);
   }
+  // A wide second conv (6 -> 8*4 channels) would cost more before the transpose (24 more
+  // multiply-adds per element moved) than the transpose it shrinks: it stays after it.
+  GraphBuilder wb;
+  std::string wy =
+      wb.Op("ConvTranspose", {wb.Input("x", {1, 8, 5, 6}), wb.Const("w0", {8, 6, 2, 2})},
+            {{"strides", Ints({2, 2})}});
+  wy = wb.Op("ConvTranspose", {wb.Op("Relu", {wy}), wb.Const("w1", {6, 8, 2, 2})},
+             {{"strides", Ints({2, 2})}});
+  Graph wide = wb.Finish(wy);
+  absl::StatusOr<Program> wd = CompileGraph(wide, direct);
+  absl::StatusOr<Program> wp = CompileGraph(wide, {});
+  ASSERT_TRUE(wd.ok() && wp.ok());
+  std::string wspecs;
+  for (const KernelCall& k : wp->kernels) wspecs += k.spec + "\n";
+  EXPECT_THAT(wspecs, HasSubstr("c=6,dilation=1,epilogue=none,groups=1,h=10,k=32,"));
+  ExpectClose(RunProgram(*wp), RunProgram(*wd));
 }
 
 // A transpose of a value held only in the blocked layout reads the blocked form directly: one
