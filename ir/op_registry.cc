@@ -195,7 +195,7 @@ std::vector<OpInfo>* MakeTable() {
                {"add", "sub", "mul", "div", "max", "min", "pow"},
                false,
                true},
-        epilogue},
+        epilogue, KeyDef{"upsample", K::kShape, nullptr, {}, false, true}},
        "ewise:a=2x3,b=3,binary=add,epilogue=relu",
        in::CheckEwiseShapes,
        EwiseFlops,

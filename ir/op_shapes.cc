@@ -58,10 +58,27 @@ absl::Status CheckEwiseShapes(const WorkloadSpec& spec) {
   }
   absl::StatusOr<EwiseParams> p = GetEwiseParams(spec);
   if (!p.ok()) return p.status();
+  if (!p->upsample.empty()) {
+    if (p->b.empty()) return Invalid(op, "key 'upsample' needs 'b'");
+    if (p->upsample.size() != p->b.size()) {
+      return Invalid(op, absl::StrCat("upsample=", spec.Str("upsample"),
+                                      " needs one factor per "
+                                      "dimension of b=",
+                                      spec.Str("b")));
+    }
+    for (size_t i = 0; i < p->upsample.size(); ++i) {
+      const int64_t f = p->upsample[i];
+      if (f < 1 || p->b[i] > (int64_t{1} << 40) / f) {
+        return Invalid(
+            op, absl::StrCat("upsample factor ", f, " of b's dimension ", i, " is out of range"));
+      }
+    }
+  }
+  const std::vector<int64_t> bu = p->b_upsampled();
   const size_t rank = std::max(p->a.size(), p->b.size());
   for (size_t i = 0; i < rank && !p->b.empty(); ++i) {
     const int64_t da = i < rank - p->a.size() ? 1 : p->a[i - (rank - p->a.size())];
-    const int64_t db = i < rank - p->b.size() ? 1 : p->b[i - (rank - p->b.size())];
+    const int64_t db = i < rank - bu.size() ? 1 : bu[i - (rank - bu.size())];
     if (da != db && da != 1 && db != 1) {
       return Invalid(op, absl::StrCat("shapes a=", spec.Str("a"), " and b=", spec.Str("b"),
                                       " do not broadcast"));

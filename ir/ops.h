@@ -150,6 +150,12 @@ const char* BinaryOpName(BinaryOp op);
 // then the epilogue. bias/scale steps read their tensor at axis 1 (axis 0 for rank 1).
 struct EwiseParams {
   std::vector<int64_t> a, b;  // b empty: unary
+  // Per dimension of b (as many as b has): b's element i is repeated upsample[i] times along
+  // it, a nearest-neighbour upsampling (ONNX Resize, nearest, integer scales) read in place:
+  // b is read at index / upsample[i]. Empty: no upsampling.
+  std::vector<int64_t> upsample;
+  // b's shape as the operation sees it: b * upsample.
+  std::vector<int64_t> b_upsampled() const;
   BinaryOp binary = BinaryOp::kNone;
   EpilogueExpr epilogue;
   std::vector<int64_t> out_shape() const;  // the broadcast of a and b

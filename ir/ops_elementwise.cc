@@ -36,13 +36,20 @@ absl::StatusOr<std::vector<int64_t>> DimsKey(const WorkloadSpec& spec, const std
 }
 
 // The index of a broadcast operand of shape `shape` at output index `idx` (numpy rules:
-// aligned at the right, extent-1 dimensions read at 0).
+// aligned at the right, extent-1 dimensions read at 0), upsampled by `up` (per dimension of
+// `shape`; empty: 1s) where given.
 std::vector<Expr> BroadcastIndex(const std::vector<int64_t>& shape, const std::vector<int64_t>& out,
-                                 const std::vector<Expr>& idx) {
+                                 const std::vector<Expr>& idx,
+                                 const std::vector<int64_t>& up = {}) {
   std::vector<Expr> r;
   const size_t off = out.size() - shape.size();
   for (size_t d = 0; d < shape.size(); ++d) {
-    r.push_back(shape[d] == 1 && out[off + d] != 1 ? I(0) : idx[off + d]);
+    const int64_t f = up.empty() ? 1 : up[d];
+    if (shape[d] == 1 && out[off + d] != 1) {
+      r.push_back(I(0));
+    } else {
+      r.push_back(f > 1 ? Div(idx[off + d], I(f)) : idx[off + d]);
+    }
   }
   return r;
 }
@@ -73,8 +80,15 @@ Expr Clamp(const Expr& v, int64_t hi) { return Max(Min(v, I(hi)), I(0)); }
 
 }  // namespace
 
+std::vector<int64_t> EwiseParams::b_upsampled() const {
+  std::vector<int64_t> r = b;
+  for (size_t i = 0; i < r.size() && i < upsample.size(); ++i) r[i] *= upsample[i];
+  return r;
+}
+
 std::vector<int64_t> EwiseParams::out_shape() const {
   if (b.empty()) return a;
+  const std::vector<int64_t> b = b_upsampled();
   const size_t rank = std::max(a.size(), b.size());
   std::vector<int64_t> out(rank, 1);
   for (size_t i = 0; i < rank; ++i) {
@@ -115,6 +129,9 @@ absl::StatusOr<EwiseParams> GetEwiseParams(const WorkloadSpec& spec) {
     if (p.binary == BinaryOp::kNone) {
       return absl::InvalidArgumentError(absl::StrCat("unknown binary op '", op, "'"));
     }
+  }
+  if (spec.params.count("upsample") != 0) {
+    LATHE_ASSIGN_OR_RETURN(p.upsample, DimsKey(spec, "upsample"));
   }
   LATHE_ASSIGN_OR_RETURN(p.epilogue, internal::GetEpilogue(spec));
   return p;
@@ -220,7 +237,7 @@ OpDefinition EwiseOp(const EwiseParams& p) {
       [&](const std::vector<Expr>& idx) {
         Expr v = Read(a, BroadcastIndex(p.a, out, idx));
         if (b) {
-          Expr bv = Read(b, BroadcastIndex(p.b, out, idx));
+          Expr bv = Read(b, BroadcastIndex(p.b, out, idx, p.upsample));
           switch (p.binary) {
             case BinaryOp::kAdd:
               v = Add(v, bv);

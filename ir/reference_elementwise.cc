@@ -40,10 +40,14 @@ std::vector<int64_t> Unflatten(int64_t i, const std::vector<int64_t>& shape) {
 }
 
 // Flat index into a broadcast operand of `shape` at output multi-index `idx`.
-int64_t BroadcastFlat(const std::vector<int64_t>& shape, const std::vector<int64_t>& idx) {
+int64_t BroadcastFlat(const std::vector<int64_t>& shape, const std::vector<int64_t>& idx,
+                      const std::vector<int64_t>& up = {}) {
   const size_t off = idx.size() - shape.size();
   int64_t f = 0;
-  for (size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + (shape[d] == 1 ? 0 : idx[off + d]);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t i = shape[d] == 1 ? 0 : idx[off + d] / (up.empty() ? 1 : up[d]);
+    f = f * shape[d] + i;
+  }
   return f;
 }
 
@@ -87,7 +91,7 @@ void Ewise(const EwiseParams& p, std::span<float* const> args) {
   for (int64_t i = 0; i < Count(out); ++i) {
     const std::vector<int64_t> idx = Unflatten(i, out);
     double v = a[BroadcastFlat(p.a, idx)];
-    if (b) v = Binary(p.binary, v, b[BroadcastFlat(p.b, idx)]);
+    if (b) v = Binary(p.binary, v, b[BroadcastFlat(p.b, idx, p.upsample)]);
     v = ApplyEpilogueRef(p.epilogue, v, [&](StepKind k) -> double {
       if (k == StepKind::kBias) return bias[idx[ch_dim]];
       if (k == StepKind::kScale) return scale[idx[ch_dim]];

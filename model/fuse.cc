@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -189,7 +190,7 @@ bool FuseOneEpilogue(Graph& g, Lowered& l) {
   for (size_t i = 0; i < l.kernels.size(); ++i) producer[l.kernels[i].output] = i;
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     const KernelDesc& c = l.kernels[i];
-    if (c.op != "ewise") continue;
+    if (c.op != "ewise" || c.params.count("upsample") != 0) continue;
     for (int side = 0; side < static_cast<int>(c.inputs.size()); ++side) {
       const std::string& x = c.inputs[side];
       auto it = producer.find(x);
@@ -228,6 +229,71 @@ bool FuseOneEpilogue(Graph& g, Lowered& l) {
     }
   }
   return false;
+}
+
+// The factors of a nearest-neighbour resize that reads source pixel o / f at output pixel o
+// (integer factors f >= 1 of both spatial dimensions), else nullopt. ONNX's nearest resize
+// reads floor(o / f) with asymmetric coordinates and floor rounding; with half-pixel ones
+// (o + 0.5) / f - 0.5 lies strictly within 0.5 of floor(o / f) for f >= 2 (exactly on it for
+// f == 1), so both round-to-nearest modes read it too.
+std::optional<std::pair<int64_t, int64_t>> IntegerNearestFactors(const KernelDesc& r) {
+  const auto& p = r.params;
+  if (p.at("mode") != "nearest") return std::nullopt;
+  const std::string& coord = p.at("coord");
+  const std::string& nearest = p.at("nearest");
+  const bool floor_read = (coord == "asymmetric" && nearest == "floor") ||
+                          ((coord == "half_pixel" || coord == "pytorch_half_pixel") &&
+                           (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil"));
+  const int64_t h = std::stoll(p.at("h")), w = std::stoll(p.at("w"));
+  const int64_t oh = std::stoll(p.at("oh")), ow = std::stoll(p.at("ow"));
+  if (!floor_read || h <= 0 || w <= 0 || oh % h != 0 || ow % w != 0 || (oh == h && ow == w)) {
+    return std::nullopt;
+  }
+  return std::make_pair(oh / h, ow / w);
+}
+
+// A nearest-neighbour resize by integer factors whose one reader is a binary elementwise
+// kernel is read in place by it (ewise's upsample key: b read at index / factor) instead of
+// written out at full size and read back. PP-OCR det's FPN adds an upsampled coarser map to
+// each finer one (96 channels, 20->40, 40->80, 80->160): the last resize wrote 9.8 MB that
+// the add read back.
+bool FuseResizes(Graph& g, Lowered& l) {
+  std::map<std::string, int> readers = Readers(g, l);
+  bool changed = false;
+  for (size_t i = 0; i < l.kernels.size(); ++i) {
+    const KernelDesc& r = l.kernels[i];
+    if (r.op != "resize" || readers[r.output] != 1) continue;
+    const auto factors = IntegerNearestFactors(r);
+    if (!factors) continue;
+    size_t ci = i + 1;
+    for (; ci < l.kernels.size(); ++ci) {
+      const auto& in = l.kernels[ci].inputs;
+      if (std::find(in.begin(), in.end(), r.output) != in.end()) break;
+    }
+    if (ci == l.kernels.size()) continue;
+    KernelDesc& c = l.kernels[ci];
+    if (c.op != "ewise" || c.inputs.size() != 2 || c.params.count("upsample") != 0 ||
+        c.inputs[0] == c.inputs[1]) {
+      continue;
+    }
+    const std::string& bin = c.params.at("binary");
+    const bool commutes = bin == "add" || bin == "mul" || bin == "max" || bin == "min";
+    const int side = c.inputs[0] == r.output ? 0 : 1;
+    if (side == 0 && !commutes) continue;
+    const std::string other = c.inputs[1 - side];
+    const std::vector<int64_t>& full = g.Find(r.output)->shape;
+    if (g.Find(other)->shape != full || g.Find(c.output)->shape != full) continue;
+    c.inputs = {other, r.inputs[0]};
+    c.params["a"] = absl::StrJoin(full, "x");
+    c.params["b"] = absl::StrJoin(g.Find(r.inputs[0])->shape, "x");
+    c.params["upsample"] = absl::StrCat("1x1x", factors->first, "x", factors->second);
+    c.nodes.insert(c.nodes.begin(), r.nodes.begin(), r.nodes.end());
+    l.kernels.erase(l.kernels.begin() + static_cast<std::ptrdiff_t>(i));
+    --i;
+    changed = true;
+    readers = Readers(g, l);
+  }
+  return changed;
 }
 
 // Folds runs of constant multiplications (mul, div) and of constant additions into one step,
@@ -283,6 +349,7 @@ void FuseKernels(Graph& g, Lowered& l) {
   for (bool changed = true; changed;) {
     changed = FuseSelfProducts(g, l) || FuseOneEpilogue(g, l);
   }
+  FuseResizes(g, l);
   for (KernelDesc& k : l.kernels) SimplifyConstants(k.epilogue);
 }
 

@@ -358,6 +358,12 @@ bool Blocker::TryEwise(KernelDesc& k) {
   }
   auto res = k.step_inputs.find(StepKind::kRes);
   if (res != k.step_inputs.end() && g_.Find(res->second)->shape != out) return false;
+  // An upsampled b (model/fuse.cc: FuseResizes): its factors gain the block's, 1.
+  if (auto up = k.params.find("upsample"); up != k.params.end()) {
+    const std::vector<int64_t>& bs = g_.Find(k.inputs[1])->shape;
+    if (bs.size() != 4 || bs[1] != c) return false;
+    up->second += "x1";
+  }
   static const char* kShapeKeys[] = {"a", "b"};
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const std::vector<int64_t> s = g_.Find(k.inputs[i])->shape;

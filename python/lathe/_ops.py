@@ -120,6 +120,7 @@ OPS = {
             ("b", "shape", None, ("opt",), ()),
             ("binary", "choice", None, ("opt",), ("add", "sub", "mul", "div", "max", "min", "pow")),
             ("epilogue", "epilogue", "none", (), ()),
+            ("upsample", "shape", None, ("opt",), ()),
         ),
         "ewise:a=2x3,b=3,binary=add,epilogue=relu",
         "ewise:a=2x3,b=3,binary=add,epilogue=relu",

@@ -349,6 +349,8 @@ TEST(OpsEvalTest, ModelOps) {
            "ewise:a=3x1,b=4,binary=sub,epilogue=abs_sqrt",
            "ewise:a=2x3x4,epilogue=scale_bias_relu",
            "ewise:a=2x3x4,b=2x3x4,binary=add,epilogue=erf_res",
+           "ewise:a=1x2x4x6,b=1x2x2x3,binary=sub,upsample=1x1x2x2",
+           "ewise:a=1x3x6x4x2,b=1x3x2x1x2,binary=mul,upsample=1x1x3x4x1,epilogue=relu",
            "transpose:shape=2x3x4,perm=2x0x1",
            "slice:shape=4x7,begin=1x2,size=2x3,step=2x2",
            "concat:axis=1,inputs=2x3x2+2x1x2+2x2x2",

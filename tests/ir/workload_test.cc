@@ -372,6 +372,15 @@ TEST(WorkloadSpecModelTest, BadModelSpecsAreNamed) {
   EXPECT_THAT(Canon("ewise:a=2x3,b=4,binary=add"), HasSubstr("do not broadcast"));
   EXPECT_THAT(Canon("ewise:a=2x3,b=3"), HasSubstr("'b' and 'binary' go together"));
   EXPECT_THAT(Canon("ewise:a=2x3,binary=add"), HasSubstr("'b' and 'binary' go together"));
+  // Upsampled b: one factor >= 1 per dimension of b, b * factors broadcasting against a.
+  EXPECT_THAT(Canon("ewise:a=4x6,b=2x3,binary=add,upsample=2x2"),
+              HasSubstr("ewise:a=4x6,b=2x3,binary=add,upsample=2x2"));
+  EXPECT_THAT(Canon("ewise:a=4x6,upsample=2x2"), HasSubstr("'upsample' needs 'b'"));
+  EXPECT_THAT(Canon("ewise:a=4x6,b=2x3,binary=add,upsample=2"), HasSubstr("one factor per"));
+  EXPECT_THAT(Canon("ewise:a=4x6,b=2x3,binary=add,upsample=2x0"), HasSubstr("out of range"));
+  EXPECT_THAT(Canon("ewise:a=4x6,b=2x3,binary=add,upsample=2x99999999999999"),
+              HasSubstr("out of range"));
+  EXPECT_THAT(Canon("ewise:a=4x6,b=2x3,binary=add,upsample=3x2"), HasSubstr("do not broadcast"));
   EXPECT_THAT(Canon("transpose:shape=2x3,perm=0x0"), HasSubstr("is not a permutation"));
   EXPECT_THAT(Canon("slice:shape=4,begin=2,size=3"), HasSubstr("reads past the extent 4"));
   EXPECT_THAT(Canon("concat:axis=1,inputs=2x3+3x3"), HasSubstr("differ outside the axis 1"));

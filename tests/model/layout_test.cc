@@ -156,6 +156,62 @@ TEST(LayoutTest, AHeavyConvReblocksAnInputHeldInASmallerBlock) {
   ExpectClose(RunProgram(*blocked), RunProgram(*CompileGraph(g)));
 }
 
+// A nearest resize by integer factors read only by a binary elementwise kernel (an FPN's
+// upsample-and-add) is read in place by it: one ewise kernel with b upsampled, no resize
+// kernel, plain and blocked, with the coordinate modes that read o / f, on either side of a
+// commuting op; a linear resize, one read twice, and a Sub with the resize on the left stay.
+TEST(ResizeFusionTest, NearestUpsamplingIsReadInPlaceByItsAdd) {
+  struct Case {
+    std::string coord, nearest, mode, op;
+    bool resize_left, read_twice, fused;
+  };
+  const Case cases[] = {
+      {"asymmetric", "floor", "nearest", "Add", false, false, true},
+      {"half_pixel", "round_prefer_floor", "nearest", "Mul", true, false, true},
+      {"asymmetric", "round_prefer_floor", "nearest", "Add", false, false, false},
+      {"asymmetric", "floor", "linear", "Add", false, false, false},
+      {"asymmetric", "floor", "nearest", "Add", false, true, false},
+      {"asymmetric", "floor", "nearest", "Sub", true, false, false},
+      {"asymmetric", "floor", "nearest", "Sub", false, false, true},
+  };
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.coord + " " + cs.nearest + " " + cs.mode + " " + cs.op);
+    GraphBuilder b;
+    std::string x = b.Input("x", {1, 16, 6, 8});
+    // The full-size operand is the model's input: no producer's epilogue takes the op in.
+    const std::string& fine = x;
+    std::string coarse =
+        b.Op("Conv", {x, b.Const("wc", {16, 16, 1, 1})}, {{"strides", Ints({2, 2})}});
+    std::string u = b.Op("Resize", {coarse, "", b.Values("scales", {4}, {1, 1, 2, 2})},
+                         {{"mode", Str(cs.mode)},
+                          {"coordinate_transformation_mode", Str(cs.coord)},
+                          {"nearest_mode", Str(cs.nearest)}});
+    std::string y = cs.resize_left ? b.Op(cs.op, {u, fine}) : b.Op(cs.op, {fine, u});
+    if (cs.read_twice) y = b.Op("Add", {y, u});
+    Graph g = b.Finish(b.Op("Conv", {y, b.Const("wy", {8, 16, 1, 1})}));
+    CompileOptions unfused;
+    unfused.fuse = false;
+    absl::StatusOr<Program> want = CompileGraph(g, unfused);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const std::vector<float> expected = RunProgram(*want);
+    for (int64_t lanes : {0, 8}) {
+      SCOPED_TRACE(lanes);
+      CompileOptions o;
+      o.block_lanes = lanes;
+      absl::StatusOr<Program> p = CompileGraph(g, o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      std::string specs;
+      for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
+      EXPECT_EQ(Count(*p, "resize"), cs.fused ? 0 : 1) << specs;
+      if (cs.fused) {
+        EXPECT_THAT(specs, HasSubstr(lanes == 0 ? "b=1x16x3x4,binary=" : "b=1x2x3x4x8,binary="));
+        EXPECT_THAT(specs, HasSubstr(lanes == 0 ? "upsample=1x1x2x2\n" : "upsample=1x1x2x2x1\n"));
+      }
+      ExpectClose(RunProgram(*p), expected);
+    }
+  }
+}
+
 TEST(ConcatTest, ProducersWriteTheirSlabsOfAChannelConcatInPlace) {
   // Two convs and a resize joined on the channels, then read by a conv: the three producers
   // write into the concat's storage and no concat kernel runs.
