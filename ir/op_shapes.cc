@@ -270,6 +270,12 @@ absl::Status CheckConvShapes(const WorkloadSpec& spec, bool transposed) {
                                       ": a blocked grouped convolution must be depthwise "
                                       "(groups = c = k) with kblock equal to the block"));
     }
+    if (p.plain_input) {
+      return CheckSizes(op, {{"X", {p.n, p.c, p.h, p.w}},
+                             {"pad", {p.n, p.c, ph, pw}},
+                             {"W", {p.k / y, 1, p.r, p.s, x, y}},
+                             {"Y", {p.n, p.k / y, oh, ow, y}}});
+    }
     if (p.depthwise()) {
       return CheckSizes(op, {{"X", {p.n, p.c / x, p.h, p.w, x}},
                              {"pad", {p.n, p.c / x, ph, pw, x}},

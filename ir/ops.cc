@@ -282,8 +282,12 @@ absl::StatusOr<Conv2dParams> GetConv2dParams(const WorkloadSpec& spec) {
   LATHE_ASSIGN_OR_RETURN(p.cblock, internal::LayoutBlock(layout));
   p.nhwc = layout == "nhwc";
   if (spec.params.count("kblock") != 0) {
-    if (!p.blocked()) {
-      return absl::InvalidArgumentError("kblock needs a blocked layout (nchw{x}c)");
+    if (layout == "nchw" && p.groups == 1) {
+      p.plain_input = true;
+      p.cblock = p.c;
+    } else if (!p.blocked()) {
+      return absl::InvalidArgumentError(
+          "kblock needs a blocked layout (nchw{x}c), or nchw with groups=1");
     }
     LATHE_ASSIGN_OR_RETURN(p.kblock, GetInt(spec, "kblock"));
   } else {
@@ -478,7 +482,8 @@ OpDefinition Conv2dBlockedOp(const Conv2dParams& p) {
   const int64_t oh = p.oh(), ow = p.ow();
   const bool dw = p.depthwise();
   OpDefinition def;
-  Tensor in0 = Placeholder("X", {p.n, p.c / x, p.h, p.w, x});
+  Tensor in0 = p.plain_input ? Placeholder("X", {p.n, p.c, p.h, p.w})
+                             : Placeholder("X", {p.n, p.c / x, p.h, p.w, x});
   Tensor wt = dw ? Placeholder("W", {p.k / y, p.r, p.s, y})
                  : Placeholder("W", {p.k / y, p.c / x, p.r, p.s, x, y});
   std::vector<int64_t> out_shape = {p.n, p.k / y, oh, ow, y};
@@ -511,8 +516,10 @@ OpDefinition Conv2dBlockedOp(const Conv2dParams& p) {
           return Sum(Mul(Read(in, {nn, kb, iy, ix, kv}), Read(wt, {kb, ry->var, rx->var, kv})),
                      {ry, rx});
         }
-        return Sum(Mul(Read(in, {nn, rc->var, iy, ix, rv->var}),
-                       Read(wt, {kb, rc->var, ry->var, rx->var, rv->var, kv})),
+        // Plain input: one block of every channel (rc has extent 1), channel rv.
+        Expr xv = p.plain_input ? Read(in, {nn, Add(Mul(rc->var, I(x)), rv->var), iy, ix})
+                                : Read(in, {nn, rc->var, iy, ix, rv->var});
+        return Sum(Mul(xv, Read(wt, {kb, rc->var, ry->var, rx->var, rv->var, kv})),
                    {rc, ry, rx, rv});
       },
       "reduction", axis_names);

@@ -96,6 +96,10 @@ struct Conv2dParams : Window2d {
   bool nhwc = false;
   // Blocked layout nchw{cblock}c (0: not blocked); output channels in blocks of kblock.
   int64_t cblock = 0, kblock = 0;
+  // layout=nchw with a kblock: X plain NCHW, computed as one block of all c channels
+  // (cblock = c), Y blocked nchw{kblock}c. A first layer reading a model's plain input
+  // (3 channels) writes the blocked layout without a conversion pass over the input.
+  bool plain_input = false;
   bool blocked() const { return cblock > 0; }
   bool depthwise() const { return groups > 1 && groups == c && groups == k; }
   EpilogueExpr epilogue;

@@ -211,7 +211,10 @@ void Conv2dBlocked(const Conv2dParams& p, std::span<float* const> args) {
   const int64_t x = p.cblock, y = p.kblock, oh = p.oh(), ow = p.ow();
   Conv2dParams q = p;
   q.cblock = q.kblock = 0;
-  std::vector<float> in = Unblock(args[0], p.n, p.c, p.h, p.w, x);
+  q.plain_input = false;
+  std::vector<float> in = p.plain_input
+                              ? std::vector<float>(args[0], args[0] + p.n * p.c * p.h * p.w)
+                              : Unblock(args[0], p.n, p.c, p.h, p.w, x);
   const int64_t cpg = p.c / p.groups;
   std::vector<float> wt(static_cast<size_t>(p.k * cpg * p.r * p.s));
   for (int64_t k = 0; k < p.k; ++k) {
