@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "client/client.h"
 #include "fmt/format.h"
 #include "ir/target.h"
 #include "ir/workload.h"
 #include "tools/cli_common.h"
 #include "tools/cli_tasks.h"
-#include "tuner/client.h"
 
 namespace lathe::tools {
 

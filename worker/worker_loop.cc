@@ -133,7 +133,7 @@ class Worker::Impl {
         continue;
       }
       // One measurement child per device; a GPU's child is told its ordinal.
-      auto m = Measurer::Create(MeasurerOptionsFor(d, opt_.measurer));
+      auto m = measure::Measurer::Create(MeasurerOptionsFor(d, opt_.measurer));
       if (!m.ok()) {
         return absl::Status(m.status().code(),
                             absl::StrCat("cannot start the measurement child for ",
@@ -344,7 +344,7 @@ class Worker::Impl {
 
   void DeviceLoop(size_t i) {
     const Device& dev = opt_.devices[i];
-    Measurer& measurer = *measurers_[i];
+    measure::Measurer& measurer = *measurers_[i];
     const std::string& dc = dev.info.device_class();
     Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
     int failures = 0;
@@ -413,7 +413,8 @@ class Worker::Impl {
     spdlog::debug("device loop for {} ends", dc);
   }
 
-  void ServeLease(const Device& dev, Measurer& measurer, const lathe::v1::LeaseResponse& lease) {
+  void ServeLease(const Device& dev, measure::Measurer& measurer,
+                  const lathe::v1::LeaseResponse& lease) {
     const std::string& dc = dev.info.device_class();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -722,7 +723,7 @@ class Worker::Impl {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<WorkerService::Stub> stub_;
   std::unique_ptr<Spool> spool_;
-  std::vector<std::unique_ptr<Measurer>> measurers_;  // per device; null: cannot measure
+  std::vector<std::unique_ptr<measure::Measurer>> measurers_;  // per device; null: cannot measure
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
