@@ -120,6 +120,61 @@ StoredResult AddRetiming(db::Database& database, const v1::MeasureResult& m,
   return p;
 }
 
+// Report's checks of the request itself, before anything is looked up: every result names
+// its candidate, has finite non-negative timings and a known error class; at most
+// `max_tasks` tasks ride along.
+absl::Status CheckReport(const v1::ReportRequest& req, int max_tasks) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
+  for (int i = 0; i < req.results_size(); ++i) {
+    const v1::MeasureResult& r = req.results(i);
+    if (r.candidate_id().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "].candidate_id is empty"));
+    }
+    if (!Finite(r.median_us()) || r.median_us() < 0 || !Finite(r.cv()) || r.cv() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "] ('", r.candidate_id(),
+                                                     "'): median_us and cv must be finite and "
+                                                     ">= 0"));
+    }
+    for (double v : r.repeats_us()) {
+      if (!Finite(v) || v < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("results[", i, "] ('", r.candidate_id(),
+                                                       "'): repeats_us must be finite and >= 0"));
+      }
+    }
+    if (!v1::ErrorClass_IsValid(r.error_class())) {
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "]: unknown error class"));
+    }
+  }
+  if (req.tasks_size() > max_tasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(req.tasks_size(), " tasks (at most ", max_tasks, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// The job, workload and program key of a result whose task the daemon no longer holds (it
+// restarted since the lease) but the report carried, for a job that still runs.
+struct Restored {
+  std::string job_id;
+  int workload = 0;
+  ir::ProgramId program;
+};
+
+// A report's results sorted by what becomes of them (Report's step 1).
+struct ReportPlan {
+  std::vector<const v1::MeasureResult*> results;  // each candidate id once, in request order
+  std::vector<db::Record> records;                // to store
+  std::vector<std::optional<Restored>> restored;  // parallel to `records`
+  std::vector<std::string> unknown;               // neither held nor restorable
+  std::vector<std::string> why_unknown;           // parallel to `unknown`
+  std::vector<size_t> retimes;                    // indices into `results` of held re-timings
+
+  void Unknown(const std::string& candidate_id, std::string why) {
+    unknown.push_back(candidate_id);
+    why_unknown.push_back(std::move(why));
+  }
+};
+
 }  // namespace
 
 int DefaultSearchThreads() { return std::max(1, codegen::HostCpu().cores - 1); }
@@ -138,6 +193,26 @@ struct TunerService::State {
   std::once_flag shutdown_once;
 
   Metrics* metrics() { return options.metrics; }
+
+  // Report's steps (each defined beside TunerService::Report). PlanReport sorts the results
+  // of a request from `worker`: records to store (held tasks, or restored by
+  // RestoreFromTask), held re-timings, and unknown candidates with the reason.
+  ReportPlan PlanReport(const v1::ReportRequest& req, const std::string& worker);
+  // The job and workload of a sent task's result, with its workload key and FLOPs; an error
+  // saying why the result cannot be restored.
+  absl::StatusOr<Restored> RestoreFromTask(const v1::Task& t, const v1::MeasureResult& m,
+                                           std::string* workload_key, double* flops);
+  // Claims the held re-timings and adds their repeats; returns how many were claimed.
+  int64_t ClaimRetimings(const v1::ReportRequest& req, const ReportPlan& plan,
+                         v1::ReportResponse* resp, std::vector<StoredResult>* progress);
+  // Unknown candidates already stored count as duplicates, the others as rejected (logged).
+  absl::Status CountUnknown(const v1::ReportRequest& req, const ReportPlan& plan,
+                            v1::ReportResponse* resp);
+  // Counts the inserted records and accounts the progress of held and restored ones; returns
+  // how many were newly stored.
+  int64_t AccountStored(const v1::ReportRequest& req, const ReportPlan& plan,
+                        const std::vector<db::InsertResult>& inserted, v1::ReportResponse* resp,
+                        std::vector<StoredResult>* progress);
 
   // The device class of a job or query without one (see the header).
   absl::StatusOr<std::string> DeriveDeviceClass(const std::string& target) {
@@ -621,32 +696,10 @@ absl::StatusOr<v1::ReleaseResponse> TunerService::Release(const v1::ReleaseReque
   return s_->registry.Release(req);
 }
 
+// --- TunerService::Report, step by step ---
+
 absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest& req) {
-  if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
-  for (int i = 0; i < req.results_size(); ++i) {
-    const v1::MeasureResult& r = req.results(i);
-    if (r.candidate_id().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("results[", i, "].candidate_id is empty"));
-    }
-    if (!Finite(r.median_us()) || r.median_us() < 0 || !Finite(r.cv()) || r.cv() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("results[", i, "] ('", r.candidate_id(),
-                                                     "'): median_us and cv must be finite and "
-                                                     ">= 0"));
-    }
-    for (double v : r.repeats_us()) {
-      if (!Finite(v) || v < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("results[", i, "] ('", r.candidate_id(),
-                                                       "'): repeats_us must be finite and >= 0"));
-      }
-    }
-    if (!v1::ErrorClass_IsValid(r.error_class())) {
-      return absl::InvalidArgumentError(absl::StrCat("results[", i, "]: unknown error class"));
-    }
-  }
-  if (req.tasks_size() > s_->options.max_tasks_per_lease) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(req.tasks_size(), " tasks (at most ", s_->options.max_tasks_per_lease, ")"));
-  }
+  if (absl::Status st = CheckReport(req, s_->options.max_tasks_per_lease); !st.ok()) return st;
   if (Metrics* m = s_->metrics()) m->AddReport();
 
   // 1. Records for the candidates this daemon holds and leased to this worker under this
@@ -654,39 +707,50 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   absl::StatusOr<std::string> authorized =
       s_->registry.AuthorizeReport(req.worker_id(), req.worker_secret());
   if (!authorized.ok()) return authorized.status();
-  const std::string& worker = *authorized;
-  std::vector<const v1::MeasureResult*> results;
+  ReportPlan plan = s_->PlanReport(req, *authorized);
+
+  // 2. One transaction; acknowledged only after its commit.
+  std::vector<db::InsertResult> inserted;
+  if (!plan.records.empty()) {
+    absl::StatusOr<std::vector<db::InsertResult>> ins = s_->db->InsertBatch(plan.records);
+    if (!ins.ok()) return ins.status();
+    inserted = std::move(*ins);
+  }
+  v1::ReportResponse resp;
+  std::vector<StoredResult> progress;
+  const int64_t retimed_now = s_->ClaimRetimings(req, plan, &resp, &progress);
+  if (absl::Status st = s_->CountUnknown(req, plan, &resp); !st.ok()) return st;
+
+  // 3. Progress: whoever still finds a held task accounts for it, once; a restored result
+  // counts when it was newly stored.
+  const int64_t stored_now = s_->AccountStored(req, plan, inserted, &resp, &progress);
+  s_->runner.Account(progress);
+  s_->registry.AddMeasured(req.worker_id(), stored_now + retimed_now);
+  return resp;
+}
+
+ReportPlan TunerService::State::PlanReport(const v1::ReportRequest& req,
+                                           const std::string& worker) {
+  ReportPlan plan;
   std::vector<std::string> ids;
   {
     std::set<std::string> in_request;
     for (const v1::MeasureResult& m : req.results()) {
       if (!in_request.insert(m.candidate_id()).second) continue;  // repeated in this request
-      results.push_back(&m);
+      plan.results.push_back(&m);
       ids.push_back(m.candidate_id());
     }
   }
   const LeaseHolder holder{req.worker_id(), req.lease_id()};
   std::vector<bool> foreign;
-  std::vector<std::optional<DispatchedTask>> held = s_->registry.Find(ids, &holder, &foreign);
+  std::vector<std::optional<DispatchedTask>> held = registry.Find(ids, &holder, &foreign);
   // A candidate the daemon does not hold (it restarted since the lease) counts when the
-  // request carries its task and the task still belongs to a running job; `restored` holds
-  // the job, workload and program key of such records.
-  struct Restored {
-    std::string job_id;
-    int workload = 0;
-    ir::ProgramId program;
-  };
+  // request carries its task and the task still belongs to a running job (RestoreFromTask).
   std::map<std::string, const v1::Task*> sent_tasks;
   for (const v1::Task& t : req.tasks()) sent_tasks.emplace(t.candidate_id(), &t);
 
-  v1::ReportResponse resp;
-  std::vector<db::Record> records;
-  std::vector<std::optional<Restored>> restored;  // parallel to `records`
-  std::vector<std::string> unknown;               // neither held nor restorable
-  std::vector<std::string> why_unknown;
-  std::vector<size_t> retimes;  // indices into `results` of held re-timing tasks
-  for (size_t k = 0; k < results.size(); ++k) {
-    const v1::MeasureResult& m = *results[k];
+  for (size_t k = 0; k < plan.results.size(); ++k) {
+    const v1::MeasureResult& m = *plan.results[k];
     if (foreign[k]) {
       // Held, but not leased to this worker under this lease: not its result to give, unless
       // it is a trial the worker kept across a restart of the daemon (its task sent along)
@@ -695,13 +759,12 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
       if (held[k]->task.remeasure() || sent == sent_tasks.end() ||
           sent->second->job_id() != held[k]->task.job_id() ||
           sent->second->request().trace_json() != held[k]->task.request().trace_json()) {
-        unknown.push_back(m.candidate_id());
-        why_unknown.push_back("not leased to this worker under this lease");
+        plan.Unknown(m.candidate_id(), "not leased to this worker under this lease");
         continue;
       }
     }
     if (held[k].has_value() && held[k]->task.remeasure()) {
-      retimes.push_back(k);
+      plan.retimes.push_back(k);
       continue;
     }
     const v1::Task* task = held[k].has_value() ? &held[k]->task : nullptr;
@@ -709,7 +772,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
     std::string workload_key;
     double flops = 0;
     if (task != nullptr) {
-      if (auto info = s_->runner.Workload(task->job_id(), held[k]->workload); info.has_value()) {
+      if (auto info = runner.Workload(task->job_id(), held[k]->workload); info.has_value()) {
         workload_key = info->key;
         flops = info->flops;
       } else {
@@ -718,97 +781,109 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
     } else {
       auto sent = sent_tasks.find(m.candidate_id());
       if (sent == sent_tasks.end()) {
-        unknown.push_back(m.candidate_id());
-        why_unknown.push_back("not dispatched by this daemon and sent without its task");
+        plan.Unknown(m.candidate_id(), "not dispatched by this daemon and sent without its task");
         continue;
       }
       const v1::Task& t = *sent->second;
       if (t.remeasure()) {
         // Its repeats may have been added already (a retry whose first answer was lost):
         // only the held task's first report adds them.
-        unknown.push_back(m.candidate_id());
-        why_unknown.push_back("a re-timing this daemon no longer holds");
+        plan.Unknown(m.candidate_id(), "a re-timing this daemon no longer holds");
         continue;
       }
-      absl::StatusOr<ir::Workload> w = ir::MakeWorkload(t.request().workload());
-      absl::StatusOr<int> index =
-          !w.ok() ? absl::StatusOr<int>(w.status())
-                  : s_->runner.KnownWorkload(t.job_id(), w->canonical, t.device_class());
-      ir::ProgramId program;
-      if (index.ok()) {
-        program = traceio::ProgramIdOfTraceJson(t.request().trace_json());
-        if (CandidateId(w->key, program, t.device_class()) != m.candidate_id()) {
-          index = absl::InvalidArgumentError("the candidate id does not match its task's trace");
-        }
-      }
-      if (!index.ok()) {
-        unknown.push_back(m.candidate_id());
-        why_unknown.push_back(std::string(index.status().message()));
+      absl::StatusOr<Restored> restored = RestoreFromTask(t, m, &workload_key, &flops);
+      if (!restored.ok()) {
+        plan.Unknown(m.candidate_id(), std::string(restored.status().message()));
         continue;
       }
       task = &t;
-      workload_key = w->key;
-      flops = w->flops;
-      rest = Restored{t.job_id(), *index, program};
+      rest = std::move(*restored);
     }
     db::Record r = MakeRecord(task->request().workload(), workload_key, flops, task->device_class(),
                               task->request().trace_json(), m, worker);
-    records.push_back(std::move(r));
-    restored.push_back(std::move(rest));
+    plan.records.push_back(std::move(r));
+    plan.restored.push_back(std::move(rest));
   }
+  return plan;
+}
 
-  // 2. One transaction; acknowledged only after its commit.
-  std::vector<db::InsertResult> inserted;
-  if (!records.empty()) {
-    absl::StatusOr<std::vector<db::InsertResult>> ins = s_->db->InsertBatch(records);
-    if (!ins.ok()) return ins.status();
-    inserted = std::move(*ins);
-  }
-  std::vector<StoredResult> progress;
-  int64_t retimed_now = 0;  // re-timings claimed (their repeats added, or failed)
-  if (!retimes.empty()) {
-    std::vector<std::string> retime_ids;
-    for (size_t k : retimes) retime_ids.push_back(results[k]->candidate_id());
-    // Claimed first, so that of two reports of one re-timing (a retry racing the original)
-    // exactly one adds its repeats.
-    std::vector<std::optional<DispatchedTask>> claimed =
-        s_->registry.Complete(retime_ids, req.lease_id());
-    for (size_t j = 0; j < retimes.size(); ++j) {
-      const v1::MeasureResult& m = *results[retimes[j]];
-      if (!claimed[j].has_value()) {
-        resp.set_duplicates(resp.duplicates() + 1);
-        continue;
-      }
-      StoredResult p = AddRetiming(*s_->db, m, *claimed[j], req.worker_id());
-      if (Metrics* mt = s_->metrics()) mt->AddRemeasure(p.error_class == db::ErrorClass::kOk);
-      resp.set_accepted(resp.accepted() + 1);
-      ++retimed_now;
-      progress.push_back(std::move(p));
+absl::StatusOr<Restored> TunerService::State::RestoreFromTask(const v1::Task& t,
+                                                              const v1::MeasureResult& m,
+                                                              std::string* workload_key,
+                                                              double* flops) {
+  absl::StatusOr<ir::Workload> w = ir::MakeWorkload(t.request().workload());
+  absl::StatusOr<int> index =
+      !w.ok() ? absl::StatusOr<int>(w.status())
+              : runner.KnownWorkload(t.job_id(), w->canonical, t.device_class());
+  ir::ProgramId program;
+  if (index.ok()) {
+    program = traceio::ProgramIdOfTraceJson(t.request().trace_json());
+    if (CandidateId(w->key, program, t.device_class()) != m.candidate_id()) {
+      index = absl::InvalidArgumentError("the candidate id does not match its task's trace");
     }
   }
-  for (size_t k = 0; k < unknown.size(); ++k) {
-    absl::StatusOr<std::optional<db::Record>> existing = s_->db->GetByCandidateId(unknown[k]);
+  if (!index.ok()) return index.status();
+  *workload_key = w->key;
+  *flops = w->flops;
+  return Restored{t.job_id(), *index, program};
+}
+
+int64_t TunerService::State::ClaimRetimings(const v1::ReportRequest& req, const ReportPlan& plan,
+                                            v1::ReportResponse* resp,
+                                            std::vector<StoredResult>* progress) {
+  if (plan.retimes.empty()) return 0;
+  int64_t retimed_now = 0;  // re-timings claimed (their repeats added, or failed)
+  std::vector<std::string> retime_ids;
+  for (size_t k : plan.retimes) retime_ids.push_back(plan.results[k]->candidate_id());
+  // Claimed first, so that of two reports of one re-timing (a retry racing the original)
+  // exactly one adds its repeats.
+  std::vector<std::optional<DispatchedTask>> claimed =
+      registry.Complete(retime_ids, req.lease_id());
+  for (size_t j = 0; j < plan.retimes.size(); ++j) {
+    const v1::MeasureResult& m = *plan.results[plan.retimes[j]];
+    if (!claimed[j].has_value()) {
+      resp->set_duplicates(resp->duplicates() + 1);
+      continue;
+    }
+    StoredResult p = AddRetiming(*db, m, *claimed[j], req.worker_id());
+    if (Metrics* mt = metrics()) mt->AddRemeasure(p.error_class == db::ErrorClass::kOk);
+    resp->set_accepted(resp->accepted() + 1);
+    ++retimed_now;
+    progress->push_back(std::move(p));
+  }
+  return retimed_now;
+}
+
+absl::Status TunerService::State::CountUnknown(const v1::ReportRequest& req, const ReportPlan& plan,
+                                               v1::ReportResponse* resp) {
+  for (size_t k = 0; k < plan.unknown.size(); ++k) {
+    absl::StatusOr<std::optional<db::Record>> existing = db->GetByCandidateId(plan.unknown[k]);
     if (!existing.ok()) return existing.status();
     if (existing->has_value()) {
-      resp.set_duplicates(resp.duplicates() + 1);
+      resp->set_duplicates(resp->duplicates() + 1);
     } else {
-      resp.set_rejected(resp.rejected() + 1);
+      resp->set_rejected(resp->rejected() + 1);
       spdlog::warn("event=report_rejected worker={} candidate=\"{}\" reason=\"{}\"",
-                   req.worker_id(), LogText(unknown[k]), LogText(why_unknown[k], 1024));
+                   req.worker_id(), LogText(plan.unknown[k]), LogText(plan.why_unknown[k], 1024));
     }
   }
+  return absl::OkStatus();
+}
 
-  // 3. Progress: whoever still finds a held task accounts for it, once; a restored result
-  // counts when it was newly stored.
+int64_t TunerService::State::AccountStored(const v1::ReportRequest& req, const ReportPlan& plan,
+                                           const std::vector<db::InsertResult>& inserted,
+                                           v1::ReportResponse* resp,
+                                           std::vector<StoredResult>* progress) {
+  const std::vector<db::Record>& records = plan.records;
   std::vector<std::string> held_ids;
   std::vector<size_t> held_record;
   for (size_t k = 0; k < records.size(); ++k) {
-    if (!restored[k].has_value()) {
+    if (!plan.restored[k].has_value()) {
       held_ids.push_back(records[k].candidate_id);
       held_record.push_back(k);
     }
   }
-  std::vector<std::optional<DispatchedTask>> completed = s_->registry.Complete(held_ids);
+  std::vector<std::optional<DispatchedTask>> completed = registry.Complete(held_ids);
   auto account = [&](const db::Record& r, const std::string& job_id, int workload,
                      std::optional<ir::ProgramId> program) {
     StoredResult p;
@@ -819,7 +894,7 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
     p.error_class = r.error_class;
     p.median_us = r.median_us;
     p.gflops = r.Gflops();
-    progress.push_back(std::move(p));
+    progress->push_back(std::move(p));
   };
   for (size_t h = 0; h < held_ids.size(); ++h) {
     if (!completed[h].has_value()) continue;
@@ -831,23 +906,21 @@ absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest&
   for (size_t k = 0; k < records.size(); ++k) {
     const db::Record& r = records[k];
     if (inserted[k].inserted) {
-      resp.set_accepted(resp.accepted() + 1);
+      resp->set_accepted(resp->accepted() + 1);
       ++stored_now;
-      if (Metrics* m = s_->metrics()) m->AddResult(db::ErrorClassName(r.error_class));
-      if (restored[k].has_value()) {
+      if (Metrics* m = metrics()) m->AddResult(db::ErrorClassName(r.error_class));
+      if (plan.restored[k].has_value()) {
         ++restored_now;
-        account(r, restored[k]->job_id, restored[k]->workload, restored[k]->program);
+        account(r, plan.restored[k]->job_id, plan.restored[k]->workload, plan.restored[k]->program);
       }
     } else {
-      resp.set_duplicates(resp.duplicates() + 1);
+      resp->set_duplicates(resp->duplicates() + 1);
     }
   }
   if (restored_now > 0) {
     spdlog::info("event=report_restored worker={} results={}", req.worker_id(), restored_now);
   }
-  s_->runner.Account(progress);
-  s_->registry.AddMeasured(req.worker_id(), stored_now + retimed_now);
-  return resp;
+  return stored_now;
 }
 
 }  // namespace lathe::tuner
