@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/client.h"
 #include "codegen/host.h"
+#include "daemon/grpc_server.h"
+#include "daemon/service.h"
 #include "dashboard/server.h"
 #include "db/database.h"
 #include "ir/workload.h"
 #include "lathe/v1/service.grpc.pb.h"
-#include "tuner/client.h"
-#include "tuner/grpc_server.h"
-#include "tuner/service.h"
 
 namespace lathe::bench {
 

@@ -56,12 +56,12 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_dashboard.h"
 #include "bench/bench_util.h"
+#include "client/client.h"
 #include "codegen/host.h"
+#include "daemon/grpc_server.h"
+#include "daemon/service.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "spdlog/spdlog.h"
-#include "tuner/client.h"
-#include "tuner/grpc_server.h"
-#include "tuner/service.h"
 
 extern char** environ;
 

@@ -58,11 +58,11 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "lathe/v1/measure.pb.h"
+#include "measure/measurer.h"
 #include "proto/trace_io.h"
 #include "tuner/search.h"
 #include "tuner/space.h"
 #include "tuner/tune.h"
-#include "worker/measurer.h"
 
 namespace lathe::bench {
 namespace {
@@ -170,10 +170,10 @@ std::optional<Library> MeasureLibrary(const ir::Workload& w) {
 // start. Timed in this process instead, after the libraries' thread pools and XGBoost had
 // run here, tuned kernels measured 15-80 % slower than in the child.
 double RetimeTrace(const ir::Workload& w, const std::string& trace_json) {
-  worker::MeasurerOptions mo;
+  measure::MeasurerOptions mo;
   mo.child_path = LATHE_MEASURE_BIN;
   mo.timeout_s = 120;
-  auto m = worker::Measurer::Create(mo);
+  auto m = measure::Measurer::Create(mo);
   if (!m.ok()) return 0;
   lathe::v1::MeasureRequest req;
   req.set_candidate_id("retime");

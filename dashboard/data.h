@@ -35,7 +35,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "tuner/service.h"
+#include "daemon/service.h"
 
 namespace lathe::dashboard {
 

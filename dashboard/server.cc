@@ -24,12 +24,12 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "daemon/log_text.h"
 #include "dashboard/assets.h"
 #include "dashboard/auth.h"
 #include "dashboard/connections.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
-#include "tuner/log_text.h"
 
 namespace lathe::dashboard {
 

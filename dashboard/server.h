@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/service.h"
 #include "dashboard/data.h"
-#include "tuner/service.h"
 
 namespace lathe::dashboard {
 

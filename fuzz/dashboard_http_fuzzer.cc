@@ -16,10 +16,10 @@
 #include <string>
 #include <string_view>
 
+#include "daemon/service.h"
 #include "dashboard/server.h"
 #include "fuzz/scratch.h"
 #include "spdlog/spdlog.h"
-#include "tuner/service.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Fuzz target: the request handling of every RPC of lathed's Tuner and WorkerService, called
-// in-process on a TunerService (tuner/service.h) over a fresh SQLite database: what the gRPC
+// in-process on a TunerService (daemon/service.h) over a fresh SQLite database: what the gRPC
 // edge hands the service once a request has passed the auth gate. The input is a binary
 // lathe.fuzz.Session (rpc_session.proto): calls made in order, with "$" in an id field
 // standing for the last such id the service handed out. Each input gets a service of its own,
@@ -13,10 +13,10 @@
 #include <string>
 #include <thread>
 
+#include "daemon/service.h"
 #include "fuzz/scratch.h"
 #include "rpc_session.pb.h"
 #include "spdlog/spdlog.h"
-#include "tuner/service.h"
 
 namespace {
 

@@ -133,7 +133,7 @@ VerifyReport VerifySchedule(const ir::Schedule& sch, const ReferenceData& data,
     r.nvrtc_ms = cubin->compile_ms;
     r.resources = cubin->kernels;
     if (r.resources.empty()) {
-      // Some NVRTC builds return no ptxas report (see worker/measure_child.cc): nothing to check.
+      // Some NVRTC builds return no ptxas report (see measure/measure_child.cc): nothing to check.
       r.resources_text = "ptxas gave no report (this NVRTC returns none); resources unchecked\n";
     } else {
       r.resources_text = cuda::ResourcesText(src->plan, r.resources, *sm);

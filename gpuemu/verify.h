@@ -23,7 +23,7 @@
 
 namespace lathe::gpuemu {
 
-// The seed of the inputs every worker uses (worker/measure_child.cc).
+// The seed of the inputs every worker uses (measure/measure_child.cc).
 inline constexpr uint64_t kInputSeed = 20261121;
 
 // A workload's seeded inputs and its reference output, computed once and shared by every

@@ -6,7 +6,7 @@
 #
 #   scripts/gpu-host-bundle.sh [--build DIR] [--out DIR] [--set tests|service|all]
 #
-# tests: cuda_test, worker_test, gpumodel_test, lathe, lathe-measure, bench_cuda, and the
+# tests: cuda_test, measure_test, gpumodel_test, lathe, lathe-measure, bench_cuda, and the
 # PP-OCR models of the model venv (build/model-venv, scripts/model-venv.sh) when it is there;
 # service: lathe, lathed, lathe-worker, lathe-measure (about 62 MB); all: both (larger).
 set -euo pipefail
@@ -21,9 +21,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$set" in
-  tests) bins="cuda_test worker_test gpumodel_test lathe lathe-measure bench_cuda" ;;
+  tests) bins="cuda_test measure_test gpumodel_test lathe lathe-measure bench_cuda" ;;
   service) bins="lathe lathed lathe-worker lathe-measure" ;;
-  all) bins="cuda_test worker_test gpumodel_test lathe-measure bench_cuda lathe lathed lathe-worker" ;;
+  all) bins="cuda_test measure_test gpumodel_test lathe-measure bench_cuda lathe lathed lathe-worker" ;;
   *) echo "gpu-host-bundle: --set must be tests, service or all" >&2; exit 2 ;;
 esac
 for b in $bins; do

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs lathe's GPU checks on a GPU host from a bundle of scripts/gpu-host-bundle.sh:
 #   gpu-host-check.sh BUNDLE_DIR [OUT_DIR]
-# tests bundle: the gpu-labelled tests (cuda_test GpuDeviceTest/GpuRunTest, worker_test
+# tests bundle: the gpu-labelled tests (cuda_test GpuDeviceTest/GpuRunTest, measure_test
 # GpuMeasurerTest, gpumodel_test RealGpu), each under the host's NVRTC, bench_cuda against
 # cuBLAS/cuDNN, and the PP-OCR models run whole on the GPU (`lathe run --target cuda`, the
 # default GPU schedules and the rule-picked ones) against the same model on the CPU;
@@ -27,8 +27,8 @@ rc=0
 if [ -x "$D/bin/cuda_test" ]; then
   "$D/bin/cuda_test" --gtest_filter='GpuDeviceTest.*:Ops/GpuRunTest.*' > "$out/cuda_test.log" 2>&1 || rc=1
   grep -E '^\[ +(PASSED|FAILED) +\]' "$out/cuda_test.log"
-  "$D/bin/worker_test" --gtest_filter='GpuMeasurerTest.*' > "$out/worker_test.log" 2>&1 || rc=1
-  grep -E '^\[ +(PASSED|FAILED) +\]' "$out/worker_test.log"
+  "$D/bin/measure_test" --gtest_filter='GpuMeasurerTest.*' > "$out/measure_test.log" 2>&1 || rc=1
+  grep -E '^\[ +(PASSED|FAILED) +\]' "$out/measure_test.log"
   "$D/bin/bench_cuda" --trials "${TRIALS:-48}" 2>&1 | grep -v 'best trace' | tee "$out/bench_cuda.log"
 fi
 if [ -x "$D/bin/gpumodel_test" ]; then

@@ -477,65 +477,38 @@ int DispatchModelCommands(const ModelCommands& c) {
   return -1;
 }
 
-bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,
-                    const std::string& layout, std::vector<std::string>* workloads,
-                    std::vector<double>* weights, std::string* error, const std::string& target) {
+absl::StatusOr<std::vector<tuner::TuneTask>> ModelTuneTasks(const std::string& model,
+                                                            const std::vector<std::string>& inputs,
+                                                            const std::string& layout,
+                                                            const std::string& target) {
   absl::StatusOr<model::CompileOptions> options = ModelCompileOptions(target, layout);
-  if (!options.ok()) {
-    *error = std::string(options.status().message());
-    return false;
-  }
+  if (!options.ok()) return options.status();
   absl::StatusOr<std::vector<model::InputShape>> shapes = model::ParseInputShapes(inputs);
-  if (!shapes.ok()) {
-    *error = std::string(shapes.status().message());
-    return false;
-  }
+  if (!shapes.ok()) return shapes.status();
   absl::StatusOr<model::Graph> g = model::ImportOnnx(model, *shapes);
-  if (!g.ok()) {
-    *error = std::string(g.status().message());
-    return false;
-  }
+  if (!g.ok()) return g.status();
   absl::StatusOr<model::Program> p = model::CompileGraph(*std::move(g), *options);
-  if (!p.ok()) {
-    *error = model + ": " + std::string(p.status().message());
-    return false;
-  }
+  if (!p.ok())
+    return absl::Status(p.status().code(), model + ": " + std::string(p.status().message()));
+  std::vector<tuner::TuneTask> tasks;
   for (const model::Task& t : model::ExtractTasks(*p)) {
-    workloads->push_back(t.workload);
-    weights->push_back(t.weight);
+    tasks.push_back(tuner::TuneTask{t.workload, static_cast<double>(t.weight)});
   }
-  return true;
-}
-
-ModelTasksFile::~ModelTasksFile() {
-  if (!path.empty()) std::remove(path.c_str());
+  return tasks;
 }
 
 int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
-                     const std::string& layout, std::vector<std::string>* workloads,
-                     std::string* tasks_file, ModelTasksFile* file, const std::string& target) {
+                     const std::string& layout, TuneCliOptions* tune) {
   const std::string cmd = "lathe tune";
-  if (!workloads->empty() || !tasks_file->empty()) {
+  if (!tune->workloads.empty() || !tune->tasks_file.empty()) {
     return Fail(cmd, "--model excludes --workload and --tasks", kExitUsage);
   }
-  std::vector<std::string> specs;
-  std::vector<double> weights;
-  std::string error;
-  if (!ModelTaskLines(model, inputs, layout, &specs, &weights, &error, target)) {
-    return Fail(cmd, error, kExitUsage);
-  }
-  char tmpl[] = "/tmp/lathe-model-tasks-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  if (fd < 0) return Fail(cmd, "cannot create a temporary tasks file");
-  ::close(fd);
-  file->path = tmpl;
-  std::ofstream out(file->path, std::ios::trunc);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    out << nlohmann::json{{"workload", specs[i]}, {"weight", weights[i]}}.dump() << "\n";
-  }
-  if (!out) return Fail(cmd, "cannot write " + file->path);
-  *tasks_file = file->path;
-  fmt::print(stderr, "lathe tune: {} tasks of {}\n", specs.size(), model);
+  absl::StatusOr<std::vector<tuner::TuneTask>> tasks =
+      ModelTuneTasks(model, inputs, layout, tune->target);
+  if (!tasks.ok()) return Fail(cmd, std::string(tasks.status().message()), kExitUsage);
+  if (tasks->empty()) return Fail(cmd, model + " holds no task to tune", kExitUsage);
+  tune->model_tasks = *std::move(tasks);
+  fmt::print(stderr, "lathe tune: {} tasks of {}\n", tune->model_tasks.size(), model);
   return 0;
 }
 

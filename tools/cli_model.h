@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tools/cli_tune.h"
+#include "tuner/tune.h"
 
 namespace CLI {
 class App;
@@ -57,32 +59,20 @@ struct ModelCommands {
 void AddModelCommands(CLI::App& app, ModelCommands* cmds);
 int DispatchModelCommands(const ModelCommands& cmds);
 
-// A temporary `--tasks` file, removed on destruction.
-class ModelTasksFile {
- public:
-  ModelTasksFile() = default;
-  ~ModelTasksFile();
-  ModelTasksFile(const ModelTasksFile&) = delete;
-  ModelTasksFile& operator=(const ModelTasksFile&) = delete;
-  std::string path;
-};
-
-// `lathe tune --model F [--input ...]`: writes the model's tasks as a `--tasks` file (JSON
-// lines with weights) for the multi-task tune to read, and points *tasks_file at it. --model
-// excludes --workload and --tasks. Returns 0, or the exit status after printing the error
-// (2 for usage and model errors: nothing is tuned or written). A GPU `target`: the tasks of
-// the model compiled for GPUs (plain NCHW).
+// `lathe tune --model F [--input ...]`: hands the model's tasks, with their weights, to the
+// tune in tune->model_tasks (the model compiled for tune->target: a GPU target's tasks are
+// those of its plain-NCHW kernels). --model excludes --workload and --tasks. Returns 0, or the
+// exit status after printing the error (2 for usage and model errors, and for a model without
+// a task to tune: nothing is tuned or written).
 int PrepareModelTune(const std::string& model, const std::vector<std::string>& inputs,
-                     const std::string& layout, std::vector<std::string>* workloads,
-                     std::string* tasks_file, ModelTasksFile* file,
-                     const std::string& target = "cpu");
+                     const std::string& layout, TuneCliOptions* tune);
 
-// The tasks of a model as JSON lines {"workload": SPEC, "weight": W} (the `--tasks FILE`
-// form), for `lathe tune --model`; fills *error and returns false on a model error.
-bool ModelTaskLines(const std::string& model, const std::vector<std::string>& inputs,
-                    const std::string& layout, std::vector<std::string>* workloads,
-                    std::vector<double>* weights, std::string* error,
-                    const std::string& target = "cpu");
+// The tuning tasks of a model (model/tasks.h: each distinct workload with its weight), compiled
+// for `target` with `layout`; the model's error (input shapes, import, compile) otherwise.
+absl::StatusOr<std::vector<tuner::TuneTask>> ModelTuneTasks(const std::string& model,
+                                                            const std::vector<std::string>& inputs,
+                                                            const std::string& layout,
+                                                            const std::string& target = "cpu");
 
 // The compile options of a --layout value (see ModelCliOptions::layout); InvalidArgument for
 // an unknown one.

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "client/client.h"
 #include "fmt/format.h"
 #include "ir/target.h"
 #include "ir/workload.h"
 #include "tools/cli_common.h"
 #include "tools/cli_tasks.h"
-#include "tuner/client.h"
 
 namespace lathe::tools {
 
@@ -156,7 +156,7 @@ void PrintTasksJob(const lathe::v1::JobStatus& j, int top) {
 
 int RunRemoteTune(const TuneCliOptions& o) {
   const std::string cmd = "lathe tune";
-  absl::StatusOr<std::vector<tuner::TuneTask>> tasks = CollectTasks(o.workloads, o.tasks_file);
+  absl::StatusOr<std::vector<tuner::TuneTask>> tasks = CollectTasks(o);
   if (!tasks.ok()) return Fail(cmd, std::string(tasks.status().message()), kExitUsage);
   if (tasks->empty())
     return Fail(cmd, "give --workload SPEC (repeatable) or --tasks FILE", kExitUsage);

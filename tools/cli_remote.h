@@ -1,6 +1,6 @@
 // \file
 // The `lathe` commands that talk to a lathed daemon through the client library
-// (tuner/client.h), CONTRACT.md "The CLI": `lathe tune --tuner`, `lathe query --tuner`,
+// (client/client.h), CONTRACT.md "The CLI": `lathe tune --tuner`, `lathe query --tuner`,
 // `lathe jobs` and `lathe workers`. They print results on stdout, messages on stderr, and
 // return the exit status: 0 success, 2 bad usage (also when the daemon rejects the request as
 // invalid), 3 no record (query), 1 any other failure (daemon unreachable, refused, ...).

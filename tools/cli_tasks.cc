@@ -45,8 +45,8 @@ int TerminalWidth() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<tuner::TuneTask>> CollectTasks(const std::vector<std::string>& workloads,
-                                                          const std::string& tasks_file) {
+absl::StatusOr<std::vector<tuner::TuneTask>> CollectTasks(const TuneCliOptions& options) {
+  const std::string& tasks_file = options.tasks_file;
   std::vector<tuner::TuneTask> tasks;
   std::set<std::string> keys;
   auto add = [&](const std::string& spec, double weight, const std::string& where) -> absl::Status {
@@ -63,8 +63,11 @@ absl::StatusOr<std::vector<tuner::TuneTask>> CollectTasks(const std::vector<std:
     tasks.push_back(tuner::TuneTask{w->canonical, weight});
     return absl::OkStatus();
   };
-  for (const std::string& spec : workloads) {
+  for (const std::string& spec : options.workloads) {
     if (absl::Status st = add(spec, 1, ""); !st.ok()) return st;
+  }
+  for (const tuner::TuneTask& t : options.model_tasks) {
+    if (absl::Status st = add(t.workload, t.weight, ""); !st.ok()) return st;
   }
   if (tasks_file.empty()) return tasks;
   std::ifstream in(tasks_file);

@@ -14,13 +14,13 @@
 
 namespace lathe::tools {
 
-// The tasks of a run: the `workloads` specs (weight 1), then the lines of `tasks_file` (JSON
-// lines `{"workload": SPEC, "weight": W}`, weight 1 when absent; blank lines and lines starting
-// with '#' are skipped), with canonical specs. InvalidArgument naming the spec, or the file and
-// the line, for a malformed line, an unknown op or key, a weight that is not a positive number,
-// a workload given twice, a file that cannot be read or holds no task.
-absl::StatusOr<std::vector<tuner::TuneTask>> CollectTasks(const std::vector<std::string>& workloads,
-                                                          const std::string& tasks_file);
+// The tasks of a run: the --workload specs (weight 1), then a --model's tasks, then the lines
+// of the --tasks file (JSON lines `{"workload": SPEC, "weight": W}`, weight 1 when absent; blank
+// lines and lines starting with '#' are skipped), with canonical specs. InvalidArgument naming
+// the spec, or the file and the line, for a malformed line, an unknown op or key, a weight that
+// is not a positive number, a workload given twice, a file that cannot be read or holds no
+// task.
+absl::StatusOr<std::vector<tuner::TuneTask>> CollectTasks(const TuneCliOptions& options);
 
 // The progress display of a multi-task run: the run's bar with the objective, then one line per
 // task (its weight, trials, best latency and GFLOP/s).

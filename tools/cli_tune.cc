@@ -241,7 +241,7 @@ int RunTune(const TuneCliOptions& o) {
   if (!o.tuner.empty()) {
     return Fail(kExitFailure, "internal: a --tuner run goes to RunRemoteTune, not RunTune");
   }
-  absl::StatusOr<std::vector<tuner::TuneTask>> tasks = CollectTasks(o.workloads, o.tasks_file);
+  absl::StatusOr<std::vector<tuner::TuneTask>> tasks = CollectTasks(o);
   if (!tasks.ok()) return Fail(kExitUsage, std::string(tasks.status().message()));
   if (tasks->empty()) return Fail(kExitUsage, "give --workload SPEC (repeatable) or --tasks FILE");
   if (o.target != "cpu" && !tuner::IsCudaTarget(o.target) &&

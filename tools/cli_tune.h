@@ -23,6 +23,8 @@ namespace lathe::tools {
 struct TuneCliOptions {
   std::vector<std::string> workloads;  // --workload SPEC, repeatable
   std::string tasks_file;              // --tasks FILE: JSON lines {"workload", "weight"}
+  // --model F: the model's tasks with their weights, handed over as they are (cli_model.h).
+  std::vector<tuner::TuneTask> model_tasks;
   std::string scheduler = "gradient";  // --scheduler (several tasks)
   std::string target = "cpu";          // --target
   int trials = 300;                    // --trials N

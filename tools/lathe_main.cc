@@ -193,11 +193,9 @@ int Main(int argc, char** argv) {
   if (d->parsed()) return lathe::tools::RunDb(db_sub, db_path, db_file, db_json);
   if (t->parsed()) {
     tune.remeasure_top_given = remeasure_top->count() > 0;
-    lathe::tools::ModelTasksFile model_tasks;  // removed when main returns
     if (!tune_model.empty()) {
       if (int rc = lathe::tools::PrepareModelTune(tune_model, tune_model_inputs, tune_model_layout,
-                                                  &tune.workloads, &tune.tasks_file, &model_tasks,
-                                                  tune.target);
+                                                  &tune);
           rc != 0) {
         return rc;
       }

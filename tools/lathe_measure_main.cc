@@ -1,9 +1,9 @@
-// lathe-measure: the sandboxed measurement child. Spawned by lathe::worker::Measurer, it
+// lathe-measure: the sandboxed measurement child. Spawned by lathe::measure::Measurer, it
 // reads framed MeasureRequests on stdin and answers MeasureResults on stdout; CPU candidates
 // run JIT-compiled, cuda candidates on the GPU named by $LATHE_MEASURE_GPU (see
-// worker/measure_child.h).
+// measure/measure_child.h).
 #include <unistd.h>
 
-#include "worker/measure_child.h"
+#include "measure/measure_child.h"
 
-int main() { return lathe::worker::RunMeasureChild(STDIN_FILENO, STDOUT_FILENO); }
+int main() { return lathe::measure::RunMeasureChild(STDIN_FILENO, STDOUT_FILENO); }

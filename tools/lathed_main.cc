@@ -12,7 +12,7 @@
 // password, and the dashboard only the token or a session.
 //
 // Roles: --worker-token-file gives workers a credential of their own beside --token-file's
-// (tuner/grpc_server.h): then a client's token cannot register, lease, report or heartbeat,
+// (daemon/grpc_server.h): then a client's token cannot register, lease, report or heartbeat,
 // and a worker's cannot submit or cancel jobs. --token-file alone serves both roles.
 //
 // gRPC reflection is served only with --reflection (behind the token like every call).
@@ -32,14 +32,14 @@
 #include <string>
 #include <vector>
 
+#include "daemon/grpc_server.h"
+#include "daemon/metrics.h"
+#include "daemon/service.h"
 #include "dashboard/server.h"
 #include "db/location.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "tools/db_option.h"
-#include "tuner/grpc_server.h"
-#include "tuner/metrics.h"
-#include "tuner/service.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 namespace lathe::tuner {
 
 LocalRunner::LocalRunner(std::vector<ir::Workload> workloads, std::string device_class,
-                         std::string worker, db::Database* database, worker::Measurer* measurer,
+                         std::string worker, db::Database* database, measure::Measurer* measurer,
                          const std::atomic<bool>* stop)
     : workloads_(std::move(workloads)),
       device_class_(std::move(device_class)),

@@ -1,7 +1,7 @@
 // \file
 // The embedded runner (CONTRACT.md: `lathe tune` without --tuner): measures the driver's
 // trials one by one, in the order given, in a sandboxed child process on this machine
-// (worker::Measurer), and commits each round's records in one transaction once its last trial
+// (measure::Measurer), and commits each round's records in one transaction once its last trial
 // is measured (or the run stops, or the sandbox fails: what was measured is kept). Room for a
 // new round only when nothing is pending, so a round is searched, then measured, then learnt
 // from, as a user on a small machine expects: nothing searches while a kernel is timed.
@@ -17,8 +17,8 @@
 
 #include "db/database.h"
 #include "ir/workload.h"
+#include "measure/measurer.h"
 #include "tuner/runner.h"
-#include "worker/measurer.h"
 
 namespace lathe::tuner {
 
@@ -27,7 +27,7 @@ class LocalRunner : public Runner {
   // `workloads[i]` is task i's workload. `database`, `measurer` and `stop` (may be null) must
   // outlive the runner. `worker` names the measurer in the records ("embedded@host").
   LocalRunner(std::vector<ir::Workload> workloads, std::string device_class, std::string worker,
-              db::Database* database, worker::Measurer* measurer, const std::atomic<bool>* stop);
+              db::Database* database, measure::Measurer* measurer, const std::atomic<bool>* stop);
 
   Counts Progress(int task) override;
   int Room() override;
@@ -47,7 +47,7 @@ class LocalRunner : public Runner {
   std::string device_class_;
   std::string worker_;
   db::Database* db_;
-  worker::Measurer* measurer_;
+  measure::Measurer* measurer_;
   const std::atomic<bool>* stop_;
   std::deque<Trial> pending_;
   std::vector<int> done_;        // per task

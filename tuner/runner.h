@@ -2,7 +2,7 @@
 // Runner: where the tuning driver's candidates get measured (DESIGN.md "One tuning driver").
 // The embedded `lathe tune` measures them one by one in a sandboxed child on this machine
 // (tuner/local_runner.h); lathed queues them for its workers' leases and hears of their results
-// through Report (tuner/job_runner.cc). The driver (tuner/driver.h) is the same for both: it
+// through Report (daemon/job_runner.cc). The driver (tuner/driver.h) is the same for both: it
 // asks the runner how much it may dispatch, hands it trials, waits for outcomes and, at the end
 // of a run, has it re-time the best records. A runner stores what it measures in the tuning
 // database with MakeRecord (tune_common.h), so that a record is built one way whoever measured.

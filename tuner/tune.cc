@@ -16,13 +16,13 @@
 #include "ir/target.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "measure/measurer.h"
 #include "tuner/driver.h"
 #include "tuner/local_runner.h"
 #include "tuner/space.h"
 #include "tuner/space_factory.h"
 #include "tuner/task_scheduler.h"
 #include "tuner/tune_common.h"
-#include "worker/measurer.h"
 
 namespace lathe::tuner {
 
@@ -118,12 +118,12 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   if (!opened.ok()) return opened.status();
   db::Database& database = **opened;
 
-  worker::MeasurerOptions mopts;
+  measure::MeasurerOptions mopts;
   mopts.child_path = options.measure_child;
   mopts.timeout_s = options.timeout_s;
   mopts.gpu_ordinal = gpu_ordinal;
   if (emulated) mopts.emulated_arch = parsed->arch;
-  absl::StatusOr<std::unique_ptr<worker::Measurer>> measurer = worker::Measurer::Create(mopts);
+  absl::StatusOr<std::unique_ptr<measure::Measurer>> measurer = measure::Measurer::Create(mopts);
   if (!measurer.ok()) return measurer.status();
   LocalRunner runner(workloads, device_class, WorkerName(), &database, measurer->get(),
                      options.stop);

@@ -111,7 +111,7 @@ struct TuneOptions {
   double remeasure_ms = 0;
   // Seeds the search from at most this many of the best stored records.
   int seed_records = 16;
-  // The measurement child binary; empty: found as worker::FindMeasureChild() says.
+  // The measurement child binary; empty: found as measure::FindMeasureChild() says.
   std::string measure_child;
   std::function<void(const TuneProgress&)> on_progress;
   // When set and true, the run stops after the candidate being measured (its round's

@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "codegen/host.h"
 #include "ir/target.h"
-#include "worker/measure_child.h"
+#include "measure/measure_child.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_driver.h"
@@ -85,7 +85,7 @@ Device DescribeCpu() {
   d.info.set_index(0);
   d.info.set_name(cpu.model);
   d.info.set_cores(cpu.cores);
-  d.info.set_peak_gflops(HostPeakGflops());
+  d.info.set_peak_gflops(measure::HostPeakGflops());
   d.details = absl::StrCat(cpu.model, ", ", cpu.isa, " (", cpu.vector_bits, "-bit), ", cpu.cores,
                            " cores, L1d ", KiB(cpu.l1d_bytes), ", L2 ", KiB(cpu.l2_bytes), ", L3 ",
                            KiB(cpu.l3_bytes), ", peak ~", static_cast<int>(d.info.peak_gflops()),
@@ -121,7 +121,7 @@ std::vector<Device> DiscoverGpus() {
   return out;
 }
 
-MeasurerOptions MeasurerOptionsFor(const Device& device, MeasurerOptions base) {
+measure::MeasurerOptions MeasurerOptionsFor(const Device& device, measure::MeasurerOptions base) {
   if (device.info.kind() == "cuda") base.gpu_ordinal = static_cast<int>(device.info.index());
   if (device.info.kind() == "cuda-emu") {
     base.emulated_arch = device.info.device_class().substr(std::string("cuda-emu:").size());

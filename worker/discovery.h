@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "lathe/v1/service.pb.h"
-#include "worker/measurer.h"
+#include "measure/measurer.h"
 
 namespace lathe::worker {
 
@@ -55,7 +55,7 @@ bool IsEmulatedDeviceClass(const std::string& device_class);
 
 // The options of the measurer for `device`: `base` with the GPU ordinal of a cuda device
 // (one measurement child per GPU), or the architecture an emulated one emulates.
-MeasurerOptions MeasurerOptionsFor(const Device& device, MeasurerOptions base);
+measure::MeasurerOptions MeasurerOptionsFor(const Device& device, measure::MeasurerOptions base);
 
 // The devices named by `selectors` (each parsed with ParseDeviceSelector), in the order
 // given, duplicates dropped; no selectors: the CPU only (GPUs are opt-in). Fails with

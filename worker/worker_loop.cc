@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -105,6 +106,60 @@ std::string Hostname() {
   return buf;
 }
 
+// The options Worker::Create refuses: no device, no tuner, half a client certificate, or a
+// client certificate without TLS.
+absl::Status CheckOptions(const WorkerOptions& opt) {
+  if (opt.devices.empty()) return absl::InvalidArgumentError("no device to register");
+  if (opt.tuner.empty()) return absl::InvalidArgumentError("no tuner address");
+  if (opt.tls_cert_pem.empty() != opt.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("a client certificate needs both its file and its key");
+  }
+  if (!opt.tls_cert_pem.empty() && opt.tls_ca_pem.empty()) {
+    return absl::InvalidArgumentError("a client certificate needs TLS: give the daemon's CA");
+  }
+  return absl::OkStatus();
+}
+
+// The channel to the tuner: keepalives, the reconnect backoff of the options, 64 MiB messages,
+// TLS (with a client certificate) when the options carry the daemon's CA.
+std::shared_ptr<grpc::Channel> ConnectToTuner(const WorkerOptions& opt) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, opt.backoff_min_ms);
+  // gRPC reads this one as the least time a connection attempt is given (its
+  // MIN_CONNECT_TIMEOUT), not as a backoff: at 100 ms a TLS handshake across a link of 80 ms
+  // round trip never completed (found by tests/deploy/fleet_test.cc). gRPC's default.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, opt.backoff_max_ms);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (opt.tls_ca_pem.empty()) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = opt.tls_ca_pem;
+    ssl.pem_cert_chain = opt.tls_cert_pem;
+    ssl.pem_private_key = opt.tls_key_pem;
+    creds = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(opt.tuner, creds, args);
+}
+
+// The tasks of `lease` whose results `batch` holds: with them, a daemon that restarted since
+// the lease can still store the results.
+void AttachTasks(lathe::v1::ReportRequest& batch, const lathe::v1::LeaseResponse& lease) {
+  if (batch.tasks_size() > 0) return;
+  std::set<std::string> ids;
+  for (const lathe::v1::MeasureResult& r : batch.results()) ids.insert(r.candidate_id());
+  for (const lathe::v1::Task& t : lease.tasks()) {
+    if (ids.count(t.candidate_id()) > 0) *batch.add_tasks() = t;
+  }
+}
+
 }  // namespace
 
 class Worker::Impl {
@@ -112,14 +167,7 @@ class Worker::Impl {
   explicit Impl(WorkerOptions options) : opt_(std::move(options)) {}
 
   absl::Status Init() {
-    if (opt_.devices.empty()) return absl::InvalidArgumentError("no device to register");
-    if (opt_.tuner.empty()) return absl::InvalidArgumentError("no tuner address");
-    if (opt_.tls_cert_pem.empty() != opt_.tls_key_pem.empty()) {
-      return absl::InvalidArgumentError("a client certificate needs both its file and its key");
-    }
-    if (!opt_.tls_cert_pem.empty() && opt_.tls_ca_pem.empty()) {
-      return absl::InvalidArgumentError("a client certificate needs TLS: give the daemon's CA");
-    }
+    if (absl::Status st = CheckOptions(opt_); !st.ok()) return st;
     if (opt_.hostname.empty()) opt_.hostname = Hostname();
     opt_.lease_batch = std::max(1, opt_.lease_batch);
     if (!opt_.spool_dir.empty()) {
@@ -127,57 +175,14 @@ class Worker::Impl {
       if (!s.ok()) return s.status();
       spool_ = std::move(*s);
     }
-    for (const Device& d : opt_.devices) {
-      if (!d.can_measure) {
-        measurers_.push_back(nullptr);
-        continue;
-      }
-      // One measurement child per device; a GPU's child is told its ordinal.
-      auto m = Measurer::Create(MeasurerOptionsFor(d, opt_.measurer));
-      if (!m.ok()) {
-        return absl::Status(m.status().code(),
-                            absl::StrCat("cannot start the measurement child for ",
-                                         d.info.device_class(), ": ", m.status().message()));
-      }
-      measurers_.push_back(std::move(*m));
-    }
-
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
-    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, opt_.backoff_min_ms);
-    // gRPC reads this one as the least time a connection attempt is given (its
-    // MIN_CONNECT_TIMEOUT), not as a backoff: at 100 ms a TLS handshake across a link of 80 ms
-    // round trip never completed (found by tests/deploy/fleet_test.cc). gRPC's default.
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20000);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, opt_.backoff_max_ms);
-    args.SetMaxReceiveMessageSize(64 << 20);
-    args.SetMaxSendMessageSize(64 << 20);
-    std::shared_ptr<grpc::ChannelCredentials> creds;
-    if (opt_.tls_ca_pem.empty()) {
-      creds = grpc::InsecureChannelCredentials();
-    } else {
-      grpc::SslCredentialsOptions ssl;
-      ssl.pem_root_certs = opt_.tls_ca_pem;
-      ssl.pem_cert_chain = opt_.tls_cert_pem;
-      ssl.pem_private_key = opt_.tls_key_pem;
-      creds = grpc::SslCredentials(ssl);
-    }
-    channel_ = grpc::CreateCustomChannel(opt_.tuner, creds, args);
+    if (absl::Status st = StartMeasurers(); !st.ok()) return st;
+    channel_ = ConnectToTuner(opt_);
     stub_ = WorkerService::NewStub(channel_);
     return absl::OkStatus();
   }
 
   absl::Status Run() {
-    for (const Device& d : opt_.devices) {
-      spdlog::info("device {}: {}", d.info.device_class(), d.details);
-      if (!d.can_measure) {
-        spdlog::warn("device {} is registered but no tasks are leased for it: {}",
-                     d.info.device_class(), d.why_not);
-      }
-    }
+    LogDevices();
     if (auto st = EnsureRegistered(); !st.ok()) return Finish(st);
     FlushSpool();
     std::thread heartbeat([this] { HeartbeatLoop(); });
@@ -197,11 +202,7 @@ class Worker::Impl {
     }
     cv_.notify_all();
     heartbeat.join();
-    absl::Status fatal;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      fatal = fatal_;
-    }
+    const absl::Status fatal = fatal_status();
     if (fatal.ok()) FlushSpool();
     return Finish(fatal);
   }
@@ -232,6 +233,40 @@ class Worker::Impl {
   }
 
  private:
+  // One measurement child per device that can measure (null for the others); a GPU's child is
+  // told its ordinal.
+  absl::Status StartMeasurers() {
+    for (const Device& d : opt_.devices) {
+      if (!d.can_measure) {
+        measurers_.push_back(nullptr);
+        continue;
+      }
+      auto m = measure::Measurer::Create(MeasurerOptionsFor(d, opt_.measurer));
+      if (!m.ok()) {
+        return absl::Status(m.status().code(),
+                            absl::StrCat("cannot start the measurement child for ",
+                                         d.info.device_class(), ": ", m.status().message()));
+      }
+      measurers_.push_back(std::move(*m));
+    }
+    return absl::OkStatus();
+  }
+
+  void LogDevices() const {
+    for (const Device& d : opt_.devices) {
+      spdlog::info("device {}: {}", d.info.device_class(), d.details);
+      if (!d.can_measure) {
+        spdlog::warn("device {} is registered but no tasks are leased for it: {}",
+                     d.info.device_class(), d.why_not);
+      }
+    }
+  }
+
+  absl::Status fatal_status() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fatal_;
+  }
+
   absl::Status Finish(absl::Status st) {
     WorkerStats s = stats();
     spdlog::info(
@@ -306,24 +341,12 @@ class Worker::Impl {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) return fatal_.ok() ? absl::CancelledError("stopping") : fatal_;
       }
-      lathe::v1::RegisterRequest req;
-      req.set_hostname(opt_.hostname);
-      req.set_lathe_version(LATHE_VERSION);
-      req.set_worker_id(previous);
-      req.set_worker_secret(previous_secret);
-      for (const Device& d : opt_.devices) *req.add_devices() = d.info;
       lathe::v1::RegisterResponse resp;
       auto ctx = Context(opt_.rpc_timeout_ms);
-      grpc::Status s = stub_->Register(ctx.get(), req, &resp);
+      grpc::Status s =
+          stub_->Register(ctx.get(), RegisterRequestOf(previous, previous_secret), &resp);
       if (s.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        worker_id_ = resp.worker_id();
-        worker_secret_ = resp.worker_secret();
-        if (resp.heartbeat_interval_ms() > 0) heartbeat_ms_ = resp.heartbeat_interval_ms();
-        registered_ = true;
-        ++stats_.registrations;
-        spdlog::info("registered with {} as worker {} ({} device(s), heartbeat every {} ms)",
-                     opt_.tuner, worker_id_, opt_.devices.size(), heartbeat_ms_);
+        Registered(resp);
         return absl::OkStatus();
       }
       if (IsAuthError(s)) return RefusedToken(s, "registration");
@@ -342,66 +365,49 @@ class Worker::Impl {
     }
   }
 
+  // This worker and its devices; `previous`: the id (and secret) it had, kept when the
+  // daemon still knows it.
+  lathe::v1::RegisterRequest RegisterRequestOf(const std::string& previous,
+                                               const std::string& previous_secret) const {
+    lathe::v1::RegisterRequest req;
+    req.set_hostname(opt_.hostname);
+    req.set_lathe_version(LATHE_VERSION);
+    req.set_worker_id(previous);
+    req.set_worker_secret(previous_secret);
+    for (const Device& d : opt_.devices) *req.add_devices() = d.info;
+    return req;
+  }
+
+  void Registered(const lathe::v1::RegisterResponse& resp) {
+    std::lock_guard<std::mutex> lock(mu_);
+    worker_id_ = resp.worker_id();
+    worker_secret_ = resp.worker_secret();
+    if (resp.heartbeat_interval_ms() > 0) heartbeat_ms_ = resp.heartbeat_interval_ms();
+    registered_ = true;
+    ++stats_.registrations;
+    spdlog::info("registered with {} as worker {} ({} device(s), heartbeat every {} ms)",
+                 opt_.tuner, worker_id_, opt_.devices.size(), heartbeat_ms_);
+  }
+
+  // Leases tasks for device `i` and serves each lease, until stopped, fatal, or --max-tasks
+  // tasks were leased.
   void DeviceLoop(size_t i) {
     const Device& dev = opt_.devices[i];
-    Measurer& measurer = *measurers_[i];
+    measure::Measurer& measurer = *measurers_[i];
     const std::string& dc = dev.info.device_class();
     Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
     int failures = 0;
     while (!stopping()) {
-      int want = opt_.lease_batch;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (opt_.max_tasks > 0) {
-          int64_t left = opt_.max_tasks - tasks_leased_;
-          if (left <= 0) break;
-          want = static_cast<int>(std::min<int64_t>(want, left));
-        }
-      }
+      const int want = TasksToLease();
+      if (want == 0) break;
       if (!EnsureRegistered().ok()) break;
 
-      lathe::v1::LeaseRequest req;
-      req.set_worker_id(worker_id());
-      req.set_worker_secret(worker_secret());
-      req.set_device_class(dc);
-      req.set_max_tasks(want);
-      req.set_wait_ms(opt_.lease_wait_ms);
-      req.set_request_id(NewRequestId());
+      lathe::v1::LeaseRequest req = LeaseRequestFor(dc, want);
       lathe::v1::LeaseResponse lease;
-      auto ctx = Context(opt_.lease_wait_ms + opt_.rpc_timeout_ms);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (stopping_) break;
-        polls_.insert(ctx.get());
-      }
-      grpc::Status s = stub_->Lease(ctx.get(), req, &lease);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        polls_.erase(ctx.get());
-      }
-      if (!s.ok()) {
-        // Given up before the answer came (Stop() cancelled the call, or its deadline
-        // passed): a lease may have been granted all the same; hand it back by request id.
-        if (s.error_code() == grpc::StatusCode::CANCELLED ||
-            s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-          ReleaseUnseen(req.worker_id(), req.worker_secret(), req.request_id());
-        }
-        if (stopping()) break;
-        if (IsAuthError(s)) {
-          (void)RefusedToken(s, "lease");
-          break;
-        }
-        if (IsUnknownWorker(s)) {
-          spdlog::info("the tuner does not know worker {} ({}); registering again", worker_id(),
-                       Describe(s));
-          MarkUnregistered();
-          continue;
-        }
-        int delay = backoff.Next();
-        ++failures;
-        auto log = failures == 1 || failures % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
-        spdlog::log(log, "lease for {} failed ({}); retrying in {} ms", dc, Describe(s), delay);
-        SleepOrStop(delay);
+      std::optional<grpc::Status> s = CallLease(req, &lease);
+      if (!s.has_value()) break;  // stopping
+      if (!s->ok()) {
+        if (!LeaseFailed(*s, req, backoff, failures)) break;
         continue;
       }
       if (failures > 0) spdlog::info("the tuner at {} answers again", opt_.tuner);
@@ -413,7 +419,79 @@ class Worker::Impl {
     spdlog::debug("device loop for {} ends", dc);
   }
 
-  void ServeLease(const Device& dev, Measurer& measurer, const lathe::v1::LeaseResponse& lease) {
+  // How many tasks to ask for next: the lease batch, fewer near --max-tasks; 0 once
+  // --max-tasks tasks were leased.
+  int TasksToLease() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (opt_.max_tasks <= 0) return opt_.lease_batch;
+    const int64_t left = opt_.max_tasks - tasks_leased_;
+    if (left <= 0) return 0;
+    return static_cast<int>(std::min<int64_t>(opt_.lease_batch, left));
+  }
+
+  lathe::v1::LeaseRequest LeaseRequestFor(const std::string& device_class, int want) {
+    lathe::v1::LeaseRequest req;
+    req.set_worker_id(worker_id());
+    req.set_worker_secret(worker_secret());
+    req.set_device_class(device_class);
+    req.set_max_tasks(want);
+    req.set_wait_ms(opt_.lease_wait_ms);
+    req.set_request_id(NewRequestId());
+    return req;
+  }
+
+  // One Lease call (a long poll that Stop() cancels); nullopt when stopping before it began.
+  std::optional<grpc::Status> CallLease(const lathe::v1::LeaseRequest& req,
+                                        lathe::v1::LeaseResponse* lease) {
+    auto ctx = Context(opt_.lease_wait_ms + opt_.rpc_timeout_ms);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return std::nullopt;
+      polls_.insert(ctx.get());
+    }
+    grpc::Status s = stub_->Lease(ctx.get(), req, lease);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      polls_.erase(ctx.get());
+    }
+    return s;
+  }
+
+  // After a failed Lease call `req`: hands back a lease granted to a call given up on,
+  // registers again when the daemon forgot this worker, else waits out the backoff. False
+  // when the device loop should end (stopping, or the token was refused).
+  bool LeaseFailed(const grpc::Status& s, const lathe::v1::LeaseRequest& req, Backoff& backoff,
+                   int& failures) {
+    // Given up before the answer came (Stop() cancelled the call, or its deadline passed): a
+    // lease may have been granted all the same; hand it back by request id.
+    if (s.error_code() == grpc::StatusCode::CANCELLED ||
+        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      ReleaseUnseen(req.worker_id(), req.worker_secret(), req.request_id());
+    }
+    if (stopping()) return false;
+    if (IsAuthError(s)) {
+      (void)RefusedToken(s, "lease");
+      return false;
+    }
+    if (IsUnknownWorker(s)) {
+      spdlog::info("the tuner does not know worker {} ({}); registering again", worker_id(),
+                   Describe(s));
+      MarkUnregistered();
+      return true;
+    }
+    int delay = backoff.Next();
+    ++failures;
+    auto log = failures == 1 || failures % 10 == 0 ? spdlog::level::warn : spdlog::level::debug;
+    spdlog::log(log, "lease for {} failed ({}); retrying in {} ms", req.device_class(), Describe(s),
+                delay);
+    SleepOrStop(delay);
+    return true;
+  }
+
+  // Measures the tasks of `lease` one after another and delivers their results; the tasks not
+  // started (stopping, or the sandbox failed) are handed back.
+  void ServeLease(const Device& dev, measure::Measurer& measurer,
+                  const lathe::v1::LeaseResponse& lease) {
     const std::string& dc = dev.info.device_class();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -508,17 +586,6 @@ class Worker::Impl {
     }
   }
 
-  // The tasks of `lease` whose results `batch` holds: with them, a daemon that restarted
-  // since the lease can still store the results.
-  static void AttachTasks(lathe::v1::ReportRequest& batch, const lathe::v1::LeaseResponse& lease) {
-    if (batch.tasks_size() > 0) return;
-    std::set<std::string> ids;
-    for (const lathe::v1::MeasureResult& r : batch.results()) ids.insert(r.candidate_id());
-    for (const lathe::v1::Task& t : lease.tasks()) {
-      if (ids.count(t.candidate_id()) > 0) *batch.add_tasks() = t;
-    }
-  }
-
   // Sends one Report, or several when `batch` is over kMaxReportBytes or the daemon refuses it
   // as too large (RESOURCE_EXHAUSTED): halves, down to single results, each with the tasks of
   // its results. The answers add up in `resp`; the first failure ends it (a resend is
@@ -570,16 +637,7 @@ class Worker::Impl {
         s = SendReport(batch, &resp);
       }
       if (s.ok()) {
-        spdlog::debug("reported {} result(s) of lease {}: {} new, {} duplicate(s), {} rejected",
-                      batch.results_size(), batch.lease_id(), resp.accepted(), resp.duplicates(),
-                      resp.rejected());
-        if (resp.rejected() > 0) {
-          spdlog::warn("the tuner rejected {} result(s) of lease {} (see its log)", resp.rejected(),
-                       batch.lease_id());
-        }
-        std::lock_guard<std::mutex> lock(mu_);
-        stats_.reported += batch.results_size();
-        stats_.rejected += resp.rejected();
+        Reported(batch, resp);
         return;
       }
       if (IsAuthError(s)) {
@@ -596,6 +654,27 @@ class Worker::Impl {
         return;
       }
     }
+    SpoolOrDrop(std::move(batch), lease, s);
+  }
+
+  void Reported(const lathe::v1::ReportRequest& batch, const lathe::v1::ReportResponse& resp) {
+    spdlog::debug("reported {} result(s) of lease {}: {} new, {} duplicate(s), {} rejected",
+                  batch.results_size(), batch.lease_id(), resp.accepted(), resp.duplicates(),
+                  resp.rejected());
+    if (resp.rejected() > 0) {
+      spdlog::warn("the tuner rejected {} result(s) of lease {} (see its log)", resp.rejected(),
+                   batch.lease_id());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.reported += batch.results_size();
+    stats_.rejected += resp.rejected();
+  }
+
+  // Keeps a batch that could not be reported (the last failure: `s`) in the spool, with its
+  // tasks, until the tuner is back; without a spool, or when writing it fails, the results are
+  // lost, saying so.
+  void SpoolOrDrop(lathe::v1::ReportRequest batch, const lathe::v1::LeaseResponse& lease,
+                   const grpc::Status& s) {
     if (!spool_) {
       spdlog::error(
           "could not report {} result(s) of lease {} ({}) and there is no spool: they "
@@ -677,52 +756,58 @@ class Worker::Impl {
         if (cv_.wait_for(lock, std::chrono::milliseconds(heartbeat_ms_), [this] { return done_; }))
           return;
       }
-      bool registered;
-      lathe::v1::HeartbeatRequest req;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        registered = registered_;
-        req.set_worker_id(worker_id_);
-        req.set_worker_secret(worker_secret_);
-        for (const std::string& l : active_leases_) req.add_lease_ids(l);
-      }
-      if (!registered) {
-        // Device loops register; with none (or all stopped), the heartbeat does.
-        if (!stopping()) (void)EnsureRegistered();
-        continue;
-      }
-      lathe::v1::HeartbeatResponse resp;
-      auto ctx = Context(opt_.rpc_timeout_ms);
-      grpc::Status s = stub_->Heartbeat(ctx.get(), req, &resp);
-      if (!s.ok()) {
-        if (IsAuthError(s)) {
-          (void)RefusedToken(s, "heartbeat");
-          continue;
-        }
-        if (IsUnknownWorker(s)) {
-          MarkUnregistered();
-          continue;
-        }
-        if (!was_down) spdlog::warn("heartbeat to {} failed ({})", opt_.tuner, Describe(s));
-        was_down = true;
-        continue;
-      }
-      was_down = false;
-      if (resp.reregister()) {
-        spdlog::info("the tuner does not know worker {} (it restarted); registering again",
-                     req.worker_id());
-        MarkUnregistered();
-        if (!EnsureRegistered().ok()) continue;
-      }
-      FlushSpool();
+      Heartbeat(was_down);
     }
+  }
+
+  // One heartbeat: registers when unregistered, else extends the active leases, notices a
+  // daemon that forgot this worker, and drains the spool when the daemon answers.
+  void Heartbeat(bool& was_down) {
+    bool registered;
+    lathe::v1::HeartbeatRequest req;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      registered = registered_;
+      req.set_worker_id(worker_id_);
+      req.set_worker_secret(worker_secret_);
+      for (const std::string& l : active_leases_) req.add_lease_ids(l);
+    }
+    if (!registered) {
+      // Device loops register; with none (or all stopped), the heartbeat does.
+      if (!stopping()) (void)EnsureRegistered();
+      return;
+    }
+    lathe::v1::HeartbeatResponse resp;
+    auto ctx = Context(opt_.rpc_timeout_ms);
+    grpc::Status s = stub_->Heartbeat(ctx.get(), req, &resp);
+    if (!s.ok()) {
+      if (IsAuthError(s)) {
+        (void)RefusedToken(s, "heartbeat");
+        return;
+      }
+      if (IsUnknownWorker(s)) {
+        MarkUnregistered();
+        return;
+      }
+      if (!was_down) spdlog::warn("heartbeat to {} failed ({})", opt_.tuner, Describe(s));
+      was_down = true;
+      return;
+    }
+    was_down = false;
+    if (resp.reregister()) {
+      spdlog::info("the tuner does not know worker {} (it restarted); registering again",
+                   req.worker_id());
+      MarkUnregistered();
+      if (!EnsureRegistered().ok()) return;
+    }
+    FlushSpool();
   }
 
   WorkerOptions opt_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<WorkerService::Stub> stub_;
   std::unique_ptr<Spool> spool_;
-  std::vector<std::unique_ptr<Measurer>> measurers_;  // per device; null: cannot measure
+  std::vector<std::unique_ptr<measure::Measurer>> measurers_;  // per device; null: cannot measure
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

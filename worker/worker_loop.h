@@ -1,7 +1,7 @@
 // \file
 // The measurement worker (`lathe-worker`): registers this machine's devices with the lathed
 // daemon, then for each device pulls leases of tasks (a long poll), measures each task in
-// the sandboxed child (worker/measurer.h, one Measurer per device, one task at a time) and
+// the sandboxed child (measure/measurer.h, one Measurer per device, one task at a time) and
 // reports the lease's results in one batch. DESIGN.md "Workers pull": the worker needs no
 // inbound port; it only dials the daemon.
 //
@@ -40,8 +40,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "measure/measurer.h"
 #include "worker/discovery.h"
-#include "worker/measurer.h"
 
 namespace lathe::worker {
 
@@ -62,7 +62,7 @@ struct WorkerOptions {
   int backoff_max_ms = 10000;
   std::string spool_dir;  // empty: no spool (results that cannot be reported are lost)
   std::string hostname;   // empty: gethostname()
-  MeasurerOptions measurer;
+  measure::MeasurerOptions measurer;
 };
 
 struct WorkerStats {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "dashboard/server.h"
-#include "tests/tuner/service_fixture.h"
+#include "tests/daemon/service_fixture.h"
 
 namespace lathe::tuner::service_testing {
 namespace {

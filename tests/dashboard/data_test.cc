@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "tests/tuner/service_fixture.h"
+#include "tests/daemon/service_fixture.h"
 
 namespace lathe::tuner::service_testing {
 namespace {

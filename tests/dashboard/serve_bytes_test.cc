@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "dashboard/server.h"
-#include "tests/tuner/service_fixture.h"
+#include "tests/daemon/service_fixture.h"
 
 namespace lathe::tuner::service_testing {
 namespace {

@@ -12,7 +12,7 @@
 #include "lathe/v1/service.grpc.pb.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/worker_proxy.h"
-#include "tests/worker/fault_plan.h"
+#include "tests/measure/fault_plan.h"
 
 namespace lathe::e2e {
 namespace {

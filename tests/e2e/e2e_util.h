@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "client/client.h"
 #include "db/database.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/process.h"
-#include "tuner/client.h"
 
 namespace lathe::e2e {
 

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "lathe/v1/service.grpc.pb.h"
+#include "tests/daemon/generic_call.h"
 #include "tests/e2e/e2e_util.h"
-#include "tests/tuner/generic_call.h"
 
 namespace lathe::e2e {
 namespace {

@@ -30,7 +30,7 @@
 #include "ir/workload.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "proto/trace_io.h"
-#include "tests/worker/fault_plan.h"
+#include "tests/measure/fault_plan.h"
 #include "worker/discovery.h"
 #include "worker/spool.h"
 #include "worker/worker_loop.h"

@@ -1,0 +1,926 @@
+#include "daemon/service.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/host.h"
+#include "daemon/job_runner.h"
+#include "daemon/lease_registry.h"
+#include "daemon/log_text.h"
+#include "daemon/metrics.h"
+#include "db/database.h"
+#include "db/lookup.h"
+#include "db/record.h"
+#include "ir/target.h"
+#include "ir/workload.h"
+#include "proto/trace_io.h"
+#include "spdlog/spdlog.h"
+#include "tuner/space.h"
+#include "tuner/space_factory.h"
+#include "tuner/tune.h"
+#include "tuner/tune_common.h"
+
+namespace lathe::tuner {
+
+namespace v1 = lathe::v1;
+
+namespace {
+
+constexpr int kDefaultTrials = 300;
+constexpr int kDefaultBatch = 64;
+constexpr double kDefaultMinRepeatMs = 100;
+constexpr int kMaxWorkloadsPerJob = 256;
+constexpr int kMaxTrials = 1000000;
+constexpr int kMaxBatch = 4096;
+constexpr int kMaxRemeasureTop = 1000;  // as lathed --remeasure-top
+
+bool Terminal(db::JobState s) {
+  return s == db::JobState::kDone || s == db::JobState::kFailed || s == db::JobState::kCancelled;
+}
+
+bool Finite(double v) { return std::isfinite(v); }
+
+LeaseRegistryOptions RegistryOptions(const ServiceOptions& o) {
+  LeaseRegistryOptions r;
+  r.heartbeat_interval_ms = o.heartbeat_interval_ms;
+  r.lease_duration_ms = o.lease_duration_ms;
+  r.lost_after_heartbeats = o.lost_after_heartbeats;
+  r.max_tasks_per_lease = o.max_tasks_per_lease;
+  r.max_lease_bytes = o.max_lease_bytes;
+  r.max_wait_ms = o.max_wait_ms;
+  r.reaper_interval_ms = o.reaper_interval_ms;
+  r.forget_lost_after_ms = o.forget_lost_after_ms;
+  r.max_workers = o.max_workers;
+  r.metrics = o.metrics;
+  return r;
+}
+
+JobRunnerOptions RunnerOptions(const ServiceOptions& o) {
+  JobRunnerOptions r;
+  r.db_path = o.db_path;
+  r.search = o.search;
+  r.seed_records = o.seed_records;
+  r.use_cost_model = o.use_cost_model;
+  r.search_nice = o.search_nice;
+  r.remeasure_top = o.remeasure_top;
+  r.remeasure_factor = o.remeasure_factor;
+  return r;
+}
+
+// A held re-timing task's result: its repeats added to the stored record (AddRepeats), or why
+// not. Logged; never a trial (StoredResult::remeasure).
+StoredResult AddRetiming(db::Database& database, const v1::MeasureResult& m,
+                         const DispatchedTask& task, const std::string& worker_id) {
+  StoredResult p;
+  p.job_id = task.task.job_id();
+  p.workload = task.workload;
+  p.candidate_id = m.candidate_id();
+  p.remeasure = true;
+  std::string why;
+  if (m.error_class() != v1::OK) {
+    p.error_class = ErrorClassFromProto(m.error_class());
+    why = absl::StrCat(std::string(db::ErrorClassName(p.error_class)), ": ", m.error_msg());
+  } else if (m.repeats_us().empty()) {
+    p.error_class = db::ErrorClass::kRuntimeError;
+    why = "ok result without repeats";
+  } else {
+    std::vector<double> repeats(m.repeats_us().begin(), m.repeats_us().end());
+    absl::StatusOr<db::Record> updated =
+        database.AddRepeats(m.candidate_id(), repeats, NowUnixMs());
+    if (updated.ok()) {
+      p.error_class = db::ErrorClass::kOk;
+      p.median_us = updated->median_us;
+      p.gflops = updated->Gflops();
+    } else {
+      p.error_class = db::ErrorClass::kRuntimeError;
+      why = updated.status().ToString();
+    }
+  }
+  if (p.error_class == db::ErrorClass::kOk) {
+    spdlog::info("event=remeasured job={} candidate={} median_us={:.3f} repeats={}", p.job_id,
+                 p.candidate_id, p.median_us, m.repeats_us_size());
+  } else {
+    spdlog::warn("event=remeasure_failed job={} candidate={} worker={} reason=\"{}\"", p.job_id,
+                 p.candidate_id, worker_id, why);
+  }
+  return p;
+}
+
+// Report's checks of the request itself, before anything is looked up: every result names
+// its candidate, has finite non-negative timings and a known error class; at most
+// `max_tasks` tasks ride along.
+absl::Status CheckReport(const v1::ReportRequest& req, int max_tasks) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
+  for (int i = 0; i < req.results_size(); ++i) {
+    const v1::MeasureResult& r = req.results(i);
+    if (r.candidate_id().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "].candidate_id is empty"));
+    }
+    if (!Finite(r.median_us()) || r.median_us() < 0 || !Finite(r.cv()) || r.cv() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "] ('", r.candidate_id(),
+                                                     "'): median_us and cv must be finite and "
+                                                     ">= 0"));
+    }
+    for (double v : r.repeats_us()) {
+      if (!Finite(v) || v < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("results[", i, "] ('", r.candidate_id(),
+                                                       "'): repeats_us must be finite and >= 0"));
+      }
+    }
+    if (!v1::ErrorClass_IsValid(r.error_class())) {
+      return absl::InvalidArgumentError(absl::StrCat("results[", i, "]: unknown error class"));
+    }
+  }
+  if (req.tasks_size() > max_tasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(req.tasks_size(), " tasks (at most ", max_tasks, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// The job, workload and program key of a result whose task the daemon no longer holds (it
+// restarted since the lease) but the report carried, for a job that still runs.
+struct Restored {
+  std::string job_id;
+  int workload = 0;
+  ir::ProgramId program;
+};
+
+// A report's results sorted by what becomes of them (Report's step 1).
+struct ReportPlan {
+  std::vector<const v1::MeasureResult*> results;  // each candidate id once, in request order
+  std::vector<db::Record> records;                // to store
+  std::vector<std::optional<Restored>> restored;  // parallel to `records`
+  std::vector<std::string> unknown;               // neither held nor restorable
+  std::vector<std::string> why_unknown;           // parallel to `unknown`
+  std::vector<size_t> retimes;                    // indices into `results` of held re-timings
+
+  void Unknown(const std::string& candidate_id, std::string why) {
+    unknown.push_back(candidate_id);
+    why_unknown.push_back(std::move(why));
+  }
+};
+
+}  // namespace
+
+int DefaultSearchThreads() { return std::max(1, codegen::HostCpu().cores - 1); }
+
+struct TunerService::State {
+  explicit State(const ServiceOptions& o, std::unique_ptr<db::Database> database)
+      : options(o),
+        db(std::move(database)),
+        registry(RegistryOptions(o)),
+        runner(RunnerOptions(o), &registry, db.get()) {}
+
+  ServiceOptions options;
+  std::unique_ptr<db::Database> db;  // the service's connection (Report, Submit, queries)
+  LeaseRegistry registry;
+  JobRunner runner;  // after `registry`: destroyed (its threads joined) first
+  std::once_flag shutdown_once;
+
+  Metrics* metrics() { return options.metrics; }
+
+  // Report's steps (each defined beside TunerService::Report). PlanReport sorts the results
+  // of a request from `worker`: records to store (held tasks, or restored by
+  // RestoreFromTask), held re-timings, and unknown candidates with the reason.
+  ReportPlan PlanReport(const v1::ReportRequest& req, const std::string& worker);
+  // The job and workload of a sent task's result, with its workload key and FLOPs; an error
+  // saying why the result cannot be restored.
+  absl::StatusOr<Restored> RestoreFromTask(const v1::Task& t, const v1::MeasureResult& m,
+                                           std::string* workload_key, double* flops);
+  // Claims the held re-timings and adds their repeats; returns how many were claimed.
+  int64_t ClaimRetimings(const v1::ReportRequest& req, const ReportPlan& plan,
+                         v1::ReportResponse* resp, std::vector<StoredResult>* progress);
+  // Unknown candidates already stored count as duplicates, the others as rejected (logged).
+  absl::Status CountUnknown(const v1::ReportRequest& req, const ReportPlan& plan,
+                            v1::ReportResponse* resp);
+  // Counts the inserted records and accounts the progress of held and restored ones; returns
+  // how many were newly stored.
+  int64_t AccountStored(const v1::ReportRequest& req, const ReportPlan& plan,
+                        const std::vector<db::InsertResult>& inserted, v1::ReportResponse* resp,
+                        std::vector<StoredResult>* progress);
+
+  // The device class of a job or query without one (see the header).
+  absl::StatusOr<std::string> DeriveDeviceClass(const std::string& target) {
+    // Real GPUs only for a cuda job: an emulated GPU's class is never taken for one.
+    std::vector<std::string> classes =
+        registry.DeviceClasses(target == "cpu" ? ir::TargetKind::kCpu : ir::TargetKind::kCuda);
+    if (target != "cpu") {
+      if (!classes.empty()) return classes.front();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target '", target, "' needs a device_class (registered GPU classes: none)"));
+    }
+    const std::string host = codegen::HostDeviceClass();
+    if (classes.empty() || std::find(classes.begin(), classes.end(), host) != classes.end()) {
+      return host;
+    }
+    return classes.front();
+  }
+};
+
+TunerService::TunerService(std::unique_ptr<State> state) : s_(std::move(state)) {}
+
+TunerService::~TunerService() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const ServiceOptions& options) {
+  if (options.db_path.empty()) return absl::InvalidArgumentError("empty database path");
+  if (options.heartbeat_interval_ms < 1 || options.lease_duration_ms < 1 ||
+      options.reaper_interval_ms < 1) {
+    return absl::InvalidArgumentError("heartbeat, lease and reaper intervals must be positive");
+  }
+  if (absl::Status st = CreateParentDirectory(options.db_path); !st.ok()) return st;
+  if (options.search_nice < 0 || options.search_nice > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("search_nice ", options.search_nice, " (need 0..19)"));
+  }
+  if (options.remeasure_top < 0 || !(options.remeasure_factor > 0) ||
+      !std::isfinite(options.remeasure_factor)) {
+    return absl::InvalidArgumentError(absl::StrCat("remeasure_top ", options.remeasure_top,
+                                                   " (need >= 0) or remeasure_factor ",
+                                                   options.remeasure_factor, " (need > 0)"));
+  }
+  absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(options.db_path);
+  if (!opened.ok()) return opened.status();
+  auto state = std::make_unique<State>(options, std::move(*opened));
+  State& s = *state;
+
+  // Every job of the database: unfinished ones resume, finished ones answer queries.
+  absl::StatusOr<std::vector<db::Job>> stored = s.db->ListJobs();
+  if (!stored.ok()) return stored.status();
+  std::vector<std::unique_ptr<JobEntry>> loaded;
+  std::vector<bool> resume;
+  std::vector<std::vector<int64_t>> persisted_done;  // per loaded job: "doneMeasured"
+  // Unfinished jobs that another daemon sharing the store runs: they count below as jobs that
+  // tuned a workload meanwhile, and are neither resumed nor listed here.
+  std::vector<bool> foreign;
+  std::set<std::string> held_elsewhere;
+  for (const db::Job& j : *stored) {
+    if (!Terminal(j.state)) held_elsewhere.insert(j.uid);
+  }
+  // A claim of this daemon's own job can fail for a moment after it was killed (-9), until the
+  // server notices that the old session is gone: the refused claims are tried again for a
+  // second before the jobs are left to whoever holds them.
+  for (int round = 0; round < 6 && !held_elsewhere.empty(); ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (auto it = held_elsewhere.begin(); it != held_elsewhere.end();) {
+      absl::StatusOr<bool> claimed = s.db->ClaimJob(*it);
+      if (!claimed.ok()) return claimed.status();
+      it = *claimed ? held_elsewhere.erase(it) : std::next(it);
+    }
+  }
+  for (const db::Job& j : *stored) {
+    const bool theirs = held_elsewhere.count(j.uid) > 0;
+    if (theirs) {
+      spdlog::info("event=job_skipped job={} reason=\"run by another daemon on the store\"", j.uid);
+    }
+    foreign.push_back(theirs);
+    auto job = std::make_unique<JobEntry>();
+    job->id = j.uid;
+    job->device_class = j.device_class;
+    job->state = j.state;
+    job->message = j.error_msg;
+    job->created_ms = j.created_at_ms;
+    job->updated_ms = j.updated_at_ms;
+    std::vector<int64_t> baseline, done, remeasured, remeasure_failed;
+    nlohmann::json doc = nlohmann::json::parse(j.spec_json, nullptr, /*allow_exceptions=*/false);
+    google::protobuf::util::JsonParseOptions po;
+    po.ignore_unknown_fields = true;
+    absl::Status parsed = absl::InvalidArgumentError("spec is not a JSON object");
+    if (doc.is_object()) {
+      // Per-workload counts that JobSpecJson adds to the spec (absent in older databases).
+      auto ints = [&](const char* name, std::vector<int64_t>* out) {
+        if (!doc.contains(name) || !doc[name].is_array()) return;
+        for (const auto& v : doc[name]) {
+          out->push_back(v.is_number_integer() ? v.get<int64_t>() : 0);
+        }
+      };
+      ints("baselineMeasured", &baseline);
+      ints("doneMeasured", &done);
+      ints("remeasuredCount", &remeasured);
+      ints("remeasureFailedCount", &remeasure_failed);
+      auto st = google::protobuf::util::JsonStringToMessage(j.spec_json, &job->spec, po);
+      parsed = st.ok() ? absl::OkStatus() : absl::InvalidArgumentError(st.ToString());
+    }
+    for (int i = 0; parsed.ok() && i < job->spec.workloads_size(); ++i) {
+      absl::StatusOr<ir::Workload> w = ir::MakeWorkload(job->spec.workloads(i));
+      if (!w.ok()) {
+        parsed = w.status();
+        break;
+      }
+      WorkloadRun run;
+      run.canonical = w->canonical;
+      run.key = w->key;
+      run.flops = w->flops;
+      run.target = WorkloadTarget(job->spec);
+      if (i < job->spec.tasks_size() && job->spec.tasks(i).weight() > 0) {
+        run.weight = job->spec.tasks(i).weight();
+      }
+      run.baseline = i < static_cast<int>(baseline.size()) ? baseline[i] : 0;
+      if (i < static_cast<int>(remeasured.size())) {
+        run.remeasured =
+            static_cast<int>(std::clamp<int64_t>(remeasured[i], 0, kMaxRemeasureTop * 2));
+      }
+      if (i < static_cast<int>(remeasure_failed.size())) {
+        run.remeasure_failed =
+            static_cast<int>(std::clamp<int64_t>(remeasure_failed[i], 0, kMaxRemeasureTop * 2));
+      }
+      // Progress as committed: the traces stored since the job was created (see below when
+      // another job of the workload ran meanwhile).
+      {
+        if (auto keys = MeasuredPrograms(*s.db, w->key, j.device_class); keys.ok()) {
+          run.done = static_cast<int>(std::clamp<int64_t>(
+              static_cast<int64_t>(keys->size()) - run.baseline, 0, run.target));
+        }
+        if (auto b = s.db->Best(w->key, j.device_class); b.ok() && b->has_value()) {
+          run.best_latency_us = (*b)->median_us;
+          run.best_gflops = (*b)->Gflops();
+        }
+      }
+      job->workloads.push_back(std::move(run));
+    }
+    if (!Terminal(j.state) && !theirs) {
+      if (!parsed.ok()) {
+        job->state = db::JobState::kFailed;
+        job->message = absl::StrCat("cannot resume: stored spec: ", parsed.message());
+        if (absl::Status st = s.db->UpdateJob(job->id, job->state, 0, job->message); !st.ok()) {
+          spdlog::error("event=job_persist_failed job={} error=\"{}\"", job->id, st.ToString());
+        }
+      }
+    }
+    resume.push_back(!Terminal(job->state) && !theirs);
+    loaded.push_back(std::move(job));
+    persisted_done.push_back(std::move(done));
+  }
+  // A job whose workload another job (of the same device class) tuned since it was created
+  // did not store every trace counted above: it starts from its own persisted progress
+  // (job_runner.h).
+  for (size_t a = 0; a < loaded.size(); ++a) {
+    if (!resume[a]) continue;
+    JobEntry& job = *loaded[a];
+    for (size_t i = 0; i < job.workloads.size() && i < persisted_done[a].size(); ++i) {
+      WorkloadRun& run = job.workloads[i];
+      bool shared = false;
+      for (size_t b = 0; b < loaded.size() && !shared; ++b) {
+        const JobEntry& other = *loaded[b];
+        if (b == a || other.device_class != job.device_class) continue;
+        if (Terminal(other.state) && other.updated_ms < job.created_ms) continue;  // before
+        for (const WorkloadRun& o : other.workloads) shared = shared || o.key == run.key;
+      }
+      if (!shared) continue;
+      const int own = static_cast<int>(std::clamp<int64_t>(persisted_done[a][i], 0, run.target));
+      if (own < run.done) {
+        spdlog::info(
+            "event=job_progress_shared job={} workload=\"{}\" stored_since_created={} "
+            "own={}",
+            job.id, run.canonical, run.done, own);
+        run.done = own;
+      }
+    }
+  }
+  std::unique_ptr<TunerService> service(new TunerService(std::move(state)));
+  State* sp = service->s_.get();
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (foreign[i]) continue;
+    if (resume[i]) {
+      spdlog::info("event=job_resumed job={} device_class=\"{}\"", loaded[i]->id,
+                   loaded[i]->device_class);
+    }
+    sp->runner.Add(std::move(loaded[i]), resume[i]);
+  }
+  sp->registry.Start();
+  return service;
+}
+
+void TunerService::BeginShutdown() {
+  s_->registry.BeginShutdown();
+  s_->runner.BeginShutdown();
+}
+
+void TunerService::Shutdown() {
+  std::call_once(s_->shutdown_once, [this] {
+    BeginShutdown();
+    s_->runner.Stop();
+    s_->registry.Stop();
+  });
+}
+
+int64_t TunerService::QueueDepth() { return s_->registry.Queued(); }
+
+// --- clients ---
+
+absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJobRequest& req) {
+  v1::JobSpec spec = req.spec();
+  const bool tasks_job = spec.tasks_size() > 0;
+  if (tasks_job && spec.workloads_size() > 0) {
+    return absl::InvalidArgumentError("spec sets both workloads and tasks (set one)");
+  }
+  if (tasks_job) {
+    // A tasks job is stored with its workloads filled in (the rest of the daemon reads them)
+    // and each task's weight.
+    for (int i = 0; i < spec.tasks_size(); ++i) {
+      v1::TaskSpec* t = spec.mutable_tasks(i);
+      if (t->weight() == 0) t->set_weight(1);
+      if (!Finite(t->weight()) || t->weight() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.tasks[", i, "].weight ", t->weight(), " (need a positive number)"));
+      }
+      spec.add_workloads(t->workload());
+    }
+  }
+  if (spec.workloads().empty()) return absl::InvalidArgumentError("spec.workloads is empty");
+  if (spec.workloads_size() > kMaxWorkloadsPerJob) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.workloads has ", spec.workloads_size(),
+                                                   " entries (at most ", kMaxWorkloadsPerJob, ")"));
+  }
+  if (spec.trials() == 0) spec.set_trials(kDefaultTrials);
+  if (spec.trials() < 0 || spec.trials() > kMaxTrials) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.trials ", spec.trials(), " (need 1..", kMaxTrials, ")"));
+  }
+  if (spec.batch() == 0) spec.set_batch(kDefaultBatch);
+  if (spec.batch() < 0 || spec.batch() > kMaxBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.batch ", spec.batch(), " (need 1..", kMaxBatch, ")"));
+  }
+  if (spec.max_trials_per_task() < 0 || spec.max_trials_per_task() > kMaxTrials) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.max_trials_per_task ", spec.max_trials_per_task(), " (need 0..", kMaxTrials, ")"));
+  }
+  if (spec.max_trials_per_task() > 0 && !tasks_job) {
+    return absl::InvalidArgumentError(
+        "spec.max_trials_per_task applies to a tasks job (a workloads job gives each workload "
+        "its trials)");
+  }
+  if (spec.min_repeat_ms() == 0) spec.set_min_repeat_ms(kDefaultMinRepeatMs);
+  if (!Finite(spec.min_repeat_ms()) || spec.min_repeat_ms() < 0 || spec.min_repeat_ms() > 6e4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.min_repeat_ms ", spec.min_repeat_ms(), " (need 0..60000)"));
+  }
+  if (spec.has_remeasure_top() &&
+      (spec.remeasure_top() < 0 || spec.remeasure_top() > kMaxRemeasureTop)) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.remeasure_top ", spec.remeasure_top(),
+                                                   " (need 0..", kMaxRemeasureTop, ")"));
+  }
+  if (spec.target().empty()) spec.set_target("cpu");
+  const std::string& tgt = spec.target();
+  // "cuda-emu:sm_XX" (the GPU emulator) is its own device class. A job names a GPU by ordinal
+  // (the workers' GPUs are matched by class), not by architecture.
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(tgt);
+  if (!target.ok() || (target->kind == ir::TargetKind::kCuda && !target->arch.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.target '", tgt, "' (expected cpu, cuda, cuda:N or cuda-emu:sm_XX)"));
+  }
+  const bool emulated = target->emulated();
+  if (emulated && spec.device_class().empty()) spec.set_device_class(tgt);
+  std::vector<ir::Workload> wls;
+  for (int i = 0; i < spec.workloads_size(); ++i) {
+    absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec.workloads(i));
+    if (!w.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("spec.workloads[", i, "] '", spec.workloads(i),
+                                                     "': ", w.status().message()));
+    }
+    spec.set_workloads(i, w->canonical);
+    if (tasks_job) spec.mutable_tasks(i)->set_workload(w->canonical);
+    for (const ir::Workload& other : wls) {
+      if (other.key == w->key) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.workloads[", i, "] '", w->canonical, "' is given twice"));
+      }
+    }
+    wls.push_back(std::move(*w));
+  }
+  if (spec.device_class().empty()) {
+    absl::StatusOr<std::string> dc = s_->DeriveDeviceClass(target->is_gpu() ? "cuda" : "cpu");
+    if (!dc.ok()) return dc.status();
+    spec.set_device_class(*dc);
+  }
+  const std::string dc = spec.device_class();
+  if (absl::StatusOr<CpuTarget> cpu = CpuTargetForDeviceClass(dc);
+      !cpu.ok() && !ir::TargetOfDeviceClass(dc).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.device_class: '", dc,
+        "' is neither a CPU class (cpu:<model>:<isa>:<N>c) nor a GPU class (cuda:<name> (sm_XX))"));
+  }
+  std::vector<int64_t> baseline;
+  for (size_t i = 0; i < wls.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<SearchSpace>> sp = SpaceForDeviceClass(wls[i], dc);
+    if (!sp.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("spec.workloads[", i, "] '", wls[i].canonical,
+                                                     "': ", sp.status().message()));
+    }
+    absl::StatusOr<ProgramSet> keys = MeasuredPrograms(*s_->db, wls[i].key, dc);
+    if (!keys.ok()) return keys.status();
+    baseline.push_back(static_cast<int64_t>(keys->size()));
+  }
+
+  if (s_->runner.ShuttingDown()) return absl::UnavailableError("lathed is shutting down");
+  auto job = std::make_unique<JobEntry>();
+  job->spec = spec;
+  job->device_class = dc;
+  job->created_ms = job->updated_ms = NowUnixMs();
+  for (size_t i = 0; i < wls.size(); ++i) {
+    WorkloadRun run;
+    run.canonical = wls[i].canonical;
+    run.key = wls[i].key;
+    run.flops = wls[i].flops;
+    run.target = WorkloadTarget(spec);
+    run.weight = tasks_job ? spec.tasks(static_cast<int>(i)).weight() : 1;
+    run.baseline = baseline[i];
+    job->workloads.push_back(std::move(run));
+  }
+  // The job is claimed before it exists, so that another daemon sharing the store that starts
+  // meanwhile never resumes it; a uid taken elsewhere (held, or stored) draws a new one.
+  for (int attempt = 0;; ++attempt) {
+    job->id = s_->runner.NewJobId();
+    absl::StatusOr<bool> claimed = s_->db->ClaimJob(job->id);
+    if (!claimed.ok()) return claimed.status();
+    absl::Status created = absl::AlreadyExistsError(absl::StrCat("job ", job->id, " is held"));
+    if (*claimed) {
+      db::Job row;
+      row.uid = job->id;
+      row.spec_json = JobSpecJson(*job);
+      row.device_class = dc;
+      row.state = db::JobState::kQueued;
+      row.trials_requested = JobBudget(*job);
+      created = s_->db->CreateJob(row);
+      if (!created.ok()) (void)s_->db->ReleaseJob(job->id);
+    }
+    if (created.ok()) break;
+    if (!absl::IsAlreadyExists(created) || attempt == 3) return created;
+  }
+
+  v1::SubmitJobResponse resp;
+  resp.set_job_id(job->id);
+  spdlog::info(
+      "event=job_submitted job={} device_class=\"{}\" workloads=\"{}\" trials={} batch={} "
+      "tasks_job={}",
+      job->id, LogText(dc), absl::StrJoin(spec.workloads(), ";"), spec.trials(), spec.batch(),
+      tasks_job);
+  // Shutting down: persisted as QUEUED, the next start runs it.
+  (void)s_->runner.Add(std::move(job), /*start=*/true);
+  return resp;
+}
+
+absl::StatusOr<v1::JobStatus> TunerService::GetJob(const std::string& job_id) {
+  return s_->runner.Get(job_id);
+}
+
+absl::StatusOr<v1::JobStatus> TunerService::WatchJob(const std::string& job_id, uint64_t* version,
+                                                     int timeout_ms) {
+  if (job_id.empty()) return absl::InvalidArgumentError("empty job_id");
+  return s_->runner.Watch(job_id, version, timeout_ms);
+}
+
+absl::StatusOr<v1::CancelJobResponse> TunerService::CancelJob(const v1::CancelJobRequest& req) {
+  if (req.job_id().empty()) return absl::InvalidArgumentError("empty job_id");
+  return s_->runner.Cancel(req.job_id());
+}
+
+absl::StatusOr<v1::ListJobsResponse> TunerService::ListJobs(const v1::ListJobsRequest&) {
+  return s_->runner.List();
+}
+
+absl::StatusOr<v1::ListWorkersResponse> TunerService::ListWorkers(const v1::ListWorkersRequest&) {
+  return s_->registry.ListWorkers();
+}
+
+namespace {
+
+void FillQueryBest(const std::string& canonical, const db::LookupResult& found,
+                   v1::QueryBestResponse* resp) {
+  resp->set_workload(canonical);
+  resp->set_device_class(found.device_class);
+  resp->set_explanation(found.explanation);
+  if (!found.record.has_value()) return;
+  const db::Record& r = *found.record;
+  resp->set_found(true);
+  resp->set_latency_us(r.median_us);
+  resp->set_gflops(r.Gflops());
+  resp->set_trace_json(r.trace_json);
+  resp->set_measured_at_ms(r.measured_at_ms);
+  resp->set_worker(r.worker);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::QueryBestResponse> TunerService::QueryBest(const v1::QueryBestRequest& req) {
+  if (req.workload().empty()) return absl::InvalidArgumentError("empty workload");
+  absl::StatusOr<ir::Workload> w = ir::MakeWorkload(req.workload());
+  if (!w.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workload '", req.workload(), "': ", w.status().message()));
+  }
+  std::string dc = req.device_class();
+  if (dc.empty()) {
+    absl::StatusOr<std::string> d = s_->DeriveDeviceClass("cpu");
+    if (!d.ok()) return d.status();
+    dc = *d;
+  }
+  absl::StatusOr<db::LookupResult> found = db::Lookup(*s_->db, {w->canonical, w->key}, dc);
+  if (!found.ok()) return found.status();
+  v1::QueryBestResponse resp;
+  FillQueryBest(w->canonical, *found, &resp);
+  return resp;
+}
+
+// One device-class derivation for the whole call, and the spec parser (canonical form, key)
+// rather than the whole workload definition that QueryBest builds: 1,000 queries in one call
+// are a model's worth of operators, answered well under the 200 ms a compiler waits.
+absl::StatusOr<v1::QueryBestManyResponse> TunerService::QueryBestMany(
+    const v1::QueryBestManyRequest& req) {
+  if (req.queries_size() > kMaxQueryBestMany) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(req.queries_size(), " queries in one call (at most ", kMaxQueryBestMany, ")"));
+  }
+  std::optional<std::string> default_dc;
+  v1::QueryBestManyResponse resp;
+  resp.mutable_results()->Reserve(req.queries_size());
+  for (int i = 0; i < req.queries_size(); ++i) {
+    const v1::QueryBestRequest& q = req.queries(i);
+    if (q.workload().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("queries[", i, "]: empty workload"));
+    }
+    absl::StatusOr<ir::WorkloadSpec> spec = ir::ParseWorkloadSpec(q.workload());
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("queries[", i, "]: workload '", q.workload(),
+                                                     "': ", spec.status().message()));
+    }
+    std::string dc = q.device_class();
+    if (dc.empty()) {
+      if (!default_dc.has_value()) {
+        absl::StatusOr<std::string> d = s_->DeriveDeviceClass("cpu");
+        if (!d.ok()) return d.status();
+        default_dc = *d;
+      }
+      dc = *default_dc;
+    }
+    const std::string canonical = spec->ToString();
+    absl::StatusOr<db::LookupResult> found =
+        db::Lookup(*s_->db, {canonical, ir::WorkloadKey(canonical)}, dc);
+    if (!found.ok()) return found.status();
+    FillQueryBest(canonical, *found, resp.add_results());
+  }
+  return resp;
+}
+
+// --- workers ---
+
+absl::StatusOr<v1::RegisterResponse> TunerService::Register(const v1::RegisterRequest& req) {
+  return s_->registry.Register(req);
+}
+
+absl::StatusOr<v1::LeaseResponse> TunerService::Lease(const v1::LeaseRequest& req,
+                                                      const std::function<bool()>& cancelled) {
+  return s_->registry.Lease(req, cancelled);
+}
+
+absl::StatusOr<v1::HeartbeatResponse> TunerService::Heartbeat(const v1::HeartbeatRequest& req) {
+  return s_->registry.Heartbeat(req);
+}
+
+absl::StatusOr<v1::ReleaseResponse> TunerService::Release(const v1::ReleaseRequest& req) {
+  return s_->registry.Release(req);
+}
+
+// --- TunerService::Report, step by step ---
+
+absl::StatusOr<v1::ReportResponse> TunerService::Report(const v1::ReportRequest& req) {
+  if (absl::Status st = CheckReport(req, s_->options.max_tasks_per_lease); !st.ok()) return st;
+  if (Metrics* m = s_->metrics()) m->AddReport();
+
+  // 1. Records for the candidates this daemon holds and leased to this worker under this
+  // lease (copies only; no lock is held here).
+  absl::StatusOr<std::string> authorized =
+      s_->registry.AuthorizeReport(req.worker_id(), req.worker_secret());
+  if (!authorized.ok()) return authorized.status();
+  ReportPlan plan = s_->PlanReport(req, *authorized);
+
+  // 2. One transaction; acknowledged only after its commit.
+  std::vector<db::InsertResult> inserted;
+  if (!plan.records.empty()) {
+    absl::StatusOr<std::vector<db::InsertResult>> ins = s_->db->InsertBatch(plan.records);
+    if (!ins.ok()) return ins.status();
+    inserted = std::move(*ins);
+  }
+  v1::ReportResponse resp;
+  std::vector<StoredResult> progress;
+  const int64_t retimed_now = s_->ClaimRetimings(req, plan, &resp, &progress);
+  if (absl::Status st = s_->CountUnknown(req, plan, &resp); !st.ok()) return st;
+
+  // 3. Progress: whoever still finds a held task accounts for it, once; a restored result
+  // counts when it was newly stored.
+  const int64_t stored_now = s_->AccountStored(req, plan, inserted, &resp, &progress);
+  s_->runner.Account(progress);
+  s_->registry.AddMeasured(req.worker_id(), stored_now + retimed_now);
+  return resp;
+}
+
+ReportPlan TunerService::State::PlanReport(const v1::ReportRequest& req,
+                                           const std::string& worker) {
+  ReportPlan plan;
+  std::vector<std::string> ids;
+  {
+    std::set<std::string> in_request;
+    for (const v1::MeasureResult& m : req.results()) {
+      if (!in_request.insert(m.candidate_id()).second) continue;  // repeated in this request
+      plan.results.push_back(&m);
+      ids.push_back(m.candidate_id());
+    }
+  }
+  const LeaseHolder holder{req.worker_id(), req.lease_id()};
+  std::vector<bool> foreign;
+  std::vector<std::optional<DispatchedTask>> held = registry.Find(ids, &holder, &foreign);
+  // A candidate the daemon does not hold (it restarted since the lease) counts when the
+  // request carries its task and the task still belongs to a running job (RestoreFromTask).
+  std::map<std::string, const v1::Task*> sent_tasks;
+  for (const v1::Task& t : req.tasks()) sent_tasks.emplace(t.candidate_id(), &t);
+
+  for (size_t k = 0; k < plan.results.size(); ++k) {
+    const v1::MeasureResult& m = *plan.results[k];
+    if (foreign[k]) {
+      // Held, but not leased to this worker under this lease: not its result to give, unless
+      // it is a trial the worker kept across a restart of the daemon (its task sent along)
+      // that the resumed job dispatched again.
+      auto sent = sent_tasks.find(m.candidate_id());
+      if (held[k]->task.remeasure() || sent == sent_tasks.end() ||
+          sent->second->job_id() != held[k]->task.job_id() ||
+          sent->second->request().trace_json() != held[k]->task.request().trace_json()) {
+        plan.Unknown(m.candidate_id(), "not leased to this worker under this lease");
+        continue;
+      }
+    }
+    if (held[k].has_value() && held[k]->task.remeasure()) {
+      plan.retimes.push_back(k);
+      continue;
+    }
+    const v1::Task* task = held[k].has_value() ? &held[k]->task : nullptr;
+    std::optional<Restored> rest;
+    std::string workload_key;
+    double flops = 0;
+    if (task != nullptr) {
+      if (auto info = runner.Workload(task->job_id(), held[k]->workload); info.has_value()) {
+        workload_key = info->key;
+        flops = info->flops;
+      } else {
+        workload_key = ir::WorkloadKey(task->request().workload());
+      }
+    } else {
+      auto sent = sent_tasks.find(m.candidate_id());
+      if (sent == sent_tasks.end()) {
+        plan.Unknown(m.candidate_id(), "not dispatched by this daemon and sent without its task");
+        continue;
+      }
+      const v1::Task& t = *sent->second;
+      if (t.remeasure()) {
+        // Its repeats may have been added already (a retry whose first answer was lost):
+        // only the held task's first report adds them.
+        plan.Unknown(m.candidate_id(), "a re-timing this daemon no longer holds");
+        continue;
+      }
+      absl::StatusOr<Restored> restored = RestoreFromTask(t, m, &workload_key, &flops);
+      if (!restored.ok()) {
+        plan.Unknown(m.candidate_id(), std::string(restored.status().message()));
+        continue;
+      }
+      task = &t;
+      rest = std::move(*restored);
+    }
+    db::Record r = MakeRecord(task->request().workload(), workload_key, flops, task->device_class(),
+                              task->request().trace_json(), m, worker);
+    plan.records.push_back(std::move(r));
+    plan.restored.push_back(std::move(rest));
+  }
+  return plan;
+}
+
+absl::StatusOr<Restored> TunerService::State::RestoreFromTask(const v1::Task& t,
+                                                              const v1::MeasureResult& m,
+                                                              std::string* workload_key,
+                                                              double* flops) {
+  absl::StatusOr<ir::Workload> w = ir::MakeWorkload(t.request().workload());
+  absl::StatusOr<int> index =
+      !w.ok() ? absl::StatusOr<int>(w.status())
+              : runner.KnownWorkload(t.job_id(), w->canonical, t.device_class());
+  ir::ProgramId program;
+  if (index.ok()) {
+    program = traceio::ProgramIdOfTraceJson(t.request().trace_json());
+    if (CandidateId(w->key, program, t.device_class()) != m.candidate_id()) {
+      index = absl::InvalidArgumentError("the candidate id does not match its task's trace");
+    }
+  }
+  if (!index.ok()) return index.status();
+  *workload_key = w->key;
+  *flops = w->flops;
+  return Restored{t.job_id(), *index, program};
+}
+
+int64_t TunerService::State::ClaimRetimings(const v1::ReportRequest& req, const ReportPlan& plan,
+                                            v1::ReportResponse* resp,
+                                            std::vector<StoredResult>* progress) {
+  if (plan.retimes.empty()) return 0;
+  int64_t retimed_now = 0;  // re-timings claimed (their repeats added, or failed)
+  std::vector<std::string> retime_ids;
+  for (size_t k : plan.retimes) retime_ids.push_back(plan.results[k]->candidate_id());
+  // Claimed first, so that of two reports of one re-timing (a retry racing the original)
+  // exactly one adds its repeats.
+  std::vector<std::optional<DispatchedTask>> claimed =
+      registry.Complete(retime_ids, req.lease_id());
+  for (size_t j = 0; j < plan.retimes.size(); ++j) {
+    const v1::MeasureResult& m = *plan.results[plan.retimes[j]];
+    if (!claimed[j].has_value()) {
+      resp->set_duplicates(resp->duplicates() + 1);
+      continue;
+    }
+    StoredResult p = AddRetiming(*db, m, *claimed[j], req.worker_id());
+    if (Metrics* mt = metrics()) mt->AddRemeasure(p.error_class == db::ErrorClass::kOk);
+    resp->set_accepted(resp->accepted() + 1);
+    ++retimed_now;
+    progress->push_back(std::move(p));
+  }
+  return retimed_now;
+}
+
+absl::Status TunerService::State::CountUnknown(const v1::ReportRequest& req, const ReportPlan& plan,
+                                               v1::ReportResponse* resp) {
+  for (size_t k = 0; k < plan.unknown.size(); ++k) {
+    absl::StatusOr<std::optional<db::Record>> existing = db->GetByCandidateId(plan.unknown[k]);
+    if (!existing.ok()) return existing.status();
+    if (existing->has_value()) {
+      resp->set_duplicates(resp->duplicates() + 1);
+    } else {
+      resp->set_rejected(resp->rejected() + 1);
+      spdlog::warn("event=report_rejected worker={} candidate=\"{}\" reason=\"{}\"",
+                   req.worker_id(), LogText(plan.unknown[k]), LogText(plan.why_unknown[k], 1024));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t TunerService::State::AccountStored(const v1::ReportRequest& req, const ReportPlan& plan,
+                                           const std::vector<db::InsertResult>& inserted,
+                                           v1::ReportResponse* resp,
+                                           std::vector<StoredResult>* progress) {
+  const std::vector<db::Record>& records = plan.records;
+  std::vector<std::string> held_ids;
+  std::vector<size_t> held_record;
+  for (size_t k = 0; k < records.size(); ++k) {
+    if (!plan.restored[k].has_value()) {
+      held_ids.push_back(records[k].candidate_id);
+      held_record.push_back(k);
+    }
+  }
+  std::vector<std::optional<DispatchedTask>> completed = registry.Complete(held_ids);
+  auto account = [&](const db::Record& r, const std::string& job_id, int workload,
+                     std::optional<ir::ProgramId> program) {
+    StoredResult p;
+    p.job_id = job_id;
+    p.workload = workload;
+    p.candidate_id = r.candidate_id;
+    p.program = program;
+    p.error_class = r.error_class;
+    p.median_us = r.median_us;
+    p.gflops = r.Gflops();
+    progress->push_back(std::move(p));
+  };
+  for (size_t h = 0; h < held_ids.size(); ++h) {
+    if (!completed[h].has_value()) continue;
+    account(records[held_record[h]], completed[h]->task.job_id(), completed[h]->workload,
+            std::nullopt);
+  }
+  int64_t stored_now = 0;
+  int restored_now = 0;
+  for (size_t k = 0; k < records.size(); ++k) {
+    const db::Record& r = records[k];
+    if (inserted[k].inserted) {
+      resp->set_accepted(resp->accepted() + 1);
+      ++stored_now;
+      if (Metrics* m = metrics()) m->AddResult(db::ErrorClassName(r.error_class));
+      if (plan.restored[k].has_value()) {
+        ++restored_now;
+        account(r, plan.restored[k]->job_id, plan.restored[k]->workload, plan.restored[k]->program);
+      }
+    } else {
+      resp->set_duplicates(resp->duplicates() + 1);
+    }
+  }
+  if (restored_now > 0) {
+    spdlog::info("event=report_restored worker={} results={}", req.worker_id(), restored_now);
+  }
+  return stored_now;
+}
+
+}  // namespace lathe::tuner
