@@ -220,13 +220,15 @@ absl::Status CpuSpace::Init() {
     }
   }
   // Dense blocked convolutions with blocks narrower than a vector (8-channel blocks on
-  // AVX-512, which the model compiler picks for 32, 48 or 96 channels when its other layers
-  // want them): each FMA of the register tile fills part of a register. Blocks side by side
-  // in one register fill it: half the FMA instructions, which pays where the core has two
-  // full-width FMA units. (On the Ice Lake VM of bench/README, whose 512-bit FMAs run at the
-  // rate of its 256-bit ones, a 3x3 96->32 conv at 160x160 ran in 10.2 ms paired against
-  // 10.7-14.2 ms.) Only where the blocks pair up evenly: a last pair half full (24 channels)
-  // ran 1.5x slower than unpaired, its masked weight loads in the way.
+  // AVX-512: 24, 40 or 72 channels, or 32-96 when the model compiler's other layers want 8):
+  // each FMA of the register tile fills half a register, half the 512-bit peak (PP-OCR det's
+  // 3x3 96->24 convs at 160x160 run at 174 GFLOP/s where its tuned 1x1 convs reach 275).
+  // Blocks side by side in one register fill it. (A hand-made pairing of the det conv's
+  // record schedule, 96->32: 10.2 ms paired against 10.7-14.2 ms unpaired on a noisy host;
+  // the search has not had a go at it.) Only where the blocks pair up evenly: with a last
+  // pair half full (24 channels) the tile's channel guard keeps that whole tile out of the
+  // guard-free copy of the loop versioning (codegen/partition.cc), so it runs every padding
+  // select too, 1.5x slower than unpaired.
   // Last, so that traces from before it existed still map to decisions (FromTrace pads 0).
   if (an_.dense_blocked_conv && !an_.acc.empty() && out_axes_.size() == 5) {
     const std::vector<int64_t>& shape = out->tensor->shape;
