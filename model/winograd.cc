@@ -23,8 +23,8 @@ namespace {
 // the tile, enough channels on both sides that the matrix products dominate the transforms,
 // and transformed weights small enough to stay in the caches.
 int64_t TileFor(const ir::Conv2dParams& p) {
-  if (!p.blocked() || p.plain_input || p.kblock != p.cblock || p.groups != 1 || p.r != 3 || p.s != 3 ||
-      p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 || p.dilation_w != 1) {
+  if (!p.blocked() || p.plain_input || p.kblock != p.cblock || p.groups != 1 || p.r != 3 ||
+      p.s != 3 || p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 || p.dilation_w != 1) {
     return 0;
   }
   if (p.c < kWinogradMinChannels || p.k < kWinogradMinChannels) return 0;
