@@ -119,7 +119,9 @@ cost_model::CostModel TrainOnSamples(const SearchSpace& space) {
     keys.push_back(space.workload().key);
   }
   EXPECT_TRUE(model.Update(x, y, keys).ok());
-  if (!model.trained()) EXPECT_TRUE(model.Train().ok());
+  if (!model.trained()) {
+    EXPECT_TRUE(model.Train().ok());
+  }
   return model;
 }
 
