@@ -508,7 +508,7 @@ absl::StatusOr<bool> TryFold(Graph& g, const Node& n) {
     if (!count) return false;
     const bool cmp = op == "Equal" || op == "Less" || op == "Greater";
     const bool is_int = cmp || (xd.is_int && y.constant->is_int);
-    ConstData d = MakeData(is_int, NumElements(out));
+    ConstData d = MakeData(is_int, *count);
     ForEach(out, [&](int64_t f, const std::vector<int64_t>& idx) {
       Set(d, f,
           Binary(op, xd.at(BroadcastFlat(x.shape, idx)),

@@ -70,8 +70,17 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 }
 
 int64_t NumElements(const std::vector<int64_t>& shape) {
+  // An empty extent makes the product 0 however large the others are (a hostile model's
+  // [0, 2^62] overflowed on the way, found by fuzz_onnx_import); otherwise the product
+  // saturates at INT64_MAX, above every cap its callers check it against.
+  // CheckedNumElements is the form that says why.
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 

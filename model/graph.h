@@ -87,8 +87,9 @@ struct Graph {
 
 // "[1,3,224,224]" for messages.
 std::string ShapeText(const std::vector<int64_t>& shape);
-// The product of the extents; only for shapes already checked by CheckedNumElements (or built
-// from checked ones), since it neither refuses negative extents nor detects overflow.
+// The product of the extents: 0 where any extent is 0, INT64_MAX where the product overflows.
+// Meant for shapes already checked by CheckedNumElements (or built from checked ones): it
+// does not refuse negative extents, and a saturated count is no error message.
 int64_t NumElements(const std::vector<int64_t>& shape);
 
 // The most elements one tensor of a model may have (2^31: 8 GiB of float32). Shapes from a

@@ -2,6 +2,8 @@
 // are no permutation, constant folding asked for 10^12 elements, mismatched constants, short
 // attribute lists. Each must be refused by the importer with an InvalidArgument naming the
 // problem, never a crash, an allocation of hundreds of megabytes or a printed address.
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -40,6 +42,35 @@ OnnxModel ConvModel(std::vector<std::pair<std::string, std::vector<int64_t>>> at
   m.Floats("w", {1, 1, 3, 3}, std::vector<float>(9, 0.1f));
   m.Node(op, {"x", "w"}, {"y"}, std::move(attrs));
   return m;
+}
+
+// Found by fuzz_onnx_import (session 16): a folded Add broadcasting a zero extent against one
+// near 2^62 overflowed while counting the (empty) result's elements. NumElements is 0 for any
+// shape with an empty extent and saturates instead of overflowing; the file imports or is
+// refused with a message, never undefined behaviour (the fuzz smoke runs under UBSan).
+TEST(HostileModelTest, EmptyExtentsBesideHugeOnesCountZeroElements) {
+  EXPECT_EQ(NumElements({0, int64_t{1} << 62, 44856}), 0);
+  EXPECT_EQ(NumElements({44856, int64_t{1} << 62, 0}), 0);
+  EXPECT_EQ(NumElements({int64_t{1} << 40, int64_t{1} << 40}), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(NumElements({2, 3, 4}), 24);
+  const std::string bytes(
+      "\x08\x03\x12\x07\x70\x79\x74\x6f\x72\x63\x68\x1a\x03\x30\x2e\x33\x3a\xba\x01\x0a\x0e\x0a"
+      "\x01\x30\x0a\x01\x30\x12\x01\x32\x22\x03\x41\x64\x64\x0a\x0e\x0a\x01\x30\x0a\x01\x32\x12"
+      "\x01\x33\x22\x03\x4d\x75\x6c\x4a\x0c\x0a\x01\x33\x12\x01\xe7\x22\x04\x54\x61\x6e\x48\x0a"
+      "\x0f\x0a\x01\x31\x12\x01\x35\x22\x07\x53\x71\x75\x65\x65\x7a\x65\x0a\x0b\x0a\x01\x33\x12"
+      "\x01\x36\x22\x03\x41\x62\x73\x12\x10\x74\x6f\x72\x63\x68\x2d\x6a\x69\x74\x2d\x65\x78\x70"
+      "\x6f\x72\x74\x2a\x1b\x08\x02\x08\x02\x10\x01\x42\x01\x30\x0a\x10\xd9\x00\x7e\xba\xff\xff"
+      "\xff\xbf\xff\xff\xbf\x40\x00\x01\x80\x40\x5a\x13\x0a\x01\x30\x12\x0e\x0a\x0c\x08\x01\x12"
+      "\x08\x0a\x02\x08\x02\x0a\x02\x08\x02\x5a\x13\x0a\x01\x31\x12\x0e\x0a\x0c\x08\x01\x12\x08"
+      "\x08\x02\x1a\x02\x0a\x02\x08\x6e\x65\x67\x0a\x01\x35\x12\x0e\x0a\x0c\x08\x01\x12\x08\x0a"
+      "\x02\x08\x02\x0a\x02\x08\x02\x42\x02\x10\x06",
+      209);
+  absl::StatusOr<Graph> g = ImportOnnxBytes(bytes, "fuzz.onnx", {});
+  if (!g.ok()) {
+    const std::string msg(g.status().message());
+    EXPECT_THAT(msg, Not(HasSubstr("0x")));
+    EXPECT_FALSE(msg.empty());
+  }
 }
 
 TEST(HostileModelTest, AWellFormedConvStillImports) {
