@@ -277,9 +277,7 @@ class Vectorizer {
   }
 
   Expr VecExpr(const Expr& e, const Expr& mask) {
-    // Simplified as scalars first: identities such as 8*(f/8) + f%8 == f (the loop over two
-    // fused axes) hold for the loop's variable, not for its ramp.
-    Expr v = Rewrite(UsesVar(e, var_) ? Simplify(e, ranges_) : e, [&](const Expr& x) -> Expr {
+    Expr v = Rewrite(e, [&](const Expr& x) -> Expr {
       if (x.get() == var_) return ramp_;
       if (x->kind == ExprKind::kSelect && x->operands[0]->type.lanes > 1) {
         // Only the chosen side may be read.

@@ -10,6 +10,7 @@
 // pixel. PP-OCR det's 2x2 stride-2 24->24 ConvTranspose at 160x160 took 22 ms as a direct
 // kernel (default schedule, AVX-512), the 24->1 one at 320x320 5.5 ms.
 #include <cstddef>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,18 +39,6 @@ std::pair<int64_t, int64_t> NonOverlapping(const Graph& g, const KernelDesc& k) 
     if (kind == ir::StepKind::kRes || !g.Const(v)) return {0, 0};
   }
   return {r, s};
-}
-
-// How many kernels (and graph outputs) read `v`; aliases of `v` count as unknown readers.
-int ReadersOf(const Graph& g, const Lowered& l, const std::string& v) {
-  int n = 0;
-  for (const KernelDesc& k : l.kernels) {
-    for (const std::string& in : k.inputs) n += in == v ? 1 : 0;
-    for (const auto& [kind, x] : k.step_inputs) n += x == v ? 1 : 0;
-  }
-  for (const std::string& o : g.outputs) n += o == v ? 2 : 0;
-  for (const auto& [name, a] : l.aliases) n += a.base == v ? 2 : 0;
-  return n;
 }
 
 // A 1x1 convolution (one group, stride 1, no padding) with constant weights and constant
@@ -82,15 +71,15 @@ constexpr int64_t kMaxCommuteWork = 16;
 // 24->24, BN, ReLU, ConvTranspose 24->1, both 2x2 stride 2) moved 24 channels at 320x320
 // (9.8 MB) between its two convolutions; it moves 4 at 320x320 after this.
 void CommuteDepthToSpace(Graph& g, Lowered& l) {
+  // A rewrite leaves the counts of the values that stay as they were: the conv reads X
+  // instead of the transpose, the new transpose writes what the conv wrote.
+  std::map<std::string, int> readers = ReaderCounts(g, l);
   for (size_t ti = 0; ti < l.kernels.size(); ++ti) {
     const KernelDesc& t = l.kernels[ti];
-    if (t.op != "transpose" || t.nodes.empty() || t.nodes[0].rfind("depth to space", 0) != 0) {
-      continue;
-    }
+    if (t.op != "transpose") continue;
     const Value* xv = g.Find(t.inputs[0]);
     const Value* yv = g.Find(t.output);
-    if (!xv || !yv || xv->shape.size() != 4 || yv->shape.size() != 4 ||
-        ReadersOf(g, l, t.output) != 1) {
+    if (!xv || !yv || xv->shape.size() != 4 || yv->shape.size() != 4 || readers[t.output] != 1) {
       continue;
     }
     size_t ci = ti + 1;
@@ -105,7 +94,7 @@ void CommuteDepthToSpace(Graph& g, Lowered& l) {
     const int64_t rs = krs / k, r = yv->shape[2] / h, s = yv->shape[3] / w;
     const int64_t k2 = std::stoll(c.params.at("k"));
     if (r * s != rs || k2 * (rs - 1) > kMaxCommuteWork) continue;
-    // The transpose must be the d2s of ConvTransposesAsConvs: channel c*rs + a*s + b.
+    // The transpose must be a depth-to-space (ConvTransposesAsConvs's): channel c*rs + a*s + b.
     const KernelDesc expect =
         TransposeKernel({n, k, r, s, h, w}, {0, 1, 4, 2, 5, 3}, t.inputs[0], t.output, "");
     if (expect.params != t.params) continue;
@@ -139,9 +128,9 @@ void CommuteDepthToSpace(Graph& g, Lowered& l) {
     mid.shape = {n, k2 * rs, h, w};
     g.values[mid.name] = mid;
     conv.output = mid.name;
-    KernelDesc moved =
-        TransposeKernel({n, k2, r, s, h, w}, {0, 1, 4, 2, 5, 3}, mid.name, out,
-                        t.nodes[0] + " (after " + absl::StrJoin(c.nodes, ", ") + ")");
+    KernelDesc moved = TransposeKernel(
+        {n, k2, r, s, h, w}, {0, 1, 4, 2, 5, 3}, mid.name, out,
+        absl::StrCat(absl::StrJoin(t.nodes, ", "), " (after ", absl::StrJoin(c.nodes, ", "), ")"));
     c = std::move(conv);
     l.kernels.insert(l.kernels.begin() + static_cast<std::ptrdiff_t>(ci) + 1, std::move(moved));
     l.kernels.erase(l.kernels.begin() + static_cast<std::ptrdiff_t>(ti));

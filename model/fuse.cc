@@ -19,28 +19,6 @@ using ir::StepKind;
 
 bool Near(float a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b)); }
 
-// How many kernels read each value (graph outputs count as readers too).
-std::map<std::string, int> Readers(const Graph& g, const Lowered& l) {
-  std::map<std::string, int> r;
-  auto base = [&](std::string v) {
-    for (auto it = l.aliases.find(v); it != l.aliases.end(); it = l.aliases.find(v)) {
-      r[v] += 0;
-      v = it->second.base;
-    }
-    return v;
-  };
-  for (const KernelDesc& k : l.kernels) {
-    for (const std::string& in : k.inputs) ++r[base(in)];
-    for (const auto& [kind, v] : k.step_inputs) ++r[base(v)];
-  }
-  for (const std::string& o : g.outputs) r[base(o)] += 2;
-  // A value read through an alias is read by whoever reads the alias.
-  for (const auto& [v, a] : l.aliases) {
-    if (r.count(v) == 0) continue;
-  }
-  return r;
-}
-
 bool IsUnaryEwise(const KernelDesc& k) { return k.op == "ewise" && k.inputs.size() == 1; }
 
 // The activation that x * f(x) spells, as steps, when f's steps are one of the known forms.
@@ -70,7 +48,7 @@ std::optional<std::vector<EpilogueStep>> SelfProduct(const EpilogueExpr& f) {
 
 // Rewrites Mul(x, f(x)) into a unary kernel of x; returns whether anything changed.
 bool FuseSelfProducts(const Graph& g, Lowered& l) {
-  std::map<std::string, int> readers = Readers(g, l);
+  std::map<std::string, int> readers = ReaderCounts(g, l);
   std::map<std::string, size_t> producer;
   for (size_t i = 0; i < l.kernels.size(); ++i) producer[l.kernels[i].output] = i;
   for (size_t i = 0; i < l.kernels.size(); ++i) {
@@ -185,7 +163,7 @@ std::optional<std::pair<std::vector<EpilogueStep>, std::map<StepKind, std::strin
 
 // Folds one elementwise consumer into its producer; returns whether anything changed.
 bool FuseOneEpilogue(Graph& g, Lowered& l) {
-  std::map<std::string, int> readers = Readers(g, l);
+  std::map<std::string, int> readers = ReaderCounts(g, l);
   std::map<std::string, size_t> producer;
   for (size_t i = 0; i < l.kernels.size(); ++i) producer[l.kernels[i].output] = i;
   for (size_t i = 0; i < l.kernels.size(); ++i) {
@@ -257,9 +235,9 @@ std::optional<std::pair<int64_t, int64_t>> IntegerNearestFactors(const KernelDes
 // written out at full size and read back. PP-OCR det's FPN adds an upsampled coarser map to
 // each finer one (96 channels, 20->40, 40->80, 80->160): the last resize wrote 9.8 MB that
 // the add read back.
-bool FuseResizes(Graph& g, Lowered& l) {
-  std::map<std::string, int> readers = Readers(g, l);
-  bool changed = false;
+// A fusion leaves every other count as it was (the resize's input is read by the ewise instead).
+void FuseResizes(Graph& g, Lowered& l) {
+  std::map<std::string, int> readers = ReaderCounts(g, l);
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     const KernelDesc& r = l.kernels[i];
     if (r.op != "resize" || readers[r.output] != 1) continue;
@@ -290,10 +268,7 @@ bool FuseResizes(Graph& g, Lowered& l) {
     c.nodes.insert(c.nodes.begin(), r.nodes.begin(), r.nodes.end());
     l.kernels.erase(l.kernels.begin() + static_cast<std::ptrdiff_t>(i));
     --i;
-    changed = true;
-    readers = Readers(g, l);
   }
-  return changed;
 }
 
 // Folds runs of constant multiplications (mul, div) and of constant additions into one step,
@@ -343,6 +318,24 @@ std::string KernelDesc::SpecText() const {
   for (const auto& [k, v] : params) parts.push_back(k + "=" + v);
   if (has_epilogue()) parts.push_back("epilogue=" + epilogue.ToString());
   return op + ":" + absl::StrJoin(parts, ",");
+}
+
+// A value read through an alias counts for the alias's storage root.
+std::map<std::string, int> ReaderCounts(const Graph& g, const Lowered& l) {
+  std::map<std::string, int> r;
+  auto base = [&](std::string v) {
+    for (auto it = l.aliases.find(v); it != l.aliases.end(); it = l.aliases.find(v)) {
+      r[v] += 0;
+      v = it->second.base;
+    }
+    return v;
+  };
+  for (const KernelDesc& k : l.kernels) {
+    for (const std::string& in : k.inputs) ++r[base(in)];
+    for (const auto& [kind, v] : k.step_inputs) ++r[base(v)];
+  }
+  for (const std::string& o : g.outputs) r[base(o)] += 2;
+  return r;
 }
 
 void FuseKernels(Graph& g, Lowered& l) {

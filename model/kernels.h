@@ -51,6 +51,9 @@ absl::StatusOr<Lowered> LowerNodes(Graph& g);
 // x * f(x) activations and epilogue fusion, to a fixed point.
 void FuseKernels(Graph& g, Lowered& l);
 
+// How many kernels read each value, graph outputs counting twice (never fused away).
+std::map<std::string, int> ReaderCounts(const Graph& g, const Lowered& l);
+
 // Folds the linear steps that open `steps` (bias, scale, shift, mul, div, add, neg) into k's
 // constant weights and one bias step, and makes the rest k's epilogue; `tensors` names the
 // value of each tensor step (empty for the others). False, with k unchanged, when k's weights

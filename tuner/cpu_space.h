@@ -155,6 +155,7 @@ class CpuSpace : public SearchSpace {
   int pair_slot_ = -1;
   // Channel blocks per vector register: lanes / block (2 for 8-channel blocks on AVX-512).
   int64_t PairFactor() const { return target_.vector_lanes / workload_->output()->shape.back(); }
+  bool Paired(const Candidate& c) const { return pair_slot_ >= 0 && c.decisions[pair_slot_] != 0; }
   // Vector registers that `elems` contiguous floats take.
   int64_t VectorsFor(int64_t elems) const {
     return (elems + target_.vector_lanes - 1) / target_.vector_lanes;
@@ -168,6 +169,7 @@ class CpuSpace : public SearchSpace {
   // Decisions as Apply reads them: slots that a chunked candidate does not read are set to
   // their first choice, so that one program has one decision vector. Whether any was reset.
   bool Canonicalize(std::vector<int64_t>& d) const;
+  // Canonicalize for every slot but pair_blocks (which Canonicalize resets first).
   bool CanonicalizeUnpaired(std::vector<int64_t>& d) const;
 
   void FindChannelAxis(const Stage& acc_def);

@@ -374,7 +374,7 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
 absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c) const {
   auto d = [&](int slot) { return c.decisions[slot]; };
   if (an_.cache_write) LATHE_TRY(s.CacheWrite(an_.out, "local").status());
-  const bool paired = pair_slot_ >= 0 && d(pair_slot_) != 0;
+  const bool paired = Paired(c);
   if (paired) {
     // The accumulator tile stored (images, rows, columns, channel blocks, block): the blocks a
     // vector pairs are adjacent, so the tile's vectors are contiguous.
@@ -535,15 +535,9 @@ absl::Status CpuSpace::ApplyChunkedAccumulator(Schedule& s, const Candidate& c,
   LATHE_TRY_VALUE(rc, s.Split(a, reduce[0], {d(chunk_slot_)}));
   LATHE_TRY_VALUE(xs, s.Split(a, spatial[3], {d(tile_slot_[3])}));
   std::vector<std::string> order = {rc[0], spatial[0], spatial[2], xs[0],
-                                    rc[1], reduce[1],  reduce[2]};
-  std::string kin;
-  if (const int64_t uk = d(unroll_k_slot_); uk > 1) {
-    LATHE_TRY_VALUE(kp, s.Split(a, reduce[3], {uk}));
-    order.push_back(kp[0]);
-    kin = kp[1];
-  }
-  order.push_back(kin.empty() ? reduce[3] : kin);
-  const bool paired = pair_slot_ >= 0 && d(pair_slot_) != 0;
+                                    rc[1], reduce[1],  reduce[2],  reduce[3]};
+  LATHE_TRY_VALUE(kin, SplitInnermostReduce(s, a, d(unroll_k_slot_), order));
+  const bool paired = Paired(c);
   std::string blocks = spatial[1], vec = spatial[4];
   std::vector<std::string> kp;
   if (paired) {
