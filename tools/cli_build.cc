@@ -11,6 +11,7 @@
 #include "db/location.h"
 #include "db/lookup.h"
 #include "fmt/format.h"
+#include "ir/printer.h"
 #include "ir/schedule.h"
 #include "ir/target.h"
 #include "ir/trace.h"
@@ -51,9 +52,10 @@ int RunBuild(const BuildOptions& o) {
   if (!o.schedule.empty() && o.schedule != "default") {
     return Fail(2, "unknown --schedule '" + o.schedule + "' (expected 'default')");
   }
-  if (o.emit != "so" && o.emit != "obj" && o.emit != "llvm" && o.emit != "cuda" &&
-      o.emit != "ptx") {
-    return Fail(2, "unknown --emit '" + o.emit + "' (expected so, obj, llvm, cuda or ptx)");
+  if (o.emit != "so" && o.emit != "obj" && o.emit != "llvm" && o.emit != "lowered" &&
+      o.emit != "cuda" && o.emit != "ptx") {
+    return Fail(2,
+                "unknown --emit '" + o.emit + "' (expected so, obj, llvm, lowered, cuda or ptx)");
   }
   absl::StatusOr<ir::Target> target = ir::ParseTarget(o.target);
   const bool cuda = target.ok() && target->kind == ir::TargetKind::kCuda;
@@ -138,6 +140,10 @@ int RunBuild(const BuildOptions& o) {
     st = codegen::WriteSharedLibrary({*f}, o.out);
   } else if (o.emit == "obj") {
     st = codegen::WriteObjectFile({*f}, o.out);
+  } else if (o.emit == "lowered") {
+    std::ofstream out(o.out, std::ios::trunc);
+    out << ir::ToText(*f);
+    if (!out) st = absl::UnavailableError("cannot write " + o.out);
   } else {
     auto text = codegen::EmitLlvmIr({*f});
     if (!text.ok()) return Fail(1, std::string(text.status().message()));

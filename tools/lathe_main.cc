@@ -49,7 +49,8 @@ int Main(int argc, char** argv) {
       ->check(lathe::tools::DatabaseLocationCheck());
   b->add_option("--trace", build.trace_file, "build this schedule trace (JSON) instead");
   b->add_option("--schedule", build.schedule, "'default' builds the untuned schedule");
-  b->add_option("--emit", build.emit, "so (default), obj, llvm, cuda, ptx");
+  b->add_option("--emit", build.emit,
+                "so (default), obj, llvm, lowered (the loop program after lowering), cuda, ptx");
   lathe::tools::ModelCommands model_cmds;
   lathe::tools::AddModelCommands(app, &model_cmds);
 

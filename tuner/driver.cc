@@ -1,6 +1,7 @@
 #include "tuner/driver.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <random>
 #include <set>
@@ -335,8 +336,13 @@ void Driver::Report(bool end_of_round) {
 }
 
 void Driver::Retime() {
-  const int top = o_.remeasure_top;
   const size_t n = tasks_.size();
+  std::vector<double> weights, latencies;
+  for (size_t i = 0; i < n; ++i) {
+    weights.push_back(tasks_[i].weight);
+    latencies.push_back(status_[i].best_latency_us);
+  }
+  const std::vector<int> tops = RetimeCounts(weights, latencies, o_.remeasure_top);
   std::vector<std::set<std::string>> tried(n);
   for (size_t i = 0; i < n; ++i) {
     if (auto b = db_.Best(tasks_[i].workload.key, o_.device_class); b.ok() && b->has_value()) {
@@ -346,6 +352,7 @@ void Driver::Retime() {
   while (!runner_.Stopping()) {
     std::vector<RetimeRequest> todo;
     for (size_t i = 0; i < n; ++i) {
+      const int top = tops[i];
       absl::StatusOr<std::vector<db::Record>> best =
           db_.TopK(tasks_[i].workload.key, o_.device_class, top);
       if (!best.ok()) continue;
@@ -433,6 +440,25 @@ absl::StatusOr<DriverResult> Driver::Run() {
 }
 
 }  // namespace
+
+std::vector<int> RetimeCounts(const std::vector<double>& weights,
+                              const std::vector<double>& latencies_us, int top) {
+  const size_t n = weights.size();
+  double total = 0;
+  for (size_t i = 0; i < n && i < latencies_us.size(); ++i) {
+    if (latencies_us[i] > 0) total += weights[i] * latencies_us[i];
+  }
+  std::vector<int> counts(n, top);
+  if (n <= 1 || !(total > 0)) return counts;
+  for (size_t i = 0; i < n; ++i) {
+    const double lat = i < latencies_us.size() ? latencies_us[i] : 0;
+    if (!(lat > 0)) continue;  // nothing measured yet: as many as asked
+    // A task with the average share gets `top`; its error can move the objective by its share.
+    const double scaled = top * (weights[i] * lat / total) * static_cast<double>(n);
+    counts[i] = std::clamp(static_cast<int>(std::ceil(scaled)), 1, top);
+  }
+  return counts;
+}
 
 double Objective(const std::vector<double>& weights, const std::vector<double>& latencies_us) {
   double sum = 0;

@@ -10,7 +10,9 @@
 // the progress. At the end of a run that was not stopped, the best `remeasure_top` records of
 // each task never re-timed are timed again for longer (repeated until the best few are all
 // re-timed, at most twice that many records), so that a lucky short measurement cannot stay
-// the best.
+// the best. In a run of several tasks, a task re-times fewer records the smaller its share of
+// the objective (RetimeCounts): a model's dozens of tiny tasks cannot move its latency much,
+// and re-timing five records of each took a quarter of PP-OCR det's tune.
 //
 // The cost model is shared by all tasks (one per device class), trained with every outcome
 // before the next round is searched, and saved to the database after each retraining.
@@ -114,6 +116,13 @@ absl::StatusOr<DriverResult> RunDriver(std::vector<DriverTask>& tasks, const Dri
 
 // sum(weight x latency) over `latencies_us`; 0 when one of them is 0 (no ok record yet).
 double Objective(const std::vector<double>& weights, const std::vector<double>& latencies_us);
+
+// How many of each task's best records the end-of-run re-timing covers, given `top` per task:
+// `top` for a task whose share of the objective (weight x best latency) is the average share
+// or more, proportionally fewer below it, at least 1; `top` for a task with no latency yet and
+// for a run of one task.
+std::vector<int> RetimeCounts(const std::vector<double>& weights,
+                              const std::vector<double>& latencies_us, int top);
 
 // The round size of a run: `batch` for one task, smaller for several so that the warm-up round
 // over every task leaves most of the budget to the scheduler (at least 8, or budget / tasks when

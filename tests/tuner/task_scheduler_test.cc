@@ -217,5 +217,18 @@ TEST(TaskSchedulerTest, ByName) {
   EXPECT_NE(bad.status().message().find("greedy"), std::string::npos);
 }
 
+// The end-of-run re-timing spends its records where the objective is: a model's big tasks
+// re-time `top`, its many tiny ones one (their best), a task not measured yet `top`.
+TEST(RetimeCountsTest, FewerRecordsForTasksWithASmallShareOfTheObjective) {
+  // Shares 60 %, 30 %, 8 %, 2 % of four tasks (the average share is 25 %).
+  EXPECT_EQ(RetimeCounts({1, 1, 2, 1}, {600, 300, 40, 20}, 5), (std::vector<int>{5, 5, 2, 1}));
+  // The weight counts: 10 x 20 us is as big as 200 us once.
+  EXPECT_EQ(RetimeCounts({10, 1}, {20, 200}, 5), (std::vector<int>{5, 5}));
+  // One task, or one without a latency yet: as many as asked.
+  EXPECT_EQ(RetimeCounts({1}, {0.5}, 3), (std::vector<int>{3}));
+  EXPECT_EQ(RetimeCounts({1, 1, 1}, {1000, 0, 1}, 4), (std::vector<int>{4, 4, 1}));
+  EXPECT_EQ(RetimeCounts({1, 1}, {0, 0}, 5), (std::vector<int>{5, 5}));
+}
+
 }  // namespace
 }  // namespace lathe::tuner
