@@ -90,6 +90,24 @@ TEST_F(CliTest, BuildFromTheShippedTraceAndEmitLlvm) {
   EXPECT_NE(text.find("lathe_parallel_for"), std::string::npos);
 }
 
+// --emit lowered: the loop program after lowering, as a reader of a schedule wants to see it
+// (the shipped trace's parallel and vectorized loops, vector accesses as ramps).
+TEST_F(CliTest, EmitLoweredPrintsTheLoopProgram) {
+  Result r = Lathe("build --workload matmul:m=1024,n=1024,k=1024 --trace " LATHE_SOURCE_DIR
+                   "/examples/traces/matmul-1024.json --emit lowered --name mm --out " +
+                   dir_ + "/g.txt");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(dir_ + "/g.txt");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("func mm(", 0), 0u) << text.substr(0, 200);
+  EXPECT_NE(text.find("parallel "), std::string::npos);
+  EXPECT_NE(text.find("ramp("), std::string::npos);
+  r = Lathe("build --workload matmul:m=8,n=8,k=8 --schedule default --emit tir --out " + dir_ +
+            "/x.txt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("lowered"), std::string::npos) << r.out;
+}
+
 TEST_F(CliTest, BadUsageExitsTwoNamingTheProblem) {
   Result r = Lathe("build --workload matmul:m=8,n=8 --schedule default --out " + dir_ + "/x.so");
   EXPECT_EQ(r.code, 2);
