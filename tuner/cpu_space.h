@@ -1,9 +1,9 @@
 // \file
 // Internal to tuner/: the CPU search space's class, shared by its two halves. space.cc holds
 // the structure of a workload's space (analysis, decision slots, Apply, sampling, mutation,
-// traces); space_rules.cc holds the candidates that rules about the target pick without
-// measuring (SearchSpace::Heuristic). Nothing outside tuner/ includes this header: use
-// tuner/space.h.
+// traces); space_rules.cc runs the rules of cpu_rules/ (one per file), the candidates that what
+// is known about the target picks without measuring (SearchSpace::Heuristic). Nothing outside
+// tuner/ includes this header: use tuner/space.h.
 #ifndef LATHE_TUNER_CPU_SPACE_H_
 #define LATHE_TUNER_CPU_SPACE_H_
 
@@ -98,6 +98,7 @@ class CpuSpace : public SearchSpace {
   }
 
  private:
+  friend class RuleContext;  // the rules (tuner/cpu_rules/) read the slots and the analysis
   int AddSlot(std::string name, std::vector<int64_t> choices) {
     slots_.push_back({std::move(name), std::move(choices)});
     return static_cast<int>(slots_.size()) - 1;

@@ -1,0 +1,221 @@
+// \file
+// The CPU space's rule: Convolutions in a blocked layout (nchw{x}c): register tiles of (channel
+// blocks, rows, columns) with the block as the vector, and the chunked tiles of dense ones. See
+// rule.h for how rules run.
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "ir/ops.h"
+#include "tuner/cpu_rules/rule.h"
+
+namespace lathe::tuner::internal {
+
+namespace {
+
+class BlockedConvRule final : public CpuRule {
+ public:
+  const char* name() const override { return "blocked_conv"; }
+  bool Propose(RuleContext& c) const override;
+};
+
+bool BlockedConvRule::Propose(RuleContext& c) const {
+  const std::vector<int64_t>& shape = c.shape;
+  const size_t n = c.n;
+  const int lanes = c.lanes;
+  const int acc_regs = c.acc_regs;
+  // Blocked convolutions: the output channel block is the vector; (channel blocks, rows,
+  // columns) of accumulators fill the register file (less a weight vector or two and a
+  // broadcast), columns first: each broadcast input pixel serves every channel block, each
+  // weight vector every pixel of the tile. Parallel over the outer loops; weights already
+  // blocked, nothing packed; the kernel's channel lanes unrolled by 4.
+  if (c.an.blocked_conv && n == 5) {
+    const int64_t ow = shape[3];
+    // (channel blocks, rows, columns), the columns the most that fit (divisors of ow first).
+    const int64_t acc = acc_regs;
+    auto cols_for = [&](int64_t per_col) {
+      int64_t best = 1;
+      for (int64_t c = 1; c * per_col <= acc && c <= ow; ++c) {
+        if (ow % c == 0) best = c;
+      }
+      // A divisor under half the file wastes it: take the most columns that fit instead.
+      if (best * per_col * 2 <= acc) best = std::min<int64_t>(ow, acc / per_col);
+      return best;
+    };
+    // Half the file in one row of columns first: a full file of accumulators leaves LLVM too
+    // few registers for the weights and broadcasts (a 1 x 28 tile measured 2x slower than
+    // 1 x 14 or 2 x 14 on AVX-512).
+    const int64_t first = c.target.vector_registers >= 32 ? 2 : 1;
+    std::vector<std::array<int64_t, 3>> blocked_shapes = {{1, 1, cols_for(first)},
+                                                          {1, 2, cols_for(2)},
+                                                          {2, 1, cols_for(2)},
+                                                          {1, 2, cols_for(4)},
+                                                          {2, 2, cols_for(4)}};
+    absl::StatusOr<ir::Conv2dParams> params = ir::GetConv2dParams(c.workload.spec);
+    // 32 registers, a dense conv with whole-vector blocks and at least 4 of them: 4 channel
+    // blocks x up to 6 columns (24 accumulators; or 5 x 4, 3 x 8, 6 x 4) first, as oneDNN's kernels
+    // tile: per input channel and tap 4 weight vectors and 6 broadcasts feed 24 FMAs, where one
+    // block x 14 columns loads 15 operands for 14 FMAs. AVX-512, 2 threads: conv 1x1/256/14x14 4 x
+    // 6 115-138 us, 4 x 7 151-179, 1 x 14 190-198 (oneDNN 87); conv 3x3/128/28x28 4 x 4 1165 us, 1
+    // x 14 1410-2059; 3x3/256/14x14 4 x 6 (a tail on 14 columns) 912 us, chunked 3088.
+    if (c.target.vector_registers >= 32 && params.ok() && !params->depthwise() &&
+        shape[4] == lanes && shape[1] >= 4) {
+      // The channel blocks a tile takes divide the output's (4, else 5, 3 or 6): a tail tile
+      // of blocks costs more than the shape gains (conv 1x1 240->240 at 12x80, 15 blocks: 4 x
+      // 5 with a tail 550-701 us, 5 x 4 402-538, 3 x 5 407-491).
+      int64_t blocks = 4;
+      for (int64_t b : {4, 5, 3, 6}) {
+        if (shape[1] % b == 0) {
+          blocks = b;
+          break;
+        }
+      }
+      const int64_t max_cols = std::min<int64_t>(24 / blocks, ow);
+      int64_t cols = 1;
+      for (int64_t c = 1; c <= max_cols; ++c) {
+        if (ow % c == 0) cols = c;
+      }
+      if (3 * cols < 2 * max_cols) cols = max_cols;  // a tail beats a thin tile
+      blocked_shapes.insert(blocked_shapes.begin(), {blocks, 1, cols});
+    }
+    // AVX2 (16 registers), a dense conv whose block is one vector: two channel blocks first
+    // (2 x 2 x 2, then 1 x 2 x 6, 2 x 1 x 4), the weights packed per parallel tile (cache_read
+    // at the tile: the blocked weights' layout walks them with a stride of a whole kernel) and
+    // the channel lanes unrolled by 2. With one block every broadcast input feeds a single FMA.
+    // On Zen 3 (AVX2, 2 threads, bench_rules --blocked) packing took the first rule of conv
+    // 3x3/64/56x56 from 3203 to 1703-2082 us and of 3x3/128/28x28 from 3397 to 1862-2011 us
+    // (oneDNN jit:avx2 1611-2217 us); 300-trial tunings there picked 1 x 2 x 5-6, packed, unroll 2.
+    int64_t unroll_k = 4;
+    int64_t pack = 0;
+    if (c.target.vector_registers < 32 && params.ok() && !params->depthwise() &&
+        shape[4] == lanes) {
+      const int64_t half = std::max<int64_t>(1, std::min<int64_t>(ow, acc / 2));
+      blocked_shapes = {{2, 2, cols_for(4)},
+                        {1, 2, half},
+                        {2, 1, cols_for(2)},
+                        {1, 2, std::max<int64_t>(1, half - 1)},
+                        {1, 1, cols_for(first)}};
+      // A whole output row that fits the accumulators (7 x 7 maps): one channel block x the row
+      // first (conv 3x3/512/7x7: 2281 us against 3429 us for 2 x 2 x 3 here).
+      if (ow <= acc) {
+        std::rotate(blocked_shapes.begin(), blocked_shapes.begin() + 4, blocked_shapes.begin() + 5);
+      }
+      unroll_k = 2;
+      // 1x1 kernels walk the blocked weights contiguously already: a copy is pure overhead.
+      pack = params->r * params->s > 1 ? 1 : 0;
+    }
+    // Each shape with the padding computed once at root, then the first one with it inlined
+    // (a depthwise conv reads each input element a few times only: a padded copy of the whole
+    // input can cost as much as the convolution).
+    // Inlined first where each input element is read at most 9 times (a depthwise 3x3, or a
+    // strided 5x5: measured 1.5-2.5x faster so on AVX-512); a depthwise 5x5 at stride 1 and
+    // dense convolutions read each element far more often and keep the copy.
+    bool inline_first = false;
+    if (params.ok()) {
+      inline_first =
+          params->depthwise() && params->r * params->s <= 9 * params->stride_h * params->stride_w;
+    }
+    std::vector<std::pair<const int64_t*, bool>> variants, others;
+    for (const auto& bs : blocked_shapes) {
+      variants.emplace_back(bs.data(), inline_first);
+      if (!c.pad_slot.empty()) others.emplace_back(bs.data(), !inline_first);
+    }
+    if (!others.empty()) variants.insert(variants.begin() + 1, others.front());
+    variants.insert(variants.end(), others.begin() + (others.empty() ? 0 : 1), others.end());
+    // Chunked candidates (ApplyTiles): 4 channel blocks x the columns left in the register
+    // file, as many rows as keep the output tile in the L1 cache and leave 8 tiles per core,
+    // two input-channel blocks per chunk, the padding computed once. First for every kernel
+    // wider than 1x1 and where the weights do not fit an L2 cache (more than 1 MiB): conv
+    // 3x3/512/7x7 on Zen 3 (AVX2, 2 threads) took 1.7-1.8 ms chunked against 2.0-2.1 ms for
+    // its best tuned record, conv 3x3/256/14x14 1.53-1.57 ms against 1.71-1.98 ms; the tuned
+    // best of all 12 3x3 tasks of ResNet-18 was chunked, and with chunked rules first the
+    // untuned ResNet-18 took 26-29 ms against 29-37 ms, PP-OCR det 61-69 ms against 99-129 ms
+    // (alternated, session 11).
+    std::vector<std::vector<int64_t>> chunked;
+    if (c.chunk_slot >= 0 && params.ok()) {
+      const int64_t tk = c.Nearest(c.tile_slot[1], std::min<int64_t>(4, shape[1]));
+      const int64_t tx = c.Nearest(c.tile_slot[3],
+                                   std::clamp<int64_t>(acc / (tk * c.VectorsFor(shape[4])), 1, ow));
+      int64_t ty = 1;
+      for (int64_t r = 1; r <= shape[2]; ++r) {
+        const int64_t tasks = shape[0] * ((shape[1] + tk - 1) / tk) * ((shape[2] + r - 1) / r);
+        if (shape[2] % r == 0 && c.ChunkedTileBytes(1, tk, r) <= kMaxChunkedTileBytes &&
+            tasks >= 8 * c.target.cores) {
+          ty = r;
+        }
+      }
+      for (int64_t ch : {2, 1, 4}) {
+        std::vector<int64_t> d = c.Defaults();
+        d[c.chunk_slot] = c.Nearest(c.chunk_slot, ch);
+        d[c.tile_slot[0]] = c.Nearest(c.tile_slot[0], 1);
+        d[c.tile_slot[1]] = tk;
+        d[c.tile_slot[2]] = c.Nearest(c.tile_slot[2], ty);
+        d[c.tile_slot[3]] = tx;
+        d[c.tile_slot[4]] = c.Nearest(c.tile_slot[4], shape[4]);
+        // Parallel over (images, channel tiles, row tiles): the columns are one tile.
+        d[c.parallel_slot] = c.Nearest(c.parallel_slot, 3);
+        d[c.unroll_k_slot] = c.Nearest(c.unroll_k_slot, 8);
+        for (int slot : c.pack_slot) d[slot] = c.Nearest(slot, 0);
+        chunked.push_back(std::move(d));
+      }
+    }
+    const int64_t weight_bytes =
+        params.ok() ? params->k * params->c / params->groups * params->r * params->s * 4 : 0;
+    // Not where the output block is narrower than a vector (half-width accumulators): PP-OCR
+    // det's 3x3 96->24 at 160x160 in blocks of 8 on AVX-512 took 21-30 ms chunked, 9.1-10.1 ms
+    // with the first unchunked shapes (1 x 1 x 10, 48-trial tuning, 2 threads).
+    // On 32-register targets never first: bench_rules --blocked on AVX-512 (Ice Lake, 2
+    // threads) timed the chunked candidates of conv 3x3/64/56x56, /128/28x28 and /256/14x14 at
+    // 3.1-3.5 ms against 0.9-1.4 ms for the unchunked 4-block tiles below (and /512/7x7 at 1.4
+    // ms against 1.5).
+    const bool chunked_first =
+        (weight_bytes > (int64_t{1} << 20) || (params.ok() && params->r * params->s > 1)) &&
+        shape[4] % lanes == 0 && c.target.vector_registers < 32;
+    // Otherwise (1x1 kernels, narrow blocks) one of them third (measured in the first round),
+    // the others last.
+    size_t next_chunked = 0;
+    auto emit_chunked = [&](size_t count) {
+      for (; count > 0 && next_chunked < chunked.size(); --count, ++next_chunked) {
+        if (!c.Full()) c.Emit(std::move(chunked[next_chunked]));
+      }
+    };
+    if (chunked_first) emit_chunked(chunked.size());
+    for (const auto& [bs, inline_pad] : variants) {
+      if (c.size() == 2) emit_chunked(1);
+      if (c.Full()) break;
+      std::vector<int64_t> d = c.Defaults();
+      if (inline_pad) {
+        for (int slot : c.pad_slot) d[slot] = c.Nearest(slot, 0);
+      }
+      d[c.tile_slot[0]] = c.Nearest(c.tile_slot[0], 1);
+      d[c.tile_slot[1]] = c.Nearest(c.tile_slot[1], bs[0]);
+      d[c.tile_slot[2]] = c.Nearest(c.tile_slot[2], bs[1]);
+      d[c.tile_slot[3]] = c.Nearest(c.tile_slot[3], bs[2]);
+      d[c.tile_slot[4]] = c.Nearest(c.tile_slot[4], shape[4]);
+      std::vector<int64_t> outer(n);
+      for (size_t a = 0; a < n; ++a)
+        outer[a] = (shape[a] + d[c.tile_slot[a]] - 1) / d[c.tile_slot[a]];
+      int64_t fused = 1;
+      size_t depth = 0;
+      while (depth < n - 1 && fused < 4 * c.target.cores) fused *= outer[depth++];
+      d[c.parallel_slot] =
+          c.Nearest(c.parallel_slot, static_cast<int64_t>(std::max<size_t>(depth, 1)));
+      d[c.swap_slot] = c.Nearest(c.swap_slot, 0);
+      d[c.vec_slot] = c.Nearest(c.vec_slot, 1);
+      d[c.unroll_slot] = c.Nearest(c.unroll_slot, 1);
+      d[c.unroll_k_slot] = c.Nearest(c.unroll_k_slot, unroll_k);
+      for (int slot : c.pack_slot) d[slot] = c.Nearest(slot, pack);
+      c.Emit(std::move(d));
+    }
+    emit_chunked(chunked.size());
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<CpuRule> MakeBlockedConvRule() { return std::make_unique<BlockedConvRule>(); }
+
+}  // namespace lathe::tuner::internal

@@ -1,0 +1,90 @@
+// \file
+// The CPU space's rule: Every workload: register tiles of columns (vectors) by rows, the inputs a
+// tile walks along packed, the outer loops parallel. Last: the fallback the other rules come
+// before. See rule.h for how rules run.
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "tuner/cpu_rules/rule.h"
+
+namespace lathe::tuner::internal {
+
+namespace {
+
+class RegisterTilesRule final : public CpuRule {
+ public:
+  const char* name() const override { return "register_tiles"; }
+  bool Propose(RuleContext& c) const override;
+};
+
+bool RegisterTilesRule::Propose(RuleContext& c) const {
+  const std::vector<int64_t>& shape = c.shape;
+  const size_t n = c.n;
+  const int lanes = c.lanes;
+  const int acc_regs = c.acc_regs;
+  struct Shape {
+    int64_t cols, rows, third, unroll_k;
+    bool pack;
+  };
+  // Wide rows first (two registers per row, as many rows as fit), then narrower variants.
+  const int64_t c2 = 2 * lanes, c3 = 3 * lanes;
+  std::vector<Shape> shapes = {
+      {c2, acc_regs / 2, 1, 2, true},  {c3, acc_regs / 3, 1, 2, true},
+      {c2, acc_regs / 2, 1, 4, true},  {c2, acc_regs / 4, 2, 2, true},
+      {c2, acc_regs / 2, 1, 2, false}, {lanes, acc_regs / 2, 2, 2, true},
+      {c3, acc_regs / 3, 1, 4, false}, {2 * c2, acc_regs / 4, 1, 2, true},
+  };
+  if (n >= 3) {
+    // Outputs with a channel axis before the rows (convolutions): the channels as the tile's
+    // rows (one broadcast weight per channel), or a few of each.
+    shapes.insert(shapes.begin() + 1, {c2, 1, acc_regs / 2, 2, true});
+    shapes.insert(shapes.begin() + 3, {lanes, acc_regs / 4, 2, 4, true});
+    // First: one vector of columns, two rows, the rest of the file in channels, the kernel's
+    // columns unrolled (the best of every 300-trial tuning of conv 3x3/128/28x28 here: each
+    // input vector serves every channel, each broadcast weight both rows).
+    shapes.insert(shapes.begin(), {lanes, 2, acc_regs / 2, 4, false});
+  }
+  for (const Shape& sh : shapes) {
+    if (c.Full()) break;
+    std::vector<int64_t> d = c.Defaults();
+    // Tiles: columns on the innermost axis, rows on the next, `third` on the one before.
+    for (size_t a = 0; a < n; ++a) {
+      int64_t want = 1;
+      if (a + 1 == n) want = std::min(sh.cols, shape[a]);
+      if (a + 2 == n) want = sh.rows;
+      if (a + 3 == n) want = sh.third;
+      d[c.tile_slot[a]] = c.Nearest(c.tile_slot[a], want);
+    }
+    // Parallel: the fewest outer loops that give every core several iterations; with two
+    // axes, the column tiles outermost so that a packed panel serves every row tile.
+    // Row statistics (softmax, layer_norm): rows outermost, so that the statistics go per row
+    // tile (c.Defaults()).
+    const bool swap = n == 2 && c.side_slot.empty();
+    std::vector<int64_t> outer(n);
+    for (size_t a = 0; a < n; ++a)
+      outer[a] = (shape[a] + d[c.tile_slot[a]] - 1) / d[c.tile_slot[a]];
+    if (swap) std::swap(outer[n - 1], outer[n - 2]);
+    int64_t fused = 1;
+    size_t depth = 0;
+    while (depth < n && fused < 4 * c.target.cores) fused *= outer[depth++];
+    d[c.parallel_slot] =
+        c.Nearest(c.parallel_slot, static_cast<int64_t>(std::max<size_t>(depth, 1)));
+    d[c.swap_slot] = c.Nearest(c.swap_slot, swap ? 1 : 0);
+    d[c.vec_slot] = c.Nearest(c.vec_slot, 1);
+    d[c.unroll_slot] = c.Nearest(c.unroll_slot, 1);
+    d[c.unroll_k_slot] = c.Nearest(c.unroll_k_slot, sh.unroll_k);
+    for (size_t p = 0; p < c.pack_slot.size(); ++p) {
+      d[c.pack_slot[p]] = c.Nearest(c.pack_slot[p], sh.pack && c.an.pack_walks_inner[p] ? 1 : 0);
+    }
+    c.Emit(std::move(d));
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<CpuRule> MakeRegisterTilesRule() { return std::make_unique<RegisterTilesRule>(); }
+
+}  // namespace lathe::tuner::internal
