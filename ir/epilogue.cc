@@ -37,6 +37,7 @@ constexpr StepDef kSteps[] = {
     {StepKind::kRsub, "rsub", 1, 1},       {StepKind::kRdiv, "rdiv", 1, 1},
     {StepKind::kPow, "pow", 1, 1},         {StepKind::kMax, "max", 1, 1},
     {StepKind::kMin, "min", 1, 1},         {StepKind::kShift, "shift", 0, 1},
+    {StepKind::kResUp, "resup", 2, 1},
 };
 
 const StepDef& Def(StepKind kind) {
@@ -58,7 +59,25 @@ Expr F(double v) { return FloatImm(v); }
 
 bool IsTensorStep(StepKind kind) {
   return kind == StepKind::kBias || kind == StepKind::kScale || kind == StepKind::kShift ||
-         kind == StepKind::kRes;
+         kind == StepKind::kRes || kind == StepKind::kResUp;
+}
+
+std::vector<int64_t> ResUpFactors(const EpilogueExpr& e, size_t rank) {
+  for (const EpilogueStep& s : e.steps) {
+    if (s.kind != StepKind::kResUp || rank < 4) continue;
+    std::vector<int64_t> f(rank, 1);
+    f[2] = static_cast<int64_t>(s.args[0]);
+    f[3] = static_cast<int64_t>(s.args[1]);
+    return f;
+  }
+  return {};
+}
+
+std::vector<int64_t> ResUpShape(const EpilogueExpr& e, const std::vector<int64_t>& out) {
+  std::vector<int64_t> shape = out;
+  const std::vector<int64_t> f = ResUpFactors(e, out.size());
+  for (size_t d = 0; d < f.size(); ++d) shape[d] = (out[d] + f[d] - 1) / f[d];
+  return shape;
 }
 
 const char* StepName(StepKind kind) { return Def(kind).name; }
@@ -143,6 +162,14 @@ absl::StatusOr<EpilogueExpr> ParseEpilogueExpr(absl::string_view text) {
         step.args.push_back(static_cast<float>(v));
       }
     }
+    if (step.kind == StepKind::kResUp) {
+      for (float f : step.args) {
+        if (f < 1 || f > 65536 || f != static_cast<float>(static_cast<int64_t>(f))) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "epilogue step '", part, "': resup's factors are integers from 1 to 65536"));
+        }
+      }
+    }
     if (IsTensorStep(step.kind) && e.Has(step.kind)) {
       return absl::InvalidArgumentError(
           absl::StrCat("epilogue '", text, "' has the tensor step '", name, "' twice"));
@@ -175,6 +202,7 @@ Expr ApplyEpilogue(const EpilogueExpr& e, Expr v, const std::function<Expr(StepK
       case StepKind::kBias:
       case StepKind::kShift:
       case StepKind::kRes:
+      case StepKind::kResUp:
         v = Add(v, read(s.kind));
         break;
       case StepKind::kScale:
@@ -275,6 +303,7 @@ double ApplyEpilogueRef(const EpilogueExpr& e, double v,
       case StepKind::kBias:
       case StepKind::kShift:
       case StepKind::kRes:
+      case StepKind::kResUp:
         v += value(s.kind);
         break;
       case StepKind::kScale:

@@ -7,6 +7,11 @@
 //                  shift  v + shift[channel] (a second per-channel add, e.g. the shift of an
 //                         affine after an activation: "bias_hswish_scale_shift")
 //                  res    v + res[same index as the output] (e.g. a residual connection)
+//                  resupFY:FX  v + resup[n, c, y / FY, x / FX, ...]: a residual at a coarser
+//                         resolution, upsampled by nearest neighbour by integer factors on
+//                         dimensions 2 and 3 (the H and W of NCHW or NCHW{b}c): a feature
+//                         pyramid's top-down add. Elementwise kernels (ewise) of rank 4 or
+//                         more only.
 //   unary steps    relu sigmoid tanh exp log sqrt abs neg recip erf
 //                  hswish (v * clip(v + 3, 0, 6) / 6)   swish (v * sigmoid(v))
 //                  gelu   (v * (1 + erf(v / sqrt 2)) / 2)
@@ -61,6 +66,7 @@ enum class StepKind : uint8_t {
   kMax,
   kMin,
   kShift,
+  kResUp,
 };
 
 struct EpilogueStep {
@@ -70,7 +76,7 @@ struct EpilogueStep {
   bool operator==(const EpilogueStep&) const = default;
 };
 
-// True for bias, scale, shift and res: steps that read a tensor argument.
+// True for bias, scale, shift, res and resup: steps that read a tensor argument.
 bool IsTensorStep(StepKind kind);
 // The step's name in the spec ("bias", "clip", ...).
 const char* StepName(StepKind kind);
@@ -91,6 +97,13 @@ struct EpilogueExpr {
 
   bool operator==(const EpilogueExpr&) const = default;
 };
+
+// The shape of resup's tensor for an output of shape `out`: dimensions 2 and 3 divided by the
+// step's factors (rounded up). `out` as it is where `e` has no resup step.
+std::vector<int64_t> ResUpShape(const EpilogueExpr& e, const std::vector<int64_t>& out);
+// The per-dimension factors by which resup's tensor is read (1s but on dimensions 2 and 3),
+// for an output of rank `rank`; empty where `e` has no resup step.
+std::vector<int64_t> ResUpFactors(const EpilogueExpr& e, size_t rank);
 
 // Parses the text of an `epilogue` key. InvalidArgument naming the offending step for an
 // unknown step, a malformed or missing constant, or a tensor step given twice.

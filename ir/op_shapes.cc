@@ -67,6 +67,10 @@ absl::Status CheckEwiseShapes(const WorkloadSpec& spec) {
                                       " needs one factor per dimension of b=", spec.Str("b")));
     }
   }
+  if (p->epilogue.Has(StepKind::kResUp) && p->out_shape().size() < 4) {
+    return Invalid(op,
+                   "epilogue step resup upsamples dimensions 2 and 3: the output needs 4 or more");
+  }
   const std::vector<int64_t> bu = p->b_upsampled();
   const size_t rank = std::max(p->a.size(), p->b.size());
   for (size_t i = 0; i < rank && !p->b.empty(); ++i) {

@@ -104,7 +104,12 @@ absl::Status GetWindow(const WorkloadSpec& spec, Window2d* win) {
 absl::StatusOr<EpilogueExpr> GetEpilogue(const WorkloadSpec& spec) {
   absl::StatusOr<std::string> e = GetStr(spec, "epilogue");
   if (!e.ok()) return e.status();
-  return ParseEpilogueExpr(*e);
+  absl::StatusOr<EpilogueExpr> x = ParseEpilogueExpr(*e);
+  if (x.ok() && x->Has(StepKind::kResUp) && !IsOp(spec.op, OpKind::kEwise)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epilogue step resup is read by ewise kernels only, not ", spec.op));
+  }
+  return x;
 }
 
 std::string DimsText(const std::vector<int64_t>& dims) { return absl::StrJoin(dims, "x"); }
@@ -119,8 +124,10 @@ std::vector<Tensor> EpilogueInputs(const EpilogueExpr& e, int64_t channels,
                                    const std::vector<int64_t>& out_shape) {
   std::vector<Tensor> out;
   for (StepKind k : e.TensorSteps()) {
-    out.push_back(
-        Placeholder(StepName(k), k == StepKind::kRes ? out_shape : std::vector<int64_t>{channels}));
+    out.push_back(Placeholder(StepName(k), k == StepKind::kRes ? out_shape
+                                           : k == StepKind::kResUp
+                                               ? ResUpShape(e, out_shape)
+                                               : std::vector<int64_t>{channels}));
   }
   return out;
 }

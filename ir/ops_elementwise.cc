@@ -268,6 +268,10 @@ OpDefinition EwiseOp(const EwiseParams& p) {
           for (const Tensor& t : extra) {
             if (t->name != StepName(k)) continue;
             if (k == StepKind::kRes) return Read(t, idx);
+            if (k == StepKind::kResUp) {
+              return Read(t,
+                          BroadcastIndex(t->shape, out, idx, ResUpFactors(p.epilogue, out.size())));
+            }
             return Read(t, {idx[channel_dim]});
           }
           return F(0.0);

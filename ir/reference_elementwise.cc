@@ -78,14 +78,17 @@ void Ewise(const EwiseParams& p, std::span<float* const> args) {
   const float* a = args[0];
   const float* b = p.b.empty() ? nullptr : args[1];
   size_t next = b ? 2 : 1;
-  const float *bias = nullptr, *scale = nullptr, *shift = nullptr, *res = nullptr;
+  const float *bias = nullptr, *scale = nullptr, *shift = nullptr, *res = nullptr, *resup = nullptr;
   for (StepKind k : p.epilogue.TensorSteps()) {
     const float* t = args[next++];
     if (k == StepKind::kBias) bias = t;
     if (k == StepKind::kScale) scale = t;
     if (k == StepKind::kShift) shift = t;
     if (k == StepKind::kRes) res = t;
+    if (k == StepKind::kResUp) resup = t;
   }
+  const std::vector<int64_t> up_shape = ResUpShape(p.epilogue, out);
+  const std::vector<int64_t> up = ResUpFactors(p.epilogue, out.size());
   float* y = args.back();
   const size_t ch_dim = out.size() >= 2 ? 1 : 0;
   for (int64_t i = 0; i < Count(out); ++i) {
@@ -96,6 +99,7 @@ void Ewise(const EwiseParams& p, std::span<float* const> args) {
       if (k == StepKind::kBias) return bias[idx[ch_dim]];
       if (k == StepKind::kScale) return scale[idx[ch_dim]];
       if (k == StepKind::kShift) return shift[idx[ch_dim]];
+      if (k == StepKind::kResUp) return resup[BroadcastFlat(up_shape, idx, up)];
       return res[i];
     });
     y[i] = static_cast<float>(v);

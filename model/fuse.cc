@@ -230,11 +230,52 @@ std::optional<std::pair<int64_t, int64_t>> IntegerNearestFactors(const KernelDes
   return std::make_pair(oh / h, ow / w);
 }
 
+// The add `l.kernels[ci]` of a full-size map and the resize `l.kernels[ri]` (nearest, by
+// `factors` on H and W) of a coarser one, where the full-size map comes from an elementwise
+// kernel read by nothing else (a feature pyramid's lateral branch, e.g. PP-OCR det's
+// x * se(x) + x): the add becomes that kernel's resup epilogue step, reading the coarse map
+// in place, so the full-size map is not written and read back. Removes the resize and the
+// add; false (nothing changed) where the pattern does not hold.
+bool FoldUpsampledAdd(Graph& g, Lowered& l, const std::map<std::string, int>& readers, size_t ri,
+                      size_t ci, std::pair<int64_t, int64_t> factors) {
+  const KernelDesc& r = l.kernels[ri];
+  const KernelDesc& c = l.kernels[ci];
+  if (c.params.at("binary") != "add" || !c.epilogue.empty()) return false;
+  const std::string& other = c.inputs[0] == r.output ? c.inputs[1] : c.inputs[0];
+  const std::string& coarse = r.inputs[0];
+  size_t pi = l.kernels.size(), coarse_at = l.kernels.size();
+  for (size_t k = 0; k < l.kernels.size(); ++k) {
+    if (l.kernels[k].output == other) pi = k;
+    if (l.kernels[k].output == coarse) coarse_at = k;
+  }
+  if (pi == l.kernels.size() || pi > ci || coarse_at == pi) return false;
+  auto n = readers.find(other);
+  const KernelDesc& p = l.kernels[pi];
+  if (p.op != "ewise" || n == readers.end() || n->second != 1 || p.epilogue.Has(StepKind::kResUp) ||
+      g.Find(other)->shape.size() != 4) {
+    return false;
+  }
+  // The folded kernel runs where the add ran: its own inputs are older, the coarse map (read
+  // by the resize before the add) exists by then, and nothing else read its output.
+  KernelDesc folded = p;
+  folded.epilogue.Then(StepKind::kResUp,
+                       {static_cast<float>(factors.first), static_cast<float>(factors.second)});
+  folded.step_inputs[StepKind::kResUp] = coarse;
+  folded.output = c.output;
+  folded.nodes.insert(folded.nodes.end(), r.nodes.begin(), r.nodes.end());
+  folded.nodes.insert(folded.nodes.end(), c.nodes.begin(), c.nodes.end());
+  l.kernels[ci] = std::move(folded);
+  l.kernels.erase(l.kernels.begin() + static_cast<std::ptrdiff_t>(std::max(pi, ri)));
+  l.kernels.erase(l.kernels.begin() + static_cast<std::ptrdiff_t>(std::min(pi, ri)));
+  return true;
+}
+
 // A nearest-neighbour resize by integer factors whose one reader is a binary elementwise
 // kernel is read in place by it (ewise's upsample key: b read at index / factor) instead of
 // written out at full size and read back. PP-OCR det's FPN adds an upsampled coarser map to
 // each finer one (96 channels, 20->40, 40->80, 80->160): the last resize wrote 9.8 MB that
-// the add read back.
+// the add read back. Where the finer map's producer is itself elementwise, the add goes into
+// it instead (FoldUpsampledAdd).
 // A fusion leaves every other count as it was (the resize's input is read by the ewise instead).
 void FuseResizes(Graph& g, Lowered& l) {
   std::map<std::string, int> readers = ReaderCounts(g, l);
@@ -261,6 +302,12 @@ void FuseResizes(Graph& g, Lowered& l) {
     const std::string other = c.inputs[1 - side];
     const std::vector<int64_t>& full = g.Find(r.output)->shape;
     if (g.Find(other)->shape != full || g.Find(c.output)->shape != full) continue;
+    if (FoldUpsampledAdd(g, l, readers, i, ci, *factors)) {
+      // Two kernels before the add are gone: scan again from the start.
+      readers = ReaderCounts(g, l);
+      i = static_cast<size_t>(-1);
+      continue;
+    }
     c.inputs = {other, r.inputs[0]};
     c.params["a"] = absl::StrJoin(full, "x");
     c.params["b"] = absl::StrJoin(g.Find(r.inputs[0])->shape, "x");

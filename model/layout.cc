@@ -372,6 +372,12 @@ bool Blocker::TryEwise(KernelDesc& k) {
   }
   auto res = k.step_inputs.find(StepKind::kRes);
   if (res != k.step_inputs.end() && g_.Find(res->second)->shape != out) return false;
+  // A coarser residual (model/fuse.cc: FoldUpsampledAdd) is blocked as the output is.
+  auto resup = k.step_inputs.find(StepKind::kResUp);
+  if (resup != k.step_inputs.end() &&
+      g_.Find(resup->second)->shape != ir::ResUpShape(k.epilogue, out)) {
+    return false;
+  }
   // An upsampled b (model/fuse.cc: FuseResizes): its factors gain the block's, 1.
   if (auto up = k.params.find("upsample"); up != k.params.end()) {
     const std::vector<int64_t>& bs = g_.Find(k.inputs[1])->shape;
@@ -385,6 +391,7 @@ bool Blocker::TryEwise(KernelDesc& k) {
     k.params[kShapeKeys[i]] = Dims(OperandShape(s, c, b));
   }
   if (res != k.step_inputs.end()) res->second = Operand(res->second, c, b);
+  if (resup != k.step_inputs.end()) resup->second = Operand(resup->second, c, b);
   BlockOutput(k, b);
   return true;
 }

@@ -57,6 +57,7 @@ inline const std::vector<std::string>& ModelOpTestSpecs() {
       "ewise:a=2x3x17,epilogue=scale_bias_relu",
       "ewise:a=3x19,b=3x19,binary=add,epilogue=hswish",
       "ewise:a=1x2x10x12x8,b=1x2x5x6x8,binary=add,upsample=1x1x2x2x1",
+      "ewise:a=1x2x10x12x8,b=1x2x1x1x8,binary=mul,epilogue=res_resup2:2",
       "conv2d:n=1,c=3,h=11,w=13,k=16,r=3,s=3,pad=1,stride=2,kblock=8,epilogue=bias_hswish",
       "transpose:shape=2x5x7,perm=0x2x1",
       "slice:shape=6x20,begin=1x3,size=2x8,step=2x2",

@@ -352,6 +352,8 @@ TEST(OpsEvalTest, ModelOps) {
            "ewise:a=1x2x4x6,b=1x2x2x3,binary=sub,upsample=1x1x2x2",
            "conv2d:n=1,c=3,h=7,w=6,k=8,r=3,s=3,pad=1,stride=2,kblock=4,epilogue=bias_relu",
            "ewise:a=1x3x6x4x2,b=1x3x2x1x2,binary=mul,upsample=1x1x3x4x1,epilogue=relu",
+           "ewise:a=1x3x6x4x2,b=1x3x1x1x2,binary=mul,epilogue=res_resup2:2_relu",
+           "ewise:a=1x2x5x7,epilogue=resup3:2",
            "transpose:shape=2x3x4,perm=2x0x1",
            "slice:shape=4x7,begin=1x2,size=2x3,step=2x2",
            "concat:axis=1,inputs=2x3x2+2x1x2+2x2x2",

@@ -391,6 +391,15 @@ TEST(WorkloadSpecModelTest, BadModelSpecsAreNamed) {
   EXPECT_THAT(Canon("ewise:a=4x6,b=2x3,binary=add,upsample=2x0"),
               HasSubstr("key 'upsample' of ewise must be a shape"));
   EXPECT_THAT(Canon("ewise:a=4x6,b=2x3,binary=add,upsample=3x2"), HasSubstr("do not broadcast"));
+  // A coarser residual (resup): integer factors, ewise outputs of rank 4 or more only.
+  EXPECT_THAT(Canon("ewise:a=1x2x4x6,b=1x2x1x1,binary=mul,epilogue=res_resup2:3"),
+              HasSubstr("epilogue=res_resup2:3"));
+  EXPECT_THAT(Canon("ewise:a=1x2x4x6,epilogue=resup2"), HasSubstr("resup takes 2 constants"));
+  EXPECT_THAT(Canon("ewise:a=1x2x4x6,epilogue=resup2:0.5"),
+              HasSubstr("resup's factors are integers from 1 to 65536"));
+  EXPECT_THAT(Canon("ewise:a=4x6,epilogue=resup2:2"), HasSubstr("the output needs 4 or more"));
+  EXPECT_THAT(Canon("conv2d:n=1,c=1,h=4,w=4,k=1,r=1,s=1,epilogue=resup2:2"),
+              HasSubstr("resup is read by ewise kernels only, not conv2d"));
   EXPECT_THAT(Canon("transpose:shape=2x3,perm=0x0"), HasSubstr("is not a permutation"));
   EXPECT_THAT(Canon("slice:shape=4,begin=2,size=3"), HasSubstr("reads past the extent 4"));
   EXPECT_THAT(Canon("concat:axis=1,inputs=2x3+3x3"), HasSubstr("differ outside the axis 1"));

@@ -17,6 +17,7 @@ namespace lathe::model {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Attr Float(float v) {
   Attr a;
@@ -214,6 +215,52 @@ TEST(ResizeFusionTest, NearestUpsamplingIsReadInPlaceByItsAdd) {
   }
 }
 
+// A feature pyramid's top-down add whose finer map comes from an elementwise kernel read by
+// nothing else (PP-OCR det's x * se(x) + x): the add and the resize become that kernel's resup
+// epilogue step; one kernel instead of three, the same result, plain and blocked.
+TEST(ResizeFusionTest, UpsampledAddGoesIntoAnElementwiseProducer) {
+  for (bool other_reader : {false, true}) {
+    SCOPED_TRACE(other_reader);
+    GraphBuilder b;
+    std::string x = b.Input("x", {1, 16, 6, 8});
+    std::string fine = b.Op("Conv", {x, b.Const("wf", {16, 16, 1, 1})});
+    std::string s = b.Op("Sigmoid", {b.Op("ReduceMean", {fine}, {{"axes", Ints({2, 3})}})});
+    std::string se = b.Op("Add", {b.Op("Mul", {fine, s}), fine});
+    std::string coarse =
+        b.Op("Conv", {x, b.Const("wc", {16, 16, 1, 1})}, {{"strides", Ints({2, 2})}});
+    std::string u = b.Op("Resize", {coarse, "", b.Values("scales", {4}, {1, 1, 2, 2})},
+                         {{"mode", Str("nearest")},
+                          {"coordinate_transformation_mode", Str("asymmetric")},
+                          {"nearest_mode", Str("floor")}});
+    std::string y = b.Op("Add", {se, u});
+    // A second reader of the SE output keeps it written: the add stays a kernel of its own.
+    if (other_reader) y = b.Op("Mul", {y, se});
+    Graph g = b.Finish(b.Op("Conv", {y, b.Const("wy", {8, 16, 1, 1})}));
+    CompileOptions unfused;
+    unfused.fuse = false;
+    absl::StatusOr<Program> want = CompileGraph(g, unfused);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const std::vector<float> expected = RunProgram(*want);
+    for (int64_t lanes : {0, 8}) {
+      SCOPED_TRACE(lanes);
+      CompileOptions o;
+      o.block_lanes = lanes;
+      absl::StatusOr<Program> p = CompileGraph(g, o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      std::string specs;
+      for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
+      EXPECT_EQ(Count(*p, "resize"), 0) << specs;
+      if (other_reader) {
+        EXPECT_THAT(specs, Not(HasSubstr("resup"))) << specs;
+      } else {
+        EXPECT_THAT(specs, HasSubstr("epilogue=res_resup2:2")) << specs;
+        EXPECT_THAT(specs, Not(HasSubstr("upsample="))) << specs;
+      }
+      ExpectClose(RunProgram(*p), expected);
+    }
+  }
+}
+
 TEST(ConcatTest, ProducersWriteTheirSlabsOfAChannelConcatInPlace) {
   // Two convs and a resize joined on the channels, then read by a conv: the three producers
   // write into the concat's storage and no concat kernel runs.
@@ -353,10 +400,14 @@ TEST(DeconvTest, NonOverlappingTransposedConvsBecomeOneByOneConvs) {
     // The second 1x1 conv (6 -> 4 at 10x12) reads only the first depth-to-space: it runs
     // before it, 24 -> 16 at 5x6 (block diagonal), and the transpose moves 16 channels.
     EXPECT_THAT(specs, HasSubstr("c=24,dilation=1,epilogue=bias_sigmoid,groups=1,h=5,k=16,"));
-    if (lanes == 0) EXPECT_EQ(Count(*p, "transpose"), 2) << specs;
+    if (lanes == 0) {
+      EXPECT_EQ(Count(*p, "transpose"), 2) << specs;
+    }
     // Blocked: the input's conversion and each depth-to-space (reading the blocked 1x1 output;
     // the first one writing the block the second 1x1 conv reads).
-    if (lanes == 8) EXPECT_EQ(Count(*p, "transpose"), 3) << specs;
+    if (lanes == 8) {
+      EXPECT_EQ(Count(*p, "transpose"), 3) << specs;
+    }
     ExpectClose(RunProgram(*p), expected);
     absl::StatusOr<Program> o = CompileGraph(overlapping, opt);
     ASSERT_TRUE(o.ok()) << o.status();
