@@ -34,7 +34,8 @@
 //      1000, in a child process so that this process's CPU time is the daemon's) leasing one
 //      task at a time, measuring 50-300 ms and reporting, for --seconds: the share of their
 //      demand fed (target >= 90 %), the p99 lease wait (target <= 50 ms) and the daemon's CPU
-//      time per candidate, with --search-threads 1 and with --search-threads N side by side.
+//      time per candidate, with --search-threads 1 and with --search-threads N side by side;
+//      --sim-nice N runs the workers' process at nice +N (they stand for other machines).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -86,6 +87,8 @@ int g_search_nice = 10;
 // Part 2's search per round (a light one by default; lathed's own is 2048 and 4).
 int g_part2_population = 512;
 int g_part2_generations = 1;
+// Part 5's simulated workers run at this nice value relative to the daemon (0: the same).
+int g_sim_nice = 0;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -954,9 +957,20 @@ ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& t
   }
   fig.first_task_s = Seconds(Clock::now() - submitted);
   const std::string out = d->dir + "/sim.txt", log = d->dir + "/sim.log";
-  auto child = Spawn({"/proc/self/exe", "--sim-workers", std::to_string(n), "--address", address,
-                      "--seconds", std::to_string(seconds), "--sim-out", out},
-                     log);
+  char self[4096] = {0};
+  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) {
+    std::printf("   cannot find this program's path\n");
+    return fig;
+  }
+  std::vector<std::string> argv = {self,    "--sim-workers", std::to_string(n),       "--address",
+                                   address, "--seconds",     std::to_string(seconds), "--sim-out",
+                                   out};
+  // The workers stand for other machines: niced, they leave the daemon the CPU it would have
+  // on its own host (both share this one).
+  if (g_sim_nice > 0) {
+    argv.insert(argv.begin(), {"/usr/bin/nice", "-n", std::to_string(g_sim_nice)});
+  }
+  auto child = Spawn(argv, log);
   if (child->pid <= 0) {
     std::printf("   cannot start the simulated workers\n");
     return fig;
@@ -1006,9 +1020,9 @@ void ModelJob(int n, int seconds, const std::string& tasks_file) {
       "\n5. a model job: %zu tasks of %s, %d simulated workers (a child process) leasing 1 task "
       "(long poll <= 1 s), measuring 50-300 ms and reporting, %d s; rounds of 64, population "
       "%d, %d generation(s), no cost model; --search-threads 1 (one round at a time) against "
-      "%d\n",
+      "%d; the workers' process at nice +%d\n",
       tasks.size(), tasks_file.empty() ? "PP-OCRv4 det (embedded)" : tasks_file.c_str(), n, seconds,
-      g_part2_population, g_part2_generations, g_search_threads);
+      g_part2_population, g_part2_generations, g_search_threads, g_sim_nice);
   if (tasks.empty()) {
     std::printf("   no tasks\n");
     return;
@@ -1100,6 +1114,8 @@ int main(int argc, char** argv) {
       model_workers = std::max(1, next());
     } else if (a == "--model-tasks" && i + 1 < argc) {
       model_tasks = argv[++i];
+    } else if (a == "--sim-nice") {
+      g_sim_nice = std::max(0, next());
     } else if (a == "--sim-workers") {  // the child of part 5
       sim_workers = next();
     } else if (a == "--address" && i + 1 < argc) {
@@ -1120,7 +1136,7 @@ int main(int argc, char** argv) {
           "[--real-trials N] [--skip-real] [--quick] [--search-threads N] [--search-nice N] "
           "[--parts 1,2a,2b,3,4] [--real-ms M] [--real-rounds N] [--part2-population N] "
           "[--part2-generations N] [--dashboard-jobs N] [--model-workers N] "
-          "[--model-tasks FILE]\n");
+          "[--model-tasks FILE] [--sim-nice N]\n");
       return 2;
     }
   }
