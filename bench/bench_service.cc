@@ -31,11 +31,13 @@
 //      --dashboard-jobs jobs (bench/bench_dashboard.h).
 //   5. a model job: PP-OCRv4 det's 71 tasks (embedded; --model-tasks FILE takes the JSON of
 //      `lathe model tasks --json`) as one tasks job, --model-workers simulated workers (default
-//      1000, in a child process so that this process's CPU time is the daemon's) leasing one
-//      task at a time, measuring 50-300 ms and reporting, for --seconds: the share of their
-//      demand fed (target >= 90 %), the p99 lease wait (target <= 50 ms) and the daemon's CPU
-//      time per candidate, with --search-threads 1 and with --search-threads N side by side;
-//      --sim-nice N runs the workers' process at nice +N (they stand for other machines).
+//      1000, in a child process so that this process's CPU time is the daemon's) leasing
+//      --model-batch tasks at a time, measuring each 50-300 ms and reporting them, for --seconds:
+//      the share of their demand fed (target >= 90 %), the p99 lease wait (target <= 50 ms) and the
+//      daemon's CPU time per candidate, with --search-threads 1 and with --search-threads N side by
+//      side;
+//      --sim-nice N runs the workers' process at nice +N (they stand for other machines);
+//      --model-batch N: tasks per lease (default 4, lathe-worker's).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -87,8 +89,10 @@ int g_search_nice = 10;
 // Part 2's search per round (a light one by default; lathed's own is 2048 and 4).
 int g_part2_population = 512;
 int g_part2_generations = 1;
-// Part 5's simulated workers run at this nice value relative to the daemon (0: the same).
+// Part 5's simulated workers run at this nice value relative to the daemon (0: the same), and
+// lease this many tasks at a time (lathe-worker's --batch default).
 int g_sim_nice = 0;
+int g_model_batch = 4;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -860,7 +864,7 @@ int SimWorkersMain(const std::string& address, int n, int seconds, const std::st
       while (Clock::now() < until) {
         lathe::v1::LeaseResponse lease;
         const auto a = Clock::now();
-        if (!w.Lease(1, 1000, &lease)) {
+        if (!w.Lease(g_model_batch, 1000, &lease)) {
           ++errors;
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
           continue;
@@ -869,7 +873,8 @@ int SimWorkersMain(const std::string& address, int n, int seconds, const std::st
         mine_lease.push_back(waited * 1e3);
         mine_lease_s += waited;
         if (lease.tasks_size() == 0) continue;
-        const int ms = measure(rng);
+        int ms = 0;
+        for (int t = 0; t < lease.tasks_size(); ++t) ms += measure(rng);
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
         mine_measure += ms * 1e-3;
         candidates += lease.tasks_size();
@@ -962,9 +967,17 @@ ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& t
     std::printf("   cannot find this program's path\n");
     return fig;
   }
-  std::vector<std::string> argv = {self,    "--sim-workers", std::to_string(n),       "--address",
-                                   address, "--seconds",     std::to_string(seconds), "--sim-out",
-                                   out};
+  std::vector<std::string> argv = {self,
+                                   "--sim-workers",
+                                   std::to_string(n),
+                                   "--address",
+                                   address,
+                                   "--seconds",
+                                   std::to_string(seconds),
+                                   "--sim-out",
+                                   out,
+                                   "--model-batch",
+                                   std::to_string(g_model_batch)};
   // The workers stand for other machines: niced, they leave the daemon the CPU it would have
   // on its own host (both share this one).
   if (g_sim_nice > 0) {
@@ -1017,12 +1030,14 @@ ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& t
 void ModelJob(int n, int seconds, const std::string& tasks_file) {
   const std::vector<std::pair<std::string, double>> tasks = ModelTasks(tasks_file);
   std::printf(
-      "\n5. a model job: %zu tasks of %s, %d simulated workers (a child process) leasing 1 task "
-      "(long poll <= 1 s), measuring 50-300 ms and reporting, %d s; rounds of 64, population "
+      "\n5. a model job: %zu tasks of %s, %d simulated workers (a child process) leasing %d "
+      "task(s) (long poll <= 1 s), measuring each 50-300 ms and reporting, %d s; rounds of 64, "
+      "population "
       "%d, %d generation(s), no cost model; --search-threads 1 (one round at a time) against "
       "%d; the workers' process at nice +%d\n",
-      tasks.size(), tasks_file.empty() ? "PP-OCRv4 det (embedded)" : tasks_file.c_str(), n, seconds,
-      g_part2_population, g_part2_generations, g_search_threads, g_sim_nice);
+      tasks.size(), tasks_file.empty() ? "PP-OCRv4 det (embedded)" : tasks_file.c_str(), n,
+      g_model_batch, seconds, g_part2_population, g_part2_generations, g_search_threads,
+      g_sim_nice);
   if (tasks.empty()) {
     std::printf("   no tasks\n");
     return;
@@ -1114,6 +1129,8 @@ int main(int argc, char** argv) {
       model_workers = std::max(1, next());
     } else if (a == "--model-tasks" && i + 1 < argc) {
       model_tasks = argv[++i];
+    } else if (a == "--model-batch") {
+      g_model_batch = std::max(1, next());
     } else if (a == "--sim-nice") {
       g_sim_nice = std::max(0, next());
     } else if (a == "--sim-workers") {  // the child of part 5
@@ -1136,7 +1153,7 @@ int main(int argc, char** argv) {
           "[--real-trials N] [--skip-real] [--quick] [--search-threads N] [--search-nice N] "
           "[--parts 1,2a,2b,3,4] [--real-ms M] [--real-rounds N] [--part2-population N] "
           "[--part2-generations N] [--dashboard-jobs N] [--model-workers N] "
-          "[--model-tasks FILE] [--sim-nice N]\n");
+          "[--model-tasks FILE] [--model-batch N] [--sim-nice N]\n");
       return 2;
     }
   }
