@@ -29,10 +29,20 @@
 // --dashboard-jobs N (part 4's running jobs, default 20).
 //   4. the dashboard's data endpoints and best_many under --workers simulated workers and
 //      --dashboard-jobs jobs (bench/bench_dashboard.h).
+//   5. a model job: PP-OCRv4 det's 71 tasks (embedded; --model-tasks FILE takes the JSON of
+//      `lathe model tasks --json`) as one tasks job, --model-workers simulated workers (default
+//      1000, in a child process so that this process's CPU time is the daemon's) leasing
+//      --model-batch tasks at a time, measuring each 50-300 ms and reporting them, for --seconds:
+//      the share of their demand fed (target >= 90 %), the p99 lease wait (target <= 50 ms) and the
+//      daemon's CPU time per candidate, with --search-threads 1 and with --search-threads N side by
+//      side;
+//      --sim-nice N runs the workers' process at nice +N (they stand for other machines);
+//      --model-batch N: tasks per lease (default 4, lathe-worker's).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,8 +54,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
@@ -77,6 +89,10 @@ int g_search_nice = 10;
 // Part 2's search per round (a light one by default; lathed's own is 2048 and 4).
 int g_part2_population = 512;
 int g_part2_generations = 1;
+// Part 5's simulated workers run at this nice value relative to the daemon (0: the same), and
+// lease this many tasks at a time (lathe-worker's --batch default).
+int g_sim_nice = 0;
+int g_model_batch = 4;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -617,13 +633,469 @@ void RealWorkers(int trials, int min_repeat_ms, int rounds) {
       ratio, ratios.size(), ratio >= 1.8 ? "ok" : "MISSED", cores, load[0]);
 }
 
+// --- part 5: a model job ---
+
+// PP-OCRv4 det's tunable tasks at 1x3x640x640 (`lathe model tasks --model
+// ch_PP-OCRv4_det_infer.onnx --input x=1x3x640x640 --json`, 2026-11-27): workload, weight.
+// Embedded so that the section runs without the model; --model-tasks FILE reads that command's
+// JSON instead.
+const std::vector<std::pair<std::string, double>> kDetTasks = {
+    {"conv2d:c=3,dilation=1,epilogue=bias,groups=1,h=640,k=16,kblock=16,layout=nchw,n=1,pad=1,r=3,"
+     "s=3,stride=2,w=640",
+     1},
+    {"conv2d:c=16,dilation=1,epilogue=bias_hswish_scale_shift,groups=16,h=320,k=16,layout=nchw16c,"
+     "n=1,pad=1,r=3,s=3,stride=1,w=320",
+     1},
+    {"conv2d:c=16,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=320,k=32,layout=nchw16c,n="
+     "1,pad=0,r=1,s=1,stride=1,w=320",
+     1},
+    {"conv2d:c=32,dilation=1,epilogue=bias,groups=32,h=320,k=32,layout=nchw16c,n=1,pad=1,r=3,s=3,"
+     "stride=2,w=320",
+     1},
+    {"conv2d:c=32,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=160,k=48,layout=nchw16c,n="
+     "1,pad=0,r=1,s=1,stride=1,w=160",
+     1},
+    {"conv2d:c=48,dilation=1,epilogue=bias_hswish_scale_shift,groups=48,h=160,k=48,layout=nchw16c,"
+     "n=1,pad=1,r=3,s=3,stride=1,w=160",
+     1},
+    {"conv2d:c=48,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=160,k=48,layout=nchw16c,n="
+     "1,pad=0,r=1,s=1,stride=1,w=160",
+     1},
+    {"conv2d:c=48,dilation=1,epilogue=bias,groups=48,h=160,k=48,layout=nchw16c,n=1,pad=1,r=3,s=3,"
+     "stride=2,w=160",
+     1},
+    {"conv2d:c=48,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=80,k=96,layout=nchw16c,n="
+     "1,pad=0,r=1,s=1,stride=1,w=80",
+     1},
+    {"conv2d:c=96,dilation=1,epilogue=bias_hswish_scale_shift,groups=96,h=80,k=96,layout=nchw16c,n="
+     "1,pad=1,r=3,s=3,stride=1,w=80",
+     1},
+    {"conv2d:c=96,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=80,k=96,layout=nchw16c,n="
+     "1,pad=0,r=1,s=1,stride=1,w=80",
+     1},
+    {"conv2d:c=96,dilation=1,epilogue=bias,groups=96,h=80,k=96,layout=nchw16c,n=1,pad=1,r=3,s=3,"
+     "stride=2,w=80",
+     1},
+    {"conv2d:c=96,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=40,k=192,layout=nchw16c,n="
+     "1,pad=0,r=1,s=1,stride=1,w=40",
+     1},
+    {"conv2d:c=192,dilation=1,epilogue=bias_hswish_scale_shift,groups=192,h=40,k=192,layout="
+     "nchw16c,n=1,pad=2,r=5,s=5,stride=1,w=40",
+     4},
+    {"conv2d:c=192,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=40,k=192,layout=nchw16c,"
+     "n=1,pad=0,r=1,s=1,stride=1,w=40",
+     4},
+    {"conv2d:c=192,dilation=1,epilogue=bias,groups=192,h=40,k=192,layout=nchw16c,n=1,pad=2,r=5,s=5,"
+     "stride=2,w=40",
+     1},
+    {"pool2d:c=192,h=20,kind=avg,layout=nchw16c,n=1,pad=0,r=20,s=20,stride=1,w=20", 1},
+    {"conv2d:c=192,dilation=1,epilogue=bias_relu,groups=1,h=1,k=48,layout=nchw16c,n=1,pad=0,r=1,s="
+     "1,stride=1,w=1",
+     1},
+    {"conv2d:c=48,dilation=1,epilogue=bias_hsig0.166666701:0.5,groups=1,h=1,k=192,layout=nchw16c,n="
+     "1,pad=0,r=1,s=1,stride=1,w=1",
+     1},
+    {"ewise:a=1x12x20x20x16,b=1x12x1x1x16,binary=mul,epilogue=none", 1},
+    {"conv2d:c=192,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=20,k=384,layout=nchw16c,"
+     "n=1,pad=0,r=1,s=1,stride=1,w=20",
+     1},
+    {"conv2d:c=384,dilation=1,epilogue=bias_hswish_scale_shift,groups=384,h=20,k=384,layout="
+     "nchw16c,n=1,pad=2,r=5,s=5,stride=1,w=20",
+     3},
+    {"pool2d:c=384,h=20,kind=avg,layout=nchw16c,n=1,pad=0,r=20,s=20,stride=1,w=20", 1},
+    {"conv2d:c=384,dilation=1,epilogue=bias_relu,groups=1,h=1,k=96,layout=nchw16c,n=1,pad=0,r=1,s="
+     "1,stride=1,w=1",
+     1},
+    {"conv2d:c=96,dilation=1,epilogue=bias_hsig0.166666701:0.5,groups=1,h=1,k=384,layout=nchw16c,n="
+     "1,pad=0,r=1,s=1,stride=1,w=1",
+     1},
+    {"ewise:a=1x24x20x20x16,b=1x24x1x1x16,binary=mul,epilogue=none", 1},
+    {"conv2d:c=384,dilation=1,epilogue=bias_hswish_scale_shift,groups=1,h=20,k=384,layout=nchw16c,"
+     "n=1,pad=0,r=1,s=1,stride=1,w=20",
+     3},
+    {"conv2d:c=48,dilation=1,epilogue=bias,groups=1,h=160,k=12,kblock=12,layout=nchw16c,n=1,pad=0,"
+     "r=1,s=1,stride=1,w=160",
+     1},
+    {"conv2d:c=96,dilation=1,epilogue=bias,groups=1,h=80,k=18,kblock=18,layout=nchw16c,n=1,pad=0,r="
+     "1,s=1,stride=1,w=80",
+     1},
+    {"conv2d:c=192,dilation=1,epilogue=bias,groups=1,h=40,k=42,kblock=42,layout=nchw16c,n=1,pad=0,"
+     "r=1,s=1,stride=1,w=40",
+     1},
+    {"conv2d:c=384,dilation=1,epilogue=bias,groups=1,h=20,k=360,kblock=8,layout=nchw16c,n=1,pad=0,"
+     "r=1,s=1,stride=1,w=20",
+     1},
+    {"conv2d:c=360,dilation=1,epilogue=none,groups=1,h=20,k=96,kblock=16,layout=nchw8c,n=1,pad=0,r="
+     "1,s=1,stride=1,w=20",
+     1},
+    {"pool2d:c=96,h=20,kind=avg,layout=nchw16c,n=1,pad=0,r=20,s=20,stride=1,w=20", 1},
+    {"conv2d:c=96,dilation=1,epilogue=bias_relu,groups=1,h=1,k=24,kblock=8,layout=nchw16c,n=1,pad="
+     "0,r=1,s=1,stride=1,w=1",
+     4},
+    {"conv2d:c=24,dilation=1,epilogue=bias_hsig0.200000003:0.5,groups=1,h=1,k=96,kblock=16,layout="
+     "nchw8c,n=1,pad=0,r=1,s=1,stride=1,w=1",
+     4},
+    {"ewise:a=1x6x20x20x16,b=1x6x1x1x16,binary=mul,epilogue=res", 1},
+    {"conv2d:c=42,dilation=1,epilogue=none,groups=1,h=40,k=96,kblock=16,layout=nchw42c,n=1,pad=0,r="
+     "1,s=1,stride=1,w=40",
+     1},
+    {"pool2d:c=96,h=40,kind=avg,layout=nchw16c,n=1,pad=0,r=40,s=40,stride=1,w=40", 1},
+    {"ewise:a=1x6x40x40x16,b=1x6x1x1x16,binary=mul,epilogue=res", 1},
+    {"conv2d:c=18,dilation=1,epilogue=none,groups=1,h=80,k=96,kblock=16,layout=nchw18c,n=1,pad=0,r="
+     "1,s=1,stride=1,w=80",
+     1},
+    {"pool2d:c=96,h=80,kind=avg,layout=nchw16c,n=1,pad=0,r=80,s=80,stride=1,w=80", 1},
+    {"ewise:a=1x6x80x80x16,b=1x6x1x1x16,binary=mul,epilogue=res", 1},
+    {"conv2d:c=12,dilation=1,epilogue=none,groups=1,h=160,k=96,kblock=16,layout=nchw12c,n=1,pad=0,"
+     "r=1,s=1,stride=1,w=160",
+     1},
+    {"pool2d:c=96,h=160,kind=avg,layout=nchw16c,n=1,pad=0,r=160,s=160,stride=1,w=160", 1},
+    {"ewise:a=1x6x160x160x16,b=1x6x1x1x16,binary=mul,epilogue=res", 1},
+    {"ewise:a=1x6x40x40x16,b=1x6x20x20x16,binary=add,epilogue=none,upsample=1x1x2x2x1", 1},
+    {"ewise:a=1x6x80x80x16,b=1x6x40x40x16,binary=add,epilogue=none,upsample=1x1x2x2x1", 1},
+    {"ewise:a=1x6x160x160x16,b=1x6x80x80x16,binary=add,epilogue=none,upsample=1x1x2x2x1", 1},
+    {"conv2d:c=96,dilation=1,epilogue=none,groups=1,h=20,k=24,kblock=8,layout=nchw16c,n=1,pad=1,r="
+     "3,s=3,stride=1,w=20",
+     1},
+    {"pool2d:c=24,h=20,kind=avg,layout=nchw8c,n=1,pad=0,r=20,s=20,stride=1,w=20", 1},
+    {"conv2d:c=24,dilation=1,epilogue=bias_relu,groups=1,h=1,k=6,kblock=6,layout=nchw8c,n=1,pad=0,"
+     "r=1,s=1,stride=1,w=1",
+     4},
+    {"conv2d:c=6,dilation=1,epilogue=bias_hsig0.200000003:0.5,groups=1,h=1,k=24,kblock=8,layout="
+     "nchw6c,n=1,pad=0,r=1,s=1,stride=1,w=1",
+     4},
+    {"ewise:a=1x3x20x20x8,b=1x3x1x1x8,binary=mul,epilogue=res", 1},
+    {"conv2d:c=96,dilation=1,epilogue=none,groups=1,h=40,k=24,kblock=8,layout=nchw16c,n=1,pad=1,r="
+     "3,s=3,stride=1,w=40",
+     1},
+    {"pool2d:c=24,h=40,kind=avg,layout=nchw8c,n=1,pad=0,r=40,s=40,stride=1,w=40", 1},
+    {"ewise:a=1x3x40x40x8,b=1x3x1x1x8,binary=mul,epilogue=res", 1},
+    {"conv2d:c=96,dilation=1,epilogue=none,groups=1,h=80,k=24,kblock=8,layout=nchw16c,n=1,pad=1,r="
+     "3,s=3,stride=1,w=80",
+     1},
+    {"pool2d:c=24,h=80,kind=avg,layout=nchw8c,n=1,pad=0,r=80,s=80,stride=1,w=80", 1},
+    {"ewise:a=1x3x80x80x8,b=1x3x1x1x8,binary=mul,epilogue=res", 1},
+    {"conv2d:c=96,dilation=1,epilogue=none,groups=1,h=160,k=24,kblock=8,layout=nchw16c,n=1,pad=1,r="
+     "3,s=3,stride=1,w=160",
+     1},
+    {"pool2d:c=24,h=160,kind=avg,layout=nchw8c,n=1,pad=0,r=160,s=160,stride=1,w=160", 1},
+    {"ewise:a=1x3x160x160x8,b=1x3x1x1x8,binary=mul,epilogue=res", 1},
+    {"resize:c=24,coord=asymmetric,h=20,layout=nchw8c,mode=nearest,n=1,nearest=floor,oh=160,ow=160,"
+     "w=20",
+     1},
+    {"resize:c=24,coord=asymmetric,h=40,layout=nchw8c,mode=nearest,n=1,nearest=floor,oh=160,ow=160,"
+     "w=40",
+     1},
+    {"resize:c=24,coord=asymmetric,h=80,layout=nchw8c,mode=nearest,n=1,nearest=floor,oh=160,ow=160,"
+     "w=80",
+     1},
+    {"transpose:perm=0x2x1x3,shape=6x2x25600x8", 1},
+    {"conv2d:c=96,dilation=1,epilogue=bias_relu,groups=1,h=160,k=24,kblock=8,layout=nchw16c,n=1,"
+     "pad=1,r=3,s=3,stride=1,w=160",
+     1},
+    {"conv2d:c=24,dilation=1,epilogue=bias_relu,groups=1,h=160,k=96,kblock=16,layout=nchw8c,n=1,"
+     "pad=0,r=1,s=1,stride=1,w=160",
+     1},
+    {"conv2d:c=96,dilation=1,epilogue=bias_sigmoid,groups=1,h=160,k=16,layout=nchw16c,n=1,pad=0,r="
+     "1,s=1,stride=1,w=160",
+     1},
+    {"transpose:perm=2x0x3x1x4,shape=160x160x4x2x2", 1},
+    {"transpose:perm=2x0x3x1,shape=2x2x320x320", 1},
+};
+
+std::vector<std::pair<std::string, double>> ModelTasks(const std::string& path) {
+  if (path.empty()) return kDetTasks;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::pair<std::string, double>> tasks;
+  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc["tasks"].is_array()) {
+    std::printf("   %s is not the JSON of `lathe model tasks --json`; the embedded det tasks\n",
+                path.c_str());
+    return kDetTasks;
+  }
+  for (const nlohmann::json& t : doc["tasks"]) {
+    if (!t["workload"].is_string()) continue;
+    tasks.emplace_back(t["workload"].get<std::string>(),
+                       t["weight"].is_number() ? t["weight"].get<double>() : 1.0);
+  }
+  return tasks;
+}
+
+// What the simulated workers of a model-job run saw (the child process writes it, one line of
+// numbers).
+struct SimFigures {
+  double measure_s = 0;  // simulated measurement, all workers
+  double lease_s = 0;    // in Lease calls (waiting for a task), all workers
+  int64_t candidates = 0;
+  int64_t errors = 0;
+  double lease_p50_ms = 0, lease_p99_ms = 0;
+  double report_p50_ms = 0, report_p99_ms = 0;
+  int registered = 0;
+};
+
+// The child side: `n` workers, each with its own channel, lease 1 task (long poll up to 1 s),
+// "measure" it for 50-300 ms (uniform) and report it, for `seconds`; figures to `out`.
+int SimWorkersMain(const std::string& address, int n, int seconds, const std::string& out) {
+  std::mutex mu;
+  std::vector<double> lease_ms, report_ms;
+  std::atomic<int64_t> candidates{0}, errors{0};
+  std::atomic<int> registered{0};
+  double measure_s = 0, lease_s = 0;
+  std::atomic<bool> go{false};
+  Clock::time_point until;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      FakeWorker w(address, 5000 + i);
+      if (!w.Register()) {
+        ++errors;
+        return;
+      }
+      ++registered;
+      while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::mt19937_64 rng(i);
+      std::uniform_int_distribution<int> measure(50, 300);
+      std::vector<double> mine_lease, mine_report;
+      double mine_measure = 0, mine_lease_s = 0;
+      // Workers are mid-measurement at the start, not a thundering herd of first leases.
+      std::this_thread::sleep_for(std::chrono::milliseconds(measure(rng)));
+      while (Clock::now() < until) {
+        lathe::v1::LeaseResponse lease;
+        const auto a = Clock::now();
+        if (!w.Lease(g_model_batch, 1000, &lease)) {
+          ++errors;
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        const double waited = Seconds(Clock::now() - a);
+        mine_lease.push_back(waited * 1e3);
+        mine_lease_s += waited;
+        if (lease.tasks_size() == 0) continue;
+        int ms = 0;
+        for (int t = 0; t < lease.tasks_size(); ++t) ms += measure(rng);
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        mine_measure += ms * 1e-3;
+        candidates += lease.tasks_size();
+        const auto r0 = Clock::now();
+        if (!w.Report(lease, nullptr)) ++errors;
+        mine_report.push_back(Seconds(Clock::now() - r0) * 1e3);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      lease_ms.insert(lease_ms.end(), mine_lease.begin(), mine_lease.end());
+      report_ms.insert(report_ms.end(), mine_report.begin(), mine_report.end());
+      measure_s += mine_measure;
+      lease_s += mine_lease_s;
+    });
+  }
+  const auto reg_until = Clock::now() + std::chrono::seconds(120);
+  while (registered.load() + errors.load() < n && Clock::now() < reg_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  until = Clock::now() + std::chrono::seconds(seconds);
+  // The parent times the daemon's CPU from this line on.
+  std::printf("go\n");
+  std::fflush(stdout);
+  go.store(true);
+  for (std::thread& t : threads) t.join();
+  std::ofstream f(out);
+  f << measure_s << " " << lease_s << " " << candidates.load() << " " << errors.load() << " "
+    << Percentile(lease_ms, 0.5) << " " << Percentile(lease_ms, 0.99) << " "
+    << Percentile(report_ms, 0.5) << " " << Percentile(report_ms, 0.99) << " " << registered.load()
+    << "\n";
+  return 0;
+}
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec * 1e-6;
+}
+
+struct ModelJobFigures {
+  bool ok = false;
+  SimFigures sim;
+  double daemon_cpu_s = 0;
+  double wall_s = 0;
+  double first_task_s = 0;  // from the job's submission to its first queued task
+};
+
+// One model-job run: an in-process daemon with `search_threads` search threads, a tasks job
+// of `tasks`, `n` simulated workers in a child process (so that this process's CPU time is
+// the daemon's) for `seconds`.
+ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& tasks, int n,
+                            int seconds, int search_threads) {
+  ModelJobFigures fig;
+  const int saved = g_search_threads;
+  g_search_threads = search_threads;
+  auto d = Daemon::Start(g_part2_population, g_part2_generations);
+  g_search_threads = saved;
+  if (!d) return fig;
+  const std::string address = d->server->address();
+  lathe::tuner::ClientOptions co;
+  co.address = address;
+  auto client = lathe::tuner::TunerClient::Connect(co);
+  if (!client.ok()) return fig;
+  lathe::v1::JobSpec spec;
+  for (const auto& [workload, weight] : tasks) {
+    lathe::v1::TaskSpec* t = spec.add_tasks();
+    t->set_workload(workload);
+    t->set_weight(weight);
+  }
+  spec.set_target("cpu");
+  spec.set_device_class(lathe::codegen::HostDeviceClass());
+  spec.set_trials(1000000);
+  spec.set_batch(64);
+  spec.set_seed(1);
+  spec.set_min_repeat_ms(1);
+  const auto submitted = Clock::now();
+  auto id = (*client)->SubmitJob(spec);
+  if (!id.ok()) {
+    std::printf("   submit: %s\n", id.status().ToString().c_str());
+    return fig;
+  }
+  for (auto until = Clock::now() + std::chrono::seconds(300);
+       d->service->QueueDepth() == 0 && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  fig.first_task_s = Seconds(Clock::now() - submitted);
+  const std::string out = d->dir + "/sim.txt", log = d->dir + "/sim.log";
+  char self[4096] = {0};
+  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) {
+    std::printf("   cannot find this program's path\n");
+    return fig;
+  }
+  std::vector<std::string> argv = {self,
+                                   "--sim-workers",
+                                   std::to_string(n),
+                                   "--address",
+                                   address,
+                                   "--seconds",
+                                   std::to_string(seconds),
+                                   "--sim-out",
+                                   out,
+                                   "--model-batch",
+                                   std::to_string(g_model_batch)};
+  // The workers stand for other machines: niced, they leave the daemon the CPU it would have
+  // on its own host (both share this one).
+  if (g_sim_nice > 0) {
+    argv.insert(argv.begin(), {"/usr/bin/nice", "-n", std::to_string(g_sim_nice)});
+  }
+  auto child = Spawn(argv, log);
+  if (child->pid <= 0) {
+    std::printf("   cannot start the simulated workers\n");
+    return fig;
+  }
+  // The window starts when every worker has registered (the child logs "go").
+  double cpu0 = -1;
+  Clock::time_point t0;
+  for (auto until = Clock::now() + std::chrono::seconds(180); Clock::now() < until;) {
+    std::ifstream in(log);
+    std::string line;
+    bool go = false;
+    while (std::getline(in, line)) go = go || line == "go";
+    if (go) {
+      cpu0 = ProcessCpuSeconds();
+      t0 = Clock::now();
+      break;
+    }
+    if (waitpid(child->pid, nullptr, WNOHANG) == child->pid) {
+      child->pid = -1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (cpu0 < 0 || child->pid <= 0) {
+    std::printf("   the simulated workers did not start (see %s)\n", log.c_str());
+    return fig;
+  }
+  int status = 0;
+  waitpid(child->pid, &status, 0);
+  child->pid = -1;
+  fig.daemon_cpu_s = ProcessCpuSeconds() - cpu0;
+  fig.wall_s = Seconds(Clock::now() - t0);
+  std::ifstream in(out);
+  SimFigures& s = fig.sim;
+  if (!(in >> s.measure_s >> s.lease_s >> s.candidates >> s.errors >> s.lease_p50_ms >>
+        s.lease_p99_ms >> s.report_p50_ms >> s.report_p99_ms >> s.registered)) {
+    std::printf("   no figures from the simulated workers\n");
+    return fig;
+  }
+  fig.ok = true;
+  return fig;
+}
+
+void ModelJob(int n, int seconds, const std::string& tasks_file) {
+  const std::vector<std::pair<std::string, double>> tasks = ModelTasks(tasks_file);
+  std::printf(
+      "\n5. a model job: %zu tasks of %s, %d simulated workers (a child process) leasing %d "
+      "task(s) (long poll <= 1 s), measuring each 50-300 ms and reporting, %d s; rounds of 64, "
+      "population "
+      "%d, %d generation(s), no cost model; --search-threads 1 (one round at a time) against "
+      "%d; the workers' process at nice +%d\n",
+      tasks.size(), tasks_file.empty() ? "PP-OCRv4 det (embedded)" : tasks_file.c_str(), n,
+      g_model_batch, seconds, g_part2_population, g_part2_generations, g_search_threads,
+      g_sim_nice);
+  if (tasks.empty()) {
+    std::printf("   no tasks\n");
+    return;
+  }
+  std::vector<int> settings = {1};
+  if (g_search_threads != 1) settings.push_back(g_search_threads);
+  std::vector<ModelJobFigures> figs;
+  for (int threads : settings) figs.push_back(ModelJobRun(tasks, n, seconds, threads));
+  std::printf("   %-34s", "--search-threads");
+  for (int t : settings) std::printf(" %14d", t);
+  std::printf("\n");
+  auto row = [&](const char* name, const std::function<std::string(const ModelJobFigures&)>& f) {
+    std::printf("   %-34s", name);
+    for (const ModelJobFigures& g : figs) std::printf(" %14s", g.ok ? f(g).c_str() : "failed");
+    std::printf("\n");
+  };
+  auto fmt = [](const char* format, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return std::string(buf);
+  };
+  row("workers registered",
+      [&](const ModelJobFigures& g) { return fmt("%.0f", g.sim.registered); });
+  row("first task queued after (s)",
+      [&](const ModelJobFigures& g) { return fmt("%.2f", g.first_task_s); });
+  row("candidates measured /s", [&](const ModelJobFigures& g) {
+    return fmt("%.0f", g.sim.candidates / std::max(1e-9, g.wall_s));
+  });
+  row("demand fed (target >= 90 %)", [&](const ModelJobFigures& g) {
+    return fmt("%.1f %%", 100 * g.sim.measure_s / std::max(1e-9, g.sim.measure_s + g.sim.lease_s));
+  });
+  row("lease wait p50 (ms)",
+      [&](const ModelJobFigures& g) { return fmt("%.1f", g.sim.lease_p50_ms); });
+  row("lease wait p99 (ms, target <= 50)",
+      [&](const ModelJobFigures& g) { return fmt("%.1f", g.sim.lease_p99_ms); });
+  row("report p50 / p99 (ms)", [&](const ModelJobFigures& g) {
+    return fmt("%.1f", g.sim.report_p50_ms) + fmt(" / %.1f", g.sim.report_p99_ms);
+  });
+  row("daemon CPU per candidate (ms)", [&](const ModelJobFigures& g) {
+    return fmt("%.2f", g.daemon_cpu_s * 1e3 / std::max<int64_t>(1, g.sim.candidates));
+  });
+  row("daemon CPU (s) in the window",
+      [&](const ModelJobFigures& g) { return fmt("%.1f", g.daemon_cpu_s); });
+  row("errors", [&](const ModelJobFigures& g) { return fmt("%.0f", g.sim.errors); });
+  std::printf(
+      "   demand fed: the workers' time measuring over their time measuring or waiting in Lease "
+      "(reports excluded: a pipelined worker sends them in the background)\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int workers = 500, seconds = 10, candidates = 3000, real_trials = 48, measure_ms = 1000;
   int real_ms = 20, real_rounds = 1, dashboard_jobs = 20;
   bool skip_real = false;
-  std::string parts = "1,2a,2b,3,4";
+  std::string parts = "1,2a,2b,3,4,5";
+  std::string model_tasks, sim_address, sim_out;
+  int model_workers = 1000, sim_workers = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
@@ -653,6 +1125,20 @@ int main(int argc, char** argv) {
       parts = argv[++i];
     } else if (a == "--dashboard-jobs") {
       dashboard_jobs = std::max(1, next());
+    } else if (a == "--model-workers") {
+      model_workers = std::max(1, next());
+    } else if (a == "--model-tasks" && i + 1 < argc) {
+      model_tasks = argv[++i];
+    } else if (a == "--model-batch") {
+      g_model_batch = std::max(1, next());
+    } else if (a == "--sim-nice") {
+      g_sim_nice = std::max(0, next());
+    } else if (a == "--sim-workers") {  // the child of part 5
+      sim_workers = next();
+    } else if (a == "--address" && i + 1 < argc) {
+      sim_address = argv[++i];
+    } else if (a == "--sim-out" && i + 1 < argc) {
+      sim_out = argv[++i];
     } else if (a == "--skip-real") {
       skip_real = true;
     } else if (a == "--quick") {
@@ -666,10 +1152,12 @@ int main(int argc, char** argv) {
           "usage: bench_service [--workers N] [--seconds S] [--measure-ms M] [--candidates N] "
           "[--real-trials N] [--skip-real] [--quick] [--search-threads N] [--search-nice N] "
           "[--parts 1,2a,2b,3,4] [--real-ms M] [--real-rounds N] [--part2-population N] "
-          "[--part2-generations N] [--dashboard-jobs N]\n");
+          "[--part2-generations N] [--dashboard-jobs N] [--model-workers N] "
+          "[--model-tasks FILE] [--model-batch N] [--sim-nice N]\n");
       return 2;
     }
   }
+  if (sim_workers > 0) return SimWorkersMain(sim_address, sim_workers, seconds, sim_out);
   spdlog::set_level(spdlog::level::warn);  // the in-process daemon logs every registration
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
@@ -686,6 +1174,7 @@ int main(int argc, char** argv) {
   if (part("2a")) ManyWorkers(workers, seconds, measure_ms, /*prefill=*/true);
   if (part("2b")) ManyWorkers(workers, seconds, measure_ms, /*prefill=*/false);
   if (part("3") && !skip_real) RealWorkers(real_trials, real_ms, real_rounds);
+  if (part("5")) ModelJob(model_workers, seconds, model_tasks);
   if (part("4")) {
     lathe::bench::DashboardUnderLoad(workers, dashboard_jobs, seconds, measure_ms, g_search_threads,
                                      g_search_nice);

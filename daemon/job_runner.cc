@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "cost_model/database_io.h"
 #include "daemon/niced_runner.h"
+#include "daemon/search_pool.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "spdlog/spdlog.h"
@@ -107,11 +108,24 @@ std::string JobSpecJson(const JobEntry& job) {
 class JobRunner::Impl {
  public:
   Impl(const JobRunnerOptions& o, LeaseRegistry* r, db::Database* d)
-      : options(o), registry(r), db(d) {}
+      : options(o),
+        registry(r),
+        db(d),
+        own_searches(o.search_pool != nullptr
+                         ? nullptr
+                         : std::make_unique<NicedSearchPool>(
+                               o.search.threads > 0 ? o.search.threads
+                                                    : static_cast<int>(std::max(
+                                                          1u, std::thread::hardware_concurrency())),
+                               o.search_nice)),
+        searches(o.search_pool != nullptr ? o.search_pool : own_searches.get()) {}
 
   JobRunnerOptions options;
   LeaseRegistry* registry;
   db::Database* db;
+  // The search threads every job's driver shares (job_runner.h); joined after the job threads.
+  std::unique_ptr<NicedSearchPool> own_searches;
+  SearchPool* searches;
   std::mutex mu;
   std::condition_variable change_cv;  // a job changed, a result arrived, cancel, stopping
   bool stopping = false;
@@ -323,12 +337,13 @@ class JobRunner::Impl::LeaseRunner : public Runner {
     {
       std::unique_lock<std::mutex> lock(s_.mu);
       auto ready = [&] {
-        return s_.stopping || job_->cancel || !job_->inbox.empty() ||
+        return s_.stopping || job_->cancel || !job_->inbox.empty() || woken_ ||
                (until_room && RoomLocked() > 0);
       };
       // The queue draining wakes nobody (leases touch only the registry): look every
       // kQueuePoll.
       if (!ready()) s_.change_cv.wait_for(lock, kQueuePoll, ready);
+      woken_ = false;
       if (s_.stopping || job_->cancel) return std::vector<TrialOutcome>{};
       inbox.swap(job_->inbox);
     }
@@ -362,6 +377,13 @@ class JobRunner::Impl::LeaseRunner : public Runner {
   bool Stopping() override {
     std::lock_guard<std::mutex> lock(s_.mu);
     return s_.stopping || job_->cancel || Terminal(job_->state);
+  }
+
+  // A background search ended: Wait returns so that the driver dispatches its round.
+  void Wake() override {
+    std::lock_guard<std::mutex> lock(s_.mu);
+    woken_ = true;
+    s_.change_cv.notify_all();
   }
 
   void TrialsFinished() override {
@@ -456,6 +478,7 @@ class JobRunner::Impl::LeaseRunner : public Runner {
   db::Database& jdb_;
   const int batch_;
   Clock::time_point persisted_at_ = Clock::now();
+  bool woken_ = false;  // Wake() since the last Wait (under s_.mu)
 };
 
 // ---------------------------------------------------------------------------------------
@@ -534,6 +557,8 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
   // this thread only.
   NicedRunner niced(options.search_nice);
   d.run_heavy = [&niced](const std::function<void()>& fn) { niced.Run(fn); };
+  // The rounds themselves run on the daemon's search threads, several tasks (and jobs) at once.
+  d.search_pool = searches;
 
   LeaseRunner runner(*this, job, jdb, d.batch);
   absl::StatusOr<DriverResult> result = RunDriver(tasks, d, jdb, runner, nullptr);

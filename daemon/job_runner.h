@@ -1,6 +1,6 @@
 // \file
-// The jobs of lathed: their in-memory progress and one search thread per running job
-// (DESIGN.md "Search"). Free of gRPC.
+// The jobs of lathed: their in-memory progress, one driver thread per running job and the
+// search threads that every job shares (DESIGN.md "Search"). Free of gRPC.
 //
 // The job thread runs the tuning driver (tuner/driver.h: the same loop as the embedded `lathe
 // tune`) with a runner that queues its trials in the LeaseRegistry and hears of their results
@@ -38,12 +38,17 @@
 // progress counts the re-timings (WorkloadProgress.remeasure*). A re-timing task whose lease
 // expires returns to the queue like any task; a cancelled job drops the queued ones.
 //
-// The search is a background activity: it runs on `search.threads` threads (0: every core)
-// at the nice value `search_nice`, so that the threads answering workers keep their latency
-// while a round is searched on a small host. Linux nice values are per thread and inherited by
-// the threads a thread creates: each search round (and each featurization and retraining of
-// the cost model) runs on one niced thread per job, while the job thread, which takes the
-// locks, keeps normal priority (no priority inversion).
+// The search is a background activity: each job's driver searches its tasks' rounds on the
+// daemon's `search.threads` search threads (daemon/search_pool.h; 0: every core), one round in
+// flight per task, several tasks of a job and several jobs at once, at most `search.threads`
+// rounds together; the gradient task scheduler still picks which task gets the next round among
+// those not searching. A round is dispatched as soon as its search ends, so workers do not wait
+// on one task's round while others could be searched. The search threads run at the nice value
+// `search_nice`, so that the threads answering workers keep their latency on a small host.
+// Linux nice values are per thread and inherited by the threads a thread creates: the search
+// threads and each job's featurization and retraining of the cost model (one niced thread per
+// job) are niced, while the job thread, which takes the locks, keeps normal priority (no
+// priority inversion).
 //
 // Thread-safety: every method may be called from any thread. One mutex guards the jobs; it is
 // never held across a search round or a database transaction. Lock order: this mutex, then
@@ -65,6 +70,7 @@
 #include "db/database.h"
 #include "ir/trace.h"
 #include "lathe/v1/service.pb.h"
+#include "tuner/driver.h"
 #include "tuner/search.h"
 
 namespace lathe::tuner {
@@ -148,13 +154,16 @@ int WorkloadTarget(const lathe::v1::JobSpec& spec);
 std::string JobSpecJson(const JobEntry& job);
 
 struct JobRunnerOptions {
-  std::string db_path;  // each job thread opens its own connection
-  SearchOptions search;
+  std::string db_path;   // each job thread opens its own connection
+  SearchOptions search;  // threads: the search threads every job shares (0: every core)
   int seed_records = 16;
   bool use_cost_model = true;
   int search_nice = 0;          // nice value of the job threads and their search threads (0..19)
   int remeasure_top = 0;        // best records re-timed per workload at the end of a job; 0: none
   double remeasure_factor = 5;  // a re-timing's min_repeat_ms: the job's times this
+  // The search threads of every job; null: the runner's own NicedSearchPool of search.threads
+  // threads at search_nice. Not owned (tests observe the rounds through one of their own).
+  SearchPool* search_pool = nullptr;
 };
 
 class JobRunner {

@@ -78,6 +78,7 @@ JobRunnerOptions RunnerOptions(const ServiceOptions& o) {
   r.search_nice = o.search_nice;
   r.remeasure_top = o.remeasure_top;
   r.remeasure_factor = o.remeasure_factor;
+  r.search_pool = o.search_pool;
   return r;
 }
 
@@ -177,7 +178,7 @@ struct ReportPlan {
 
 }  // namespace
 
-int DefaultSearchThreads() { return std::max(1, codegen::HostCpu().cores - 1); }
+int DefaultSearchThreads() { return std::max(1, codegen::HostCpu().cores); }
 
 struct TunerService::State {
   explicit State(const ServiceOptions& o, std::unique_ptr<db::Database> database)

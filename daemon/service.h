@@ -63,6 +63,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lathe/v1/service.pb.h"
+#include "tuner/driver.h"
 #include "tuner/search.h"
 
 namespace lathe::tuner {
@@ -78,8 +79,10 @@ struct ServiceOptions {
   int64_t max_lease_bytes = 3 << 20;  // a lease stops taking tasks here (one always goes)
   int max_wait_ms = 60000;            // larger wait_ms is InvalidArgument
   int reaper_interval_ms = 200;       // how often expiries are checked
-  SearchOptions search;               // the evolutionary search of every job (threads: 0 = all)
-  int seed_records = 16;              // best records that seed each round
+  // The evolutionary search of every job; threads: the search threads all jobs share, i.e. the
+  // rounds searched at once over every task and job (0: every core; job_runner.h).
+  SearchOptions search;
+  int seed_records = 16;  // best records that seed each round
   // Lost workers are forgotten after this; at most max_workers are registered at once.
   int forget_lost_after_ms = 15 * 60 * 1000;
   int max_workers = 1024;
@@ -92,10 +95,13 @@ struct ServiceOptions {
   int remeasure_top = 5;
   double remeasure_factor = 5;
   Metrics* metrics = nullptr;  // not owned; may be null
+  // The jobs' search threads (job_runner.h); null: the service's own, search.threads of them.
+  // Not owned; must outlive the service.
+  SearchPool* search_pool = nullptr;
 };
 
-// The search threads lathed uses by default: every usable core but one (at least 1), so that
-// a search round leaves a core to the threads that answer workers.
+// The search threads lathed uses by default: every usable core (at least 1). They run niced
+// (search_nice), so a search round still leaves the threads that answer workers their turn.
 int DefaultSearchThreads();
 
 class TunerService {

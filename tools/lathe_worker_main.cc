@@ -108,6 +108,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch", opt.lease_batch, "tasks asked for per lease (default 4)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--lease-ahead", opt.lease_ahead,
+                 "leases held ahead of the one being measured, reports sent in the background "
+                 "(default 1; 0: lease, measure and report in turn)")
+      ->check(CLI::Range(0, 16));
   app.add_option("--spool", opt.spool_dir,
                  "directory for results kept while the daemon is away (default "
                  "~/.local/share/lathe/worker-spool)");

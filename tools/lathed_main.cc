@@ -109,8 +109,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100, 3600000));
   app.add_option("--lease-ms", lease_ms, "lease duration without a heartbeat")
       ->check(CLI::Range(100, 86400000));
-  app.add_option("--search-threads", search_threads,
-                 "threads of a job's search rounds (default: every core but one; 0: every core)")
+  app.add_option(
+         "--search-threads", search_threads,
+         "search threads, shared by every job: at most N rounds searched at once, one per task "
+         "(default: every core; 0: every core); a round alone scores on all N")
       ->check(CLI::Range(0, 1024));
   app.add_option("--search-nice", search_nice,
                  "nice value of the search threads (default 10; 0: same priority as the RPCs)")

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -29,6 +32,21 @@ struct TaskState {
   bool stalled = false;  // searched nothing new while trials were outstanding
   std::vector<std::pair<int, double>> history;  // (trials, best latency) for the scheduler
   int history_at = 0;                           // trials at the last history point
+  bool searching = false;                       // a background search is in flight
+  int search_want = 0;                          // the candidates it was asked for
+};
+
+// A round searched on a SearchPool thread: its inputs are copies, so that the driver's thread
+// goes on meanwhile.
+struct BackgroundSearch {
+  size_t task = 0;
+  int want = 0;
+  bool first_round = false;
+  std::mt19937_64 rng;
+  ProgramSet measured;
+  std::vector<Candidate> seeds;
+  std::shared_ptr<const cost_model::CostModel> model;
+  absl::StatusOr<std::vector<Candidate>> result = absl::UnknownError("no search ran");
 };
 
 class Driver {
@@ -44,6 +62,25 @@ class Driver {
   // Dispatches rounds while the runner has room and a task is eligible. Returns whether the
   // runner's room (rather than the tasks) is what stopped it.
   absl::StatusOr<bool> DispatchRounds();
+  // DispatchRounds with a search pool: dispatches the rounds whose searches ended, then starts
+  // searches for eligible tasks while the runner has room and the pool a free thread. Returns
+  // whether the runner's room is what stopped it.
+  absl::StatusOr<bool> DispatchBackground();
+  // Dispatches the rounds of the background searches that ended; the first error of a search
+  // or of the runner.
+  absl::Status CollectSearches();
+  // Waits until no background search is running (results dropped).
+  void DrainSearches();
+  // Hands the candidates of a round of task `i` to the runner, those not measured yet.
+  struct Dispatched {
+    size_t taken = 0;
+    size_t skipped = 0;  // stored by someone else meanwhile (Runner::Dispatch)
+  };
+  absl::StatusOr<Dispatched> DispatchCandidates(size_t i, std::vector<Candidate> next);
+  // A round of task `i` found nothing new: exhausted, or stalled until an outcome.
+  void MarkDry(size_t i);
+  // search_model_: a copy of model_ as last trained (background searches read it).
+  void RefreshSearchModel();
   void Absorb(const TrialOutcome& o);
   // Trains the model with the outcomes absorbed since the last call, saving it after a
   // retraining.
@@ -94,6 +131,13 @@ class Driver {
     double throughput = 0;  // 1 / median for ok results, else 0
   };
   std::vector<Learn> learn_;
+  // Background searches (DriverOptions::search_pool).
+  std::shared_ptr<const cost_model::CostModel> search_model_;
+  int64_t search_model_on_ = -1;  // model_.trained_on() of the snapshot; -1: untrained
+  std::mutex search_mu_;
+  std::condition_variable search_cv_;
+  int searching_ = 0;  // started, not finished
+  std::vector<std::shared_ptr<BackgroundSearch>> finished_;
 };
 
 absl::Status Driver::Init() {
@@ -182,44 +226,214 @@ absl::StatusOr<bool> Driver::DispatchRounds() {
       return absl::Status(next.status().code(), absl::StrCat("search for '", t.workload.canonical,
                                                              "': ", next.status().message()));
     }
-    std::vector<Trial> trials;
-    for (Candidate& c : *next) {
-      const ir::ProgramId key = ProgramOf(c);
-      if (!state_[i].measured.insert(key).second) continue;
-      Trial tr;
-      tr.task = static_cast<int>(i);
-      tr.candidate_id = CandidateId(t.workload.key, key, o_.device_class);
-      lathe::v1::MeasureRequest& req = tr.request;
-      req.set_candidate_id(tr.candidate_id);
-      req.set_workload(t.workload.canonical);
-      req.set_trace_json(traceio::TraceToJson(c.trace));
-      req.set_min_repeat_ms(o_.min_repeat_ms);
-      req.set_flush_cache(o_.flush_cache);
-      req.set_cold_weights(o_.cold_weights);
-      if (o_.cutoff_factor > 0 && status_[i].best_latency_us > 0) {
-        req.set_cutoff_us(o_.cutoff_factor * status_[i].best_latency_us);
-      }
-      inflight_.emplace(tr.candidate_id, std::make_pair(static_cast<int>(i), std::move(c)));
-      trials.push_back(std::move(tr));
-    }
-    const size_t trials_size = trials.size();
-    absl::StatusOr<std::vector<std::string>> skipped = runner_.Dispatch(std::move(trials));
-    if (!skipped.ok()) return skipped.status();
-    for (const std::string& id : *skipped) inflight_.erase(id);
-    state_[i].inflight += static_cast<int>(trials_size - skipped->size());
-    const size_t taken = trials_size - skipped->size();
-    if (taken == 0) {
-      if (!skipped->empty()) continue;  // others measured them: the next search proposes more
-      if (runner_.Progress(pick).outstanding == 0) {
-        status_[i].exhausted = true;  // nothing new to measure for this task
-      } else {
-        state_[i].stalled = true;  // wait for an outcome before searching it again
-      }
+    absl::StatusOr<Dispatched> sent = DispatchCandidates(i, std::move(*next));
+    if (!sent.ok()) return sent.status();
+    if (sent->taken == 0) {
+      if (sent->skipped > 0) continue;  // others measured them: the next search proposes more
+      MarkDry(i);
       continue;
     }
     ++status_[i].rounds;
     ++rounds_;
   }
+}
+
+absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(size_t i,
+                                                              std::vector<Candidate> next) {
+  const DriverTask& t = tasks_[i];
+  std::vector<Trial> trials;
+  for (Candidate& c : next) {
+    const ir::ProgramId key = ProgramOf(c);
+    if (!state_[i].measured.insert(key).second) continue;
+    Trial tr;
+    tr.task = static_cast<int>(i);
+    tr.candidate_id = CandidateId(t.workload.key, key, o_.device_class);
+    lathe::v1::MeasureRequest& req = tr.request;
+    req.set_candidate_id(tr.candidate_id);
+    req.set_workload(t.workload.canonical);
+    req.set_trace_json(traceio::TraceToJson(c.trace));
+    req.set_min_repeat_ms(o_.min_repeat_ms);
+    req.set_flush_cache(o_.flush_cache);
+    req.set_cold_weights(o_.cold_weights);
+    if (o_.cutoff_factor > 0 && status_[i].best_latency_us > 0) {
+      req.set_cutoff_us(o_.cutoff_factor * status_[i].best_latency_us);
+    }
+    inflight_.emplace(tr.candidate_id, std::make_pair(static_cast<int>(i), std::move(c)));
+    trials.push_back(std::move(tr));
+  }
+  const size_t trials_size = trials.size();
+  absl::StatusOr<std::vector<std::string>> skipped = runner_.Dispatch(std::move(trials));
+  if (!skipped.ok()) return skipped.status();
+  for (const std::string& id : *skipped) inflight_.erase(id);
+  state_[i].inflight += static_cast<int>(trials_size - skipped->size());
+  return Dispatched{trials_size - skipped->size(), skipped->size()};
+}
+
+void Driver::MarkDry(size_t i) {
+  if (runner_.Progress(static_cast<int>(i)).outstanding == 0) {
+    status_[i].exhausted = true;  // nothing new to measure for this task
+  } else {
+    state_[i].stalled = true;  // wait for an outcome before searching it again
+  }
+}
+
+void Driver::RefreshSearchModel() {
+  const int64_t on = model_.trained() ? model_.trained_on() : -1;
+  if (search_model_ != nullptr && on == search_model_on_) return;
+  std::shared_ptr<const cost_model::CostModel> snapshot;
+  if (model_.trained()) {
+    // A copy through its bytes: the searches read it while this thread updates model_.
+    absl::StatusOr<std::string> bytes = model_.Save();
+    if (bytes.ok()) {
+      absl::StatusOr<cost_model::CostModel> copy = cost_model::CostModel::Load(*bytes);
+      if (copy.ok()) snapshot = std::make_shared<const cost_model::CostModel>(std::move(*copy));
+    }
+    // A copy that failed keeps the previous snapshot (or an untrained one).
+    if (snapshot == nullptr && search_model_ != nullptr) return;
+  }
+  if (snapshot == nullptr) snapshot = std::make_shared<const cost_model::CostModel>();
+  search_model_ = std::move(snapshot);
+  search_model_on_ = on;
+}
+
+absl::StatusOr<bool> Driver::DispatchBackground() {
+  const size_t n = tasks_.size();
+  if (absl::Status st = CollectSearches(); !st.ok()) return st;
+  for (;;) {
+    if (runner_.Stopping()) return false;
+    if (runner_.Room() <= 0) return true;
+    int done = 0, outstanding = 0, reserved = 0;
+    std::vector<Runner::Counts> counts(n);
+    for (size_t i = 0; i < n; ++i) {
+      counts[i] = runner_.Progress(static_cast<int>(i));
+      done += counts[i].done;
+      outstanding += counts[i].outstanding;
+      reserved += state_[i].search_want;
+    }
+    const int budget_left = o_.budget - done - outstanding - reserved;
+    std::vector<TaskView> views(n);
+    for (size_t i = 0; i < n; ++i) {
+      TaskView& v = views[i];
+      const DriverTask& t = tasks_[i];
+      v.weight = t.weight;
+      v.flops = t.workload.flops;
+      v.op = t.workload.spec.op;
+      v.trials = counts[i].done;
+      v.rounds = status_[i].rounds;
+      v.best_us = status_[i].best_latency_us;
+      v.history = state_[i].history;
+      const int cap_left = t.cap > 0 ? t.cap - counts[i].done - counts[i].outstanding : budget_left;
+      // One search in flight per task.
+      v.eligible = !state_[i].searching && budget_left > 0 && cap_left > 0 &&
+                   !status_[i].exhausted && !state_[i].stalled &&
+                   counts[i].outstanding < kMaxInflightRounds * round_size_;
+    }
+    bool any = false;
+    for (const TaskView& v : views) any = any || v.eligible;
+    if (!any) return false;
+    // Every search thread busy: wait for one to end (Wake) or for outcomes.
+    if (!o_.search_pool->TryReserve()) return false;
+    const int pick = scheduler_->Next(views, rng_);
+    if (pick < 0) {
+      o_.search_pool->Run([](int) {});  // gives the reservation back
+      return false;
+    }
+    const size_t i = static_cast<size_t>(pick);
+    const DriverTask& t = tasks_[i];
+    int want = std::min(round_size_, budget_left);
+    if (t.cap > 0) want = std::min(want, t.cap - counts[i].done - counts[i].outstanding);
+
+    auto search = std::make_shared<BackgroundSearch>();
+    search->task = i;
+    search->want = want;
+    search->rng.seed(rng_());
+    search->first_round = status_[i].rounds == 0;
+    search->measured = state_[i].measured;
+    Heavy([&] {
+      FlushModel();
+      RefreshSearchModel();
+      search->seeds =
+          SeedsFromDatabase(db_, *t.space, t.workload, o_.device_class, o_.seed_records);
+    });
+    search->model = search_model_;
+    state_[i].searching = true;
+    state_[i].search_want = want;
+    {
+      std::lock_guard<std::mutex> lock(search_mu_);
+      ++searching_;
+    }
+    o_.search_pool->Run([this, search](int threads) mutable {
+      SearchOptions so = o_.search;
+      so.threads = threads;
+      const DriverTask& task = tasks_[search->task];
+      search->result = NextRound(*task.space, *search->model, search->seeds, search->measured,
+                                 search->want, so, search->rng, search->first_round);
+      {
+        std::lock_guard<std::mutex> lock(search_mu_);
+        finished_.push_back(std::move(search));
+      }
+      runner_.Wake();
+      // Last: once searching_ is 0, DrainSearches may return and the driver go away.
+      std::lock_guard<std::mutex> lock(search_mu_);
+      --searching_;
+      search_cv_.notify_all();
+    });
+  }
+}
+
+absl::Status Driver::CollectSearches() {
+  std::vector<std::shared_ptr<BackgroundSearch>> finished;
+  {
+    std::lock_guard<std::mutex> lock(search_mu_);
+    finished.swap(finished_);
+  }
+  absl::Status first_error;
+  for (std::shared_ptr<BackgroundSearch>& s : finished) {
+    const size_t i = s->task;
+    state_[i].searching = false;
+    state_[i].search_want = 0;
+    if (!first_error.ok()) continue;
+    if (!s->result.ok()) {
+      first_error = absl::Status(s->result.status().code(),
+                                 absl::StrCat("search for '", tasks_[i].workload.canonical,
+                                              "': ", s->result.status().message()));
+      continue;
+    }
+    if (runner_.Stopping()) continue;
+    // The budget and the task's cap as they stand now (outcomes arrived while it searched).
+    int done = 0, outstanding = 0, reserved = 0;
+    for (size_t k = 0; k < tasks_.size(); ++k) {
+      const Runner::Counts c = runner_.Progress(static_cast<int>(k));
+      done += c.done;
+      outstanding += c.outstanding;
+      reserved += state_[k].search_want;
+    }
+    int room = o_.budget - done - outstanding - reserved;
+    const Runner::Counts c = runner_.Progress(static_cast<int>(i));
+    if (tasks_[i].cap > 0) room = std::min(room, tasks_[i].cap - c.done - c.outstanding);
+    std::vector<Candidate>& next = *s->result;
+    if (static_cast<int>(next.size()) > std::max(0, room)) next.resize(std::max(0, room));
+    if (next.empty() && room <= 0) continue;
+    absl::StatusOr<Dispatched> sent = DispatchCandidates(i, std::move(next));
+    if (!sent.ok()) {
+      first_error = sent.status();
+      continue;
+    }
+    if (sent->taken == 0) {
+      if (sent->skipped == 0) MarkDry(i);
+      continue;
+    }
+    ++status_[i].rounds;
+    ++rounds_;
+  }
+  return first_error;
+}
+
+void Driver::DrainSearches() {
+  if (o_.search_pool == nullptr) return;
+  std::unique_lock<std::mutex> lock(search_mu_);
+  search_cv_.wait(lock, [&] { return searching_ == 0; });
+  finished_.clear();
 }
 
 void Driver::Absorb(const TrialOutcome& out) {
@@ -407,13 +621,16 @@ absl::StatusOr<DriverResult> Driver::Run() {
       result.space_exhausted = all_closed && TotalDone() < o_.budget;
       break;
     }
-    absl::StatusOr<bool> room_bound = DispatchRounds();
+    absl::StatusOr<bool> room_bound =
+        o_.search_pool != nullptr ? DispatchBackground() : DispatchRounds();
     if (!room_bound.ok()) {
+      DrainSearches();
       (void)runner_.Finish();
       return room_bound.status();
     }
     absl::StatusOr<std::vector<TrialOutcome>> outcomes = runner_.Wait(*room_bound);
     if (!outcomes.ok()) {
+      DrainSearches();
       (void)runner_.Finish();
       return outcomes.status();
     }
@@ -426,6 +643,8 @@ absl::StatusOr<DriverResult> Driver::Run() {
       Report(/*end_of_round=*/idle);
     }
   }
+  // The rounds still searched are not needed: the budget is spent or the run stops.
+  DrainSearches();
   if (absl::Status st = runner_.Finish(); !st.ok()) return st;
   if (!result.stopped) {
     Heavy([&] { FlushModel(); });

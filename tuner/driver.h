@@ -17,6 +17,14 @@
 // The cost model is shared by all tasks (one per device class), trained with every outcome
 // before the next round is searched, and saved to the database after each retraining.
 //
+// With a SearchPool (lathed), rounds are searched in the background: each task has at most one
+// search in flight, several tasks search at once (as many as the pool has free threads, shared
+// by every job of the daemon), and a round is dispatched as soon as its search ends, while the
+// driver's thread goes on absorbing outcomes. Such a search ranks with a snapshot of the model
+// taken when it started (refreshed after each retraining) and its task's measured set as it was
+// then; the candidates it returns are checked against the set again before dispatch. Without a
+// pool (the embedded `lathe tune`), a round is searched on the driver's thread, one at a time.
+//
 // Thread-safety: Run() is a blocking call on the caller's thread; the progress callback runs
 // on it too.
 #ifndef LATHE_TUNER_DRIVER_H_
@@ -48,6 +56,19 @@ struct DriverTask {
   int cap = 0;
 };
 
+// Background threads for search rounds (DriverOptions::search_pool). Thread-safe: several
+// drivers (lathed's jobs) share one.
+class SearchPool {
+ public:
+  virtual ~SearchPool() = default;
+  // Reserves a thread for one search; false when every thread is busy or reserved.
+  virtual bool TryReserve() = 0;
+  // Runs `fn` on the thread reserved by the last successful TryReserve (the reservation is
+  // used up); `fn` is told how many threads its scoring may use (the pool's threads shared by
+  // the searches running when it starts, at least 1).
+  virtual void Run(std::function<void(int threads)> fn) = 0;
+};
+
 struct DriverOptions {
   std::string device_class;
   int budget = 300;  // trials of the run over all tasks
@@ -70,6 +91,9 @@ struct DriverOptions {
   // niced thread while the driver's own thread, which takes the runner's locks, keeps its
   // priority.
   std::function<void(const std::function<void()>&)> run_heavy;
+  // Searches rounds in the background, one per task at most, several tasks at once (see the
+  // file comment); null: on the driver's thread. Not owned; must outlive RunDriver.
+  SearchPool* search_pool = nullptr;
 };
 
 // Where one task stands.

@@ -78,6 +78,9 @@ class Runner {
   // is positive; may return empty (a poll interval passed). A status is fatal to the run (the
   // sandbox failed, the database cannot be written).
   virtual absl::StatusOr<std::vector<TrialOutcome>> Wait(bool until_room) = 0;
+  // Makes a Wait in progress return soon (or the next one at once): a search the driver runs
+  // in the background has ended (DriverOptions::search_pool). Called from any thread.
+  virtual void Wake() {}
   // True once the run must end now (stop flag, cancelled job, daemon shutting down).
   virtual bool Stopping() = 0;
   // Called once when the driver's loop ends (budget spent, stopped, or failed): a runner that

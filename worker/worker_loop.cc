@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -170,6 +171,8 @@ class Worker::Impl {
     if (absl::Status st = CheckOptions(opt_); !st.ok()) return st;
     if (opt_.hostname.empty()) opt_.hostname = Hostname();
     opt_.lease_batch = std::max(1, opt_.lease_batch);
+    opt_.lease_ahead = std::max(0, opt_.lease_ahead);
+    opt_.report_depth = std::max(1, opt_.report_depth);
     if (!opt_.spool_dir.empty()) {
       auto s = Spool::Open(opt_.spool_dir);
       if (!s.ok()) return s.status();
@@ -390,33 +393,159 @@ class Worker::Impl {
   }
 
   // Leases tasks for device `i` and serves each lease, until stopped, fatal, or --max-tasks
-  // tasks were leased.
+  // tasks were leased: pipelined (lease_ahead > 0) or one lease at a time.
   void DeviceLoop(size_t i) {
+    if (opt_.lease_ahead > 0) {
+      PipelinedDeviceLoop(i);
+    } else {
+      SerialDeviceLoop(i);
+    }
+    spdlog::debug("device loop for {} ends", opt_.devices[i].info.device_class());
+  }
+
+  // Lease, measure, report, in turn.
+  void SerialDeviceLoop(size_t i) {
     const Device& dev = opt_.devices[i];
     measure::Measurer& measurer = *measurers_[i];
     const std::string& dc = dev.info.device_class();
     Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
     int failures = 0;
     while (!stopping()) {
-      const int want = TasksToLease();
-      if (want == 0) break;
-      if (!EnsureRegistered().ok()) break;
+      std::optional<lathe::v1::LeaseResponse> lease = NextLease(dc, backoff, failures);
+      if (!lease.has_value()) break;
+      if (lease->tasks_size() == 0) continue;
+      ServeLease(dev, measurer, *lease);
+    }
+  }
 
-      lathe::v1::LeaseRequest req = LeaseRequestFor(dc, want);
+  // One Lease call for `dc` with its failure handling; an empty lease when the call failed or
+  // brought nothing (try again), nullopt when the loop should end (stopping, fatal, or
+  // --max-tasks tasks leased).
+  std::optional<lathe::v1::LeaseResponse> NextLease(const std::string& dc, Backoff& backoff,
+                                                    int& failures) {
+    const int want = TasksToLease();
+    if (want == 0) return std::nullopt;
+    if (!EnsureRegistered().ok()) return std::nullopt;
+    lathe::v1::LeaseRequest req = LeaseRequestFor(dc, want);
+    lathe::v1::LeaseResponse lease;
+    std::optional<grpc::Status> s = CallLease(req, &lease);
+    if (!s.has_value()) return std::nullopt;  // stopping
+    if (!s->ok()) {
+      if (!LeaseFailed(*s, req, backoff, failures)) return std::nullopt;
+      return lathe::v1::LeaseResponse();
+    }
+    if (failures > 0) spdlog::info("the tuner at {} answers again", opt_.tuner);
+    failures = 0;
+    backoff.Reset();
+    return lease;
+  }
+
+  // The pipeline of one device (under mu_; cv_ announces every change): leases taken ahead and
+  // not started, and measured batches waiting for their Report.
+  struct Pipeline {
+    std::deque<lathe::v1::LeaseResponse> leases;
+    bool fetching_done = false;
+    std::deque<std::pair<lathe::v1::ReportRequest, lathe::v1::LeaseResponse>> reports;
+    bool measuring_done = false;
+  };
+
+  // Three threads per device: one leases up to lease_ahead leases ahead of the one being
+  // measured, this one measures them in order, one reports the measured batches (at most
+  // report_depth waiting; the measurer waits beyond that). Stopping: the lease being measured
+  // finishes its task and hands back the rest, every lease taken ahead is handed back whole,
+  // and the batches measured are reported (or spooled) before the loop returns.
+  void PipelinedDeviceLoop(size_t i) {
+    const Device& dev = opt_.devices[i];
+    measure::Measurer& measurer = *measurers_[i];
+    const std::string dc = dev.info.device_class();
+    Pipeline p;
+    std::thread fetcher([&] { FetchLoop(dc, p); });
+    std::thread reporter([&] { ReportLoop(p); });
+    for (;;) {
       lathe::v1::LeaseResponse lease;
-      std::optional<grpc::Status> s = CallLease(req, &lease);
-      if (!s.has_value()) break;  // stopping
-      if (!s->ok()) {
-        if (!LeaseFailed(*s, req, backoff, failures)) break;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !p.leases.empty() || p.fetching_done; });
+        if (p.leases.empty()) break;
+        lease = std::move(p.leases.front());
+        p.leases.pop_front();
+        ++measuring_;
+      }
+      cv_.notify_all();  // the fetcher may lease the next one now
+      lathe::v1::ReportRequest batch;
+      if (stopping()) {
+        ReleaseRest(lease, 0);
+      } else {
+        batch = MeasureLease(dc, measurer, lease);
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      --measuring_;
+      if (batch.results_size() == 0) {
+        active_leases_.erase(lease.lease_id());
         continue;
       }
-      if (failures > 0) spdlog::info("the tuner at {} answers again", opt_.tuner);
-      failures = 0;
-      backoff.Reset();
-      if (lease.tasks_size() == 0) continue;
-      ServeLease(dev, measurer, lease);
+      cv_.wait(lock, [&] { return static_cast<int>(p.reports.size()) < opt_.report_depth; });
+      p.reports.emplace_back(std::move(batch), std::move(lease));
+      lock.unlock();
+      cv_.notify_all();
     }
-    spdlog::debug("device loop for {} ends", dc);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      p.measuring_done = true;
+    }
+    cv_.notify_all();
+    fetcher.join();
+    reporter.join();
+  }
+
+  // Leases for `dc` whenever fewer than lease_ahead leases wait to be measured.
+  void FetchLoop(const std::string& dc, Pipeline& p) {
+    Backoff backoff(opt_.backoff_min_ms, opt_.backoff_max_ms);
+    int failures = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock,
+                 [&] { return stopping_ || static_cast<int>(p.leases.size()) < opt_.lease_ahead; });
+        if (stopping_) break;
+      }
+      std::optional<lathe::v1::LeaseResponse> lease = NextLease(dc, backoff, failures);
+      if (!lease.has_value()) break;
+      if (lease->tasks_size() == 0) continue;
+      spdlog::debug("lease {}: {} task(s) for {}", lease->lease_id(), lease->tasks_size(), dc);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        // Extended by the heartbeat from now on, measured or not.
+        active_leases_.insert(lease->lease_id());
+        tasks_leased_ += lease->tasks_size();
+        if (p.leases.empty() && measuring_) ++stats_.leased_ahead;
+        p.leases.push_back(std::move(*lease));
+      }
+      cv_.notify_all();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      p.fetching_done = true;
+    }
+    cv_.notify_all();
+  }
+
+  // Reports the measured batches in order; ends once the measuring ended and all are sent.
+  void ReportLoop(Pipeline& p) {
+    for (;;) {
+      std::pair<lathe::v1::ReportRequest, lathe::v1::LeaseResponse> item;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !p.reports.empty() || p.measuring_done; });
+        if (p.reports.empty()) return;
+        item = std::move(p.reports.front());
+        p.reports.pop_front();
+      }
+      cv_.notify_all();  // room for the measurer's next batch
+      Deliver(std::move(item.first), item.second);
+      std::lock_guard<std::mutex> lock(mu_);
+      active_leases_.erase(item.second.lease_id());
+    }
   }
 
   // How many tasks to ask for next: the lease batch, fewer near --max-tasks; 0 once
@@ -499,6 +628,16 @@ class Worker::Impl {
       tasks_leased_ += lease.tasks_size();
     }
     spdlog::debug("lease {}: {} task(s) for {}", lease.lease_id(), lease.tasks_size(), dc);
+    lathe::v1::ReportRequest batch = MeasureLease(dc, measurer, lease);
+    if (batch.results_size() > 0) Deliver(std::move(batch), lease);
+    std::lock_guard<std::mutex> lock(mu_);
+    active_leases_.erase(lease.lease_id());
+  }
+
+  // Measures the tasks of `lease` one after another; the tasks not started (stopping, or the
+  // sandbox failed) are handed back. Returns the results, to be delivered.
+  lathe::v1::ReportRequest MeasureLease(const std::string& dc, measure::Measurer& measurer,
+                                        const lathe::v1::LeaseResponse& lease) {
     lathe::v1::ReportRequest batch;
     batch.set_lease_id(lease.lease_id());
     batch.set_device_class(dc);
@@ -522,9 +661,7 @@ class Worker::Impl {
       ++stats_.measured;
     }
     if (t < lease.tasks_size()) ReleaseRest(lease, t);
-    if (batch.results_size() > 0) Deliver(std::move(batch), lease);
-    std::lock_guard<std::mutex> lock(mu_);
-    active_leases_.erase(lease.lease_id());
+    return batch;
   }
 
   // Hands the tasks of `lease` from index `from` on (not started: stopping, or the sandbox
@@ -818,6 +955,7 @@ class Worker::Impl {
   std::string worker_secret_;  // RegisterResponse.worker_secret: every call of this id carries it
   int heartbeat_ms_ = 5000;
   int64_t tasks_leased_ = 0;
+  int measuring_ = 0;  // pipelined devices measuring a lease now
   std::set<std::string> active_leases_;
   std::set<grpc::ClientContext*> polls_;  // Lease calls in flight, cancelled by Stop()
   std::mt19937_64 request_rng_{std::random_device{}()};  // LeaseRequest.request_id

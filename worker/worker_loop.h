@@ -5,6 +5,12 @@
 // reports the lease's results in one batch. DESIGN.md "Workers pull": the worker needs no
 // inbound port; it only dials the daemon.
 //
+// - Pipelined (lease_ahead > 0, the default): while a device measures one lease, the worker
+//   already holds its next (lease_ahead leases at most, asked for as soon as the measuring
+//   starts), and the measured batches are reported by a thread of their own (report_depth
+//   batches waiting at most; measuring waits beyond that), so that neither the Lease round trip
+//   nor the Report's keeps the device idle. Leases taken ahead are extended by the heartbeat
+//   like the one measured. lease_ahead = 0: lease, measure, report in turn.
 // - Every call carries a deadline; the channel has keepalive pings and fast reconnects.
 // - A heartbeat thread extends the leases being worked on every heartbeat_interval_ms and
 //   registers again when the daemon no longer knows the worker (it restarted). A Lease or
@@ -15,11 +21,11 @@
 // - The daemon refusing the token (UNAUTHENTICATED, PERMISSION_DENIED) is fatal: retrying
 //   cannot help, so Run() returns that error.
 // - Stop() is graceful: no new lease, the task being measured is finished and its lease's
-//   results are reported (or spooled); the lease's tasks not yet started are handed back with
-//   Release at once (they return to the queue only at lease expiry if that call fails). Every
-//   Lease call carries a random request id: when Stop() cancels the call (or its deadline
-//   passes) before its answer arrives, the worker releases by that id whatever lease the
-//   daemon granted it, so those tasks need not wait for the lease to expire either.
+//   results are reported (or spooled); the lease's tasks not yet started, and every lease taken
+//   ahead, are handed back with Release at once (they return to the queue only at lease expiry if
+//   that call fails). Every Lease call carries a random request id: when Stop() cancels the call
+//   (or its deadline passes) before its answer arrives, the worker releases by that id whatever
+//   lease the daemon granted it, so those tasks need not wait for the lease to expire either.
 // - A report over 3 MiB, or one the daemon refuses as too large (RESOURCE_EXHAUSTED; lathed
 //   takes 4 MiB), is sent in parts: halves, down to single results, each with its tasks.
 // - A report that fails or that the daemon partly rejects (it restarted since the lease and
@@ -56,6 +62,8 @@ struct WorkerOptions {
   std::vector<Device> devices;
   int64_t max_tasks = 0;       // return from Run() after this many tasks were measured (0: never)
   int lease_batch = 4;         // tasks asked for per lease
+  int lease_ahead = 1;         // leases held ahead of the one measured (0: no pipelining)
+  int report_depth = 2;        // measured batches waiting for their Report, at most
   int lease_wait_ms = 2000;    // long poll of one Lease
   int rpc_timeout_ms = 10000;  // deadline of a call, on top of the long poll for Lease
   int backoff_min_ms = 100;
@@ -73,6 +81,8 @@ struct WorkerStats {
   int64_t registrations = 0;
   int64_t released = 0;  // leased tasks handed back unstarted (Release)
   int64_t rejected = 0;  // results the daemon acknowledged but could not store
+  // Leases granted while the device was measuring another one (pipelining at work).
+  int64_t leased_ahead = 0;
 };
 
 class Worker {

@@ -2,6 +2,8 @@
 // lathed and real workers, and a daemon killed (-9) and restarted mid-job that resumes every
 // task with its own trial count. The database is checked afterwards: each task's records are
 // its trials, no candidate stored twice.
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -88,6 +90,62 @@ TEST(TasksTest, CliCapsEveryTaskOnTheDaemon) {
                  kTasks[0] + " --workload " + kTasks[1] + " --max-trials-per-task -2 2>&1");
   EXPECT_EQ(bad_rc, 2) << bad_out;
   EXPECT_NE(bad_out.find("--max-trials-per-task -2"), std::string::npos) << bad_out;
+}
+
+// PP-OCR cls (the rapidocr-onnxruntime wheel's, from $LATHE_PPOCR_MODELS or the build's
+// model-venv, scripts/model-venv.sh); empty when absent.
+std::string PpocrClsModel() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("LATHE_PPOCR_MODELS")) dirs.push_back(env);
+  std::error_code ec;
+  const std::filesystem::path lib = std::string(LATHE_BUILD_DIR) + "/model-venv/lib";
+  for (std::filesystem::directory_iterator it(lib, ec), end; !ec && it != end; it.increment(ec)) {
+    dirs.push_back(it->path().string() + "/site-packages/rapidocr_onnxruntime/models");
+  }
+  for (const std::string& d : dirs) {
+    const std::string f = d + "/ch_ppocr_mobile_v2.0_cls_infer.onnx";
+    if (std::filesystem::exists(f, ec)) return f;
+  }
+  return "";
+}
+
+// A model job on the fleet: `lathe tune --model F --tuner` with --max-trials-per-task and
+// --json. Every task of the model stops at its cap, the job ends there, and the stored records
+// are exactly its trials, none twice.
+TEST(TasksTest, CliTunesAModelOnTheDaemonWithACapPerTask) {
+  const std::string model = PpocrClsModel();
+  if (model.empty()) {
+    GTEST_SKIP() << "no PP-OCR cls model (set LATHE_PPOCR_MODELS or run scripts/model-venv.sh)";
+  }
+  Cluster c;
+  ASSERT_TRUE(c.StartDaemon({"--remeasure-top", "0"}));
+  ASSERT_NE(c.StartWorker(), nullptr);
+  ASSERT_NE(c.StartWorker(), nullptr);
+  auto client = c.Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 2));
+  const std::string cmd = std::string(LATHE_BIN) + " tune --model " + model +
+                          " --input x=1x3x48x192 --tuner " + c.address() +
+                          " --trials 100000 --max-trials-per-task 1 --batch 4 --min-repeat-ms 1 "
+                          "--seed 3 --json 2>" +
+                          c.dir() + "/tune.err";
+  auto [rc, out] = RunCommand(cmd);
+  ASSERT_EQ(rc, 0) << out << ReadAll(c.dir() + "/tune.err");
+  nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["state"], "done");
+  ASSERT_TRUE(j["tasks"].is_array()) << out;
+  const size_t n = j["tasks"].size();
+  EXPECT_GE(n, 10u) << "cls has tens of tasks";
+  EXPECT_EQ(j["trials"], static_cast<int>(n)) << "one trial per task: the caps end the job";
+  for (const nlohmann::json& t : j["tasks"]) {
+    EXPECT_EQ(t["trials"], 1) << t.dump();
+    const std::string spec = t["workload"].get<std::string>();
+    DbCount stored = CountRecords(c.db(), Key(spec));
+    EXPECT_EQ(stored.records, 1) << spec;
+    EXPECT_EQ(stored.distinct_candidates, stored.records) << "a candidate was stored twice";
+  }
+  EXPECT_TRUE(j["objective_us"].is_number()) << out;
 }
 
 TEST(TasksTest, KilledDaemonResumesEveryTaskWithItsOwnTrials) {

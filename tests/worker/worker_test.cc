@@ -88,7 +88,11 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
   // Under the daemon's lock (for WaitFor predicates and after the fact).
   std::map<std::string, MeasureResult> results_;
   int registrations_ = 0, leases_ = 0, heartbeats_ = 0, reports_ = 0, refused_ = 0;
-  int reregistrations_ = 0;        // registrations that gave a previous worker id
+  int reregistrations_ = 0;         // registrations that gave a previous worker id
+  int duplicates_ = 0;              // results reported a second time
+  std::set<std::string> released_;  // candidates handed back unstarted (Release)
+  // Leases granted while another lease of the worker was not reported yet.
+  int leases_while_outstanding_ = 0;
   bool refuse_known_ids_ = false;  // such registrations are ALREADY_EXISTS
   std::mutex mu_;
   // A restart: every registration is forgotten (under the lock).
@@ -134,9 +138,15 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
     resp->set_lease_id("lease" + std::to_string(++leases_));
     while (!queue_.empty() && resp->tasks_size() < std::max(1, req->max_tasks())) {
       *resp->add_tasks() = queue_.front();
+      leased_[queue_.front().candidate_id()] = queue_.front();
       queue_.pop_front();
     }
-    if (resp->tasks_size() == 0) --leases_;
+    if (resp->tasks_size() == 0) {
+      --leases_;
+    } else if (!leased_unreported_.empty()) {
+      ++leases_while_outstanding_;
+    }
+    for (const Task& t : resp->tasks()) leased_unreported_.insert(t.candidate_id());
     cv_.notify_all();
     return grpc::Status::OK;
   }
@@ -150,11 +160,31 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
       EXPECT_EQ(req->worker_secret(), "secret-of-" + req->worker_id());
     }
     for (const MeasureResult& r : req->results()) {
+      leased_unreported_.erase(r.candidate_id());
       if (results_.emplace(r.candidate_id(), r).second) {
         resp->set_accepted(resp->accepted() + 1);
       } else {
         resp->set_duplicates(resp->duplicates() + 1);
+        ++duplicates_;
       }
+    }
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  // Tasks handed back go to the front of the queue again.
+  grpc::Status Release(grpc::ServerContext* ctx, const lathe::v1::ReleaseRequest* req,
+                       lathe::v1::ReleaseResponse* resp) override {
+    if (auto s = Auth(ctx); !s.ok()) return s;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& id : req->candidate_ids()) {
+      auto it = leased_.find(id);
+      if (it == leased_.end() || results_.count(id) > 0) continue;
+      released_.insert(id);
+      leased_unreported_.erase(id);
+      queue_.push_front(it->second);
+      leased_.erase(it);
+      resp->set_requeued(resp->requeued() + 1);
     }
     cv_.notify_all();
     return grpc::Status::OK;
@@ -190,6 +220,8 @@ class FakeDaemon final : public lathe::v1::WorkerService::Service {
   std::string token_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
+  std::map<std::string, Task> leased_;       // every task leased, by candidate id
+  std::set<std::string> leased_unreported_;  // leased, neither reported nor handed back
   std::set<std::string> workers_;
   int next_id_ = 0;
 };
@@ -483,6 +515,68 @@ class WorkerProcess {
 
 // SIGTERM while a lease is being measured finishes the task in flight, reports it, leaves
 // the lease's other tasks alone and exits 0.
+// Pipelining: while a task measures (one that hangs until its deadline), the worker already
+// holds its next lease, and only one lease ahead; Stop() then hands the lease taken ahead back
+// unstarted, and the task in flight is reported once.
+TEST(WorkerTest, LeasesTheNextBatchWhileMeasuringAndHandsItBackOnStop) {
+  FakeDaemon daemon;
+  Server server(&daemon);
+  daemon.Add(MakeTask("slow", "hang"));
+  for (int i = 0; i < 4; ++i) daemon.Add(MakeTask("next" + std::to_string(i)));
+  WorkerOptions o = Options(server.address(), "ahead");
+  o.lease_batch = 1;
+  o.lease_ahead = 1;
+  o.measurer.timeout_s = 3;  // "slow" hangs until then: a timeout result
+  auto w = Worker::Create(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  Running run(std::move(*w));
+  // The second lease is granted while the first one's task is still measuring.
+  ASSERT_TRUE(daemon.WaitFor([&] { return daemon.leases_ == 2; }, 20s));
+  std::this_thread::sleep_for(300ms);
+  {
+    std::lock_guard<std::mutex> lock(daemon.mu_);
+    EXPECT_TRUE(daemon.results_.empty()) << "\"slow\" is still measuring";
+    EXPECT_EQ(daemon.leases_, 2) << "one lease ahead, no more";
+    EXPECT_EQ(daemon.leases_while_outstanding_, 1);
+  }
+  EXPECT_EQ(run.worker().stats().leased_ahead, 1);
+  run.worker().Stop();
+  ASSERT_TRUE(run.Join().ok());
+  std::lock_guard<std::mutex> lock(daemon.mu_);
+  ASSERT_EQ(daemon.results_.count("slow"), 1u) << "the task in flight is finished and reported";
+  EXPECT_EQ(daemon.results_.size(), 1u);
+  EXPECT_EQ(daemon.released_, std::set<std::string>({"next0"}))
+      << "the lease taken ahead is handed back unstarted";
+  EXPECT_EQ(daemon.duplicates_, 0);
+  EXPECT_EQ(run.worker().stats().released, 1);
+  EXPECT_EQ(run.worker().stats().reported, 1);
+}
+
+// Pipelined leases and background reports: every task measured and reported exactly once,
+// whether a lease holds one task or several.
+TEST(WorkerTest, PipelinedWorkerReportsEveryResultOnce) {
+  for (int batch : {1, 2}) {
+    FakeDaemon daemon;
+    Server server(&daemon);
+    for (int i = 0; i < 7; ++i) daemon.Add(MakeTask("p" + std::to_string(i)));
+    WorkerOptions o = Options(server.address(), "pipelined" + std::to_string(batch));
+    o.lease_batch = batch;
+    o.lease_ahead = 1;
+    o.max_tasks = 7;
+    auto w = Worker::Create(o);
+    ASSERT_TRUE(w.ok()) << w.status();
+    Running run(std::move(*w));
+    ASSERT_TRUE(run.Join().ok());
+    std::lock_guard<std::mutex> lock(daemon.mu_);
+    EXPECT_EQ(daemon.results_.size(), 7u) << "batch " << batch;
+    EXPECT_EQ(daemon.duplicates_, 0) << "batch " << batch;
+    EXPECT_TRUE(daemon.released_.empty()) << "batch " << batch;
+    EXPECT_EQ(run.worker().stats().measured, 7);
+    EXPECT_EQ(run.worker().stats().reported, 7);
+    EXPECT_EQ(run.worker().stats().spooled, 0);
+  }
+}
+
 TEST(WorkerTest, SigtermDrainsTheTaskInFlightAndExitsZero) {
   FakeDaemon daemon;
   Server server(&daemon);
