@@ -61,7 +61,7 @@ class EmuMmaTest : public ::testing::Test {
     // Values with low mantissa bits set, which TF32 drops.
     for (int i = 0; i < 128; ++i)
       a_->data()[i] =
-          1.0f + static_cast<float>(i % 13) / 1024.0f + static_cast<float>(i % 7) * 0x1p-18f;
+          static_cast<float>((i * 37) % 29) / 8.0f - 1.75f + static_cast<float>(i % 7) * 0x1p-18f;
     for (int i = 0; i < 64; ++i)
       b_->data()[i] =
           -0.5f + static_cast<float>(i % 11) / 16.0f + static_cast<float>(i % 5) * 0x1p-17f;

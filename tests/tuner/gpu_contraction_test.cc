@@ -124,10 +124,13 @@ TEST(ContractionTest, MatchesMatmulsAndConvolutionsAsGemms) {
   auto conv = ir::MakeWorkload("conv2d:n=2,c=4,h=11,w=7,k=6,r=3,s=3,pad=1");
   ASSERT_TRUE(conv.ok());
   ir::Schedule cs(*conv, "cuda");
-  for (const ir::Stage& st : ir::Schedule(*conv, "cuda").stages()) {
-    if (st.tensor->tag == "pad") ASSERT_TRUE(cs.ComputeInline(st.name).ok());
+  const ir::Schedule untouched(*conv, "cuda");
+  for (const ir::Stage& st : untouched.stages()) {
+    if (st.tensor->tag == "pad") {
+      ASSERT_TRUE(cs.ComputeInline(st.name).ok());
+    }
   }
-  auto cc = cuda::MatchContraction(cs, "conv2d");
+  auto cc = cuda::MatchContraction(cs, "Y");
   ASSERT_TRUE(cc.ok()) << cc.status();
   // Pixels n*oh*ow as the columns (the output's innermost axis), output channels as the rows,
   // channels x window as K.
@@ -138,6 +141,32 @@ TEST(ContractionTest, MatchesMatmulsAndConvolutionsAsGemms) {
   auto dw = ir::MakeWorkload("conv2d:n=1,c=8,h=10,w=10,k=8,r=3,s=3,pad=1,groups=8");
   ASSERT_TRUE(dw.ok());
   EXPECT_EQ(Space(*dw, true)->num_sketches(), 1);
+}
+
+// The tensorize primitive: only on an untransformed reduction of a cuda schedule; the stage
+// takes no primitive after it; its trace replays.
+TEST(ContractionTest, TensorizeMarksAnUntransformedCudaReduction) {
+  auto w = ir::MakeWorkload("matmul:m=17,n=31,k=13,epilogue=bias");
+  ASSERT_TRUE(w.ok());
+  ir::Schedule cpu(*w);
+  EXPECT_FALSE(cpu.Tensorize("matmul", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok());
+  ir::Schedule split(*w, "cuda");
+  ASSERT_TRUE(split.Split("matmul", "i", {4}).ok());
+  EXPECT_FALSE(split.Tensorize("matmul", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok());
+  ir::Schedule s(*w, "cuda");
+  EXPECT_FALSE(s.Tensorize("C", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok())
+      << "not a reduction";
+  ASSERT_TRUE(s.Tensorize("matmul", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok());
+  EXPECT_FALSE(s.Split("matmul", "i", {4}).ok());
+  EXPECT_FALSE(s.Tensorize("matmul", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok());
+  auto again = ir::ApplyTrace(*w, *traceio::TraceFromJson(traceio::TraceToJson(s.trace())));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->FindStage("matmul")->tensorize, cuda::kContractionFma);
+  EXPECT_EQ(again->trace(), s.trace());
+  // Bad parameters are the generator's to refuse.
+  ir::Schedule bad(*w, "cuda");
+  ASSERT_TRUE(bad.Tensorize("matmul", cuda::kContractionMmaTf32, {64, 64, 12, 2, 2}).ok());
+  EXPECT_EQ(cuda::BuildCudaSource(bad, "k").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ContractionTest, Tf32IsOfferedOnlyWhenAllowed) {
@@ -193,26 +222,45 @@ TEST_P(ContractionVariantsTest, EveryTileShapeAgreesOnTheEmulator) {
   SKIP_WITHOUT_NVRTC();
   const double tf32_error = VerifyAllVariants(GetParam(), true);
   // TF32 is not fp32: the emulated tensor core rounded its operands.
-  if (gpuemu::FindHostCompiler().ok()) EXPECT_GT(tf32_error, 1e-6) << GetParam();
+  if (gpuemu::FindHostCompiler().ok()) {
+    EXPECT_GT(tf32_error, 1e-6) << GetParam();
+  }
+}
+
+std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n;
+  for (char ch : info.param) n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ContractionVariantsTest,
+                         ::testing::Values("matmul:m=96,n=80,k=72",
+                                           "conv2d:n=2,c=4,h=11,w=7,k=6,r=3,s=3,pad=1",
+                                           "conv2d:n=1,c=4,h=8,w=8,k=8,r=3,s=3,pad=1,layout=nhwc"),
+                         ParamName);
+
+// The other shapes (label e2e: 5-20 s each on a loaded 2-core host).
+class E2eContractionVariantsTest : public ContractionVariantsTest {};
+
+TEST_P(E2eContractionVariantsTest, EveryTileShapeAgreesOnTheEmulator) {
+  SKIP_WITHOUT_NVRTC();
+  const double tf32_error = VerifyAllVariants(GetParam(), true);
+  if (gpuemu::FindHostCompiler().ok()) {
+    EXPECT_GT(tf32_error, 1e-6) << GetParam();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Shapes, ContractionVariantsTest,
-    ::testing::Values("matmul:m=96,n=80,k=72", "matmul:m=17,n=31,k=13,epilogue=bias_relu",
+    Shapes, E2eContractionVariantsTest,
+    ::testing::Values("matmul:m=17,n=31,k=13,epilogue=bias_relu",
                       "matmul:m=9,n=17,k=12,transpose_b=1,epilogue=bias_res",
                       "matmul:m=9,n=32,k=12,bpanel=16,epilogue=bias_gelu",
                       "batch_matmul:b=3,m=5,n=7,k=11", "batch_matmul:b=2,m=5,n=6,k=7,bcast=b",
-                      "conv2d:n=2,c=4,h=11,w=7,k=6,r=3,s=3,pad=1",
                       "conv2d:n=1,c=8,h=13,w=13,k=8,r=3,s=3,stride=2,pad=1,dilation=2",
                       "conv2d:n=1,c=8,h=5,w=5,k=16,r=1,s=1,epilogue=bias_gelu",
-                      "conv2d:n=1,c=4,h=8,w=8,k=8,r=3,s=3,pad=1,layout=nhwc",
                       "conv2d:n=1,c=3,h=6,w=9,k=5,r=1,s=3,stride=1x2,pad=0x1x0x1,"
                       "epilogue=bias_clip0:6_res"),
-    [](const auto& info) {
-      std::string n;
-      for (char ch : info.param) n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      return n;
-    });
+    ParamName);
 
 }  // namespace
 }  // namespace lathe::tuner
