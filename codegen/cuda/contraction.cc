@@ -227,11 +227,14 @@ absl::Status CheckContractionParams(const std::string& name, const std::vector<i
   if (!IsContractionTemplate(name)) {
     return absl::InvalidArgumentError("unknown kernel template '" + name + "'");
   }
-  if (p.size() != 5) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": expects 5 parameters {BM, BN, BK, x, y}, got ", p.size()));
+  if (p.size() != 5 && p.size() != 6) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": expects 5 or 6 parameters {BM, BN, BK, x, y[, pipelined]}, got ", p.size()));
   }
-  for (int64_t v : p) {
+  if (p.size() == 6 && p[5] != 0 && p[5] != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": pipelined is 0 or 1, got ", p[5]));
+  }
+  for (int64_t v : std::vector<int64_t>(p.begin(), p.begin() + 5)) {
     if (v < 1 || v > 256) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": parameter ", v, " out of [1, 256]"));
     }
@@ -333,6 +336,7 @@ absl::StatusOr<CudaSource> GenerateContraction(const ir::Schedule& sch, const st
   const std::vector<int64_t>& p = ts->tensorize_params;
   const int64_t bm = p[0], bn = p[1], bk = p[2];
   const int64_t threads = mma ? 32 * p[3] * p[4] : bm / p[3] * (bn / p[4]);
+  const bool pipelined = p.size() == 6 && p[5] == 1;
   // k-major tiles; rows padded so that a warp's fragment reads (lanes 4g+t reading [k+t][r+g])
   // fall in distinct banks: a row length of 8 mod 32 (fma: 4, float4-friendly).
   auto padded = [&](int64_t x) { return mma ? x + (8 - x % 32 + 32) % 32 : x + 4; };
@@ -406,36 +410,75 @@ absl::StatusOr<CudaSource> GenerateContraction(const ir::Schedule& sch, const st
   absl::StrAppend(&k,
                   mma ? "#pragma unroll\n      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;\n"
                       : "      acc[i][j] = 0.0f;\n");
-  absl::StrAppend(&k, "  for (int k0 = 0; k0 < ", c.k, "; k0 += ", bk, ") {\n");
-  // Cooperative, guarded staging of one operand's k-tile: k-fastest when the operand's last
-  // index is a reduce variable (its memory runs along k), else along the rows/columns.
-  auto stage_tile = [&](const char* tile, const Expr& operand, const std::vector<int>& axes,
-                        int64_t tile_len, int64_t extent, const char* origin) {
-    bool k_fast = false;
-    ir::Visit(operand, [&](const Expr& x) {
+  // Cooperative, guarded staging of one operand's k-tile through registers. Pipelined (the 6th
+  // parameter): the next tile is loaded from global memory while the block computes on this one,
+  // then stored to shared memory after the barrier (more registers). k-fastest when the operand's
+  // last index is a reduce variable (its memory runs along k), else along the rows/columns.
+  struct Operand {
+    const char* tile;  // the shared array
+    const char* regs;  // the per-thread prefetch registers
+    Expr expr;
+    std::vector<int> axes;
+    int64_t len, extent;
+    const char* origin;
+    int64_t per_thread;
+    bool k_fast;
+  };
+  auto operand = [&](const char* tile, const char* regs, const Expr& e,
+                     const std::vector<int>& axes, int64_t len, int64_t extent,
+                     const char* origin) {
+    Operand o{tile, regs, e, axes, len, extent, origin, (bk * len + threads - 1) / threads, false};
+    ir::Visit(e, [&](const Expr& x) {
       if (x->kind != ExprKind::kTensorRead || x->operands.empty()) return;
       for (const ir::IterVar& r : t->body->reduce_axes) {
-        if (ir::UsesVar(x->operands.back(), r->var.get())) k_fast = true;
+        if (ir::UsesVar(x->operands.back(), r->var.get())) o.k_fast = true;
       }
     });
-    std::string s;
-    absl::StrAppend(&s, "    for (int e = tid; e < ", bk * tile_len, "; e += ", threads, ") {\n");
-    if (k_fast) {
-      absl::StrAppend(&s, "      const int kk = e % ", bk, ", mm = e / ", bk, ";\n");
+    return o;
+  };
+  const Operand ops[2] = {operand("As", "pa", c.a, c.rows, bm, c.m, "m0"),
+                          operand("Bs", "pb", c.b, c.cols, bn, c.n, "n0")};
+  auto element = [&](const Operand& o, const std::string& indent) {
+    std::string s = absl::StrCat(indent, "const int e = tid + q * ", threads, ";\n");
+    if (o.k_fast) {
+      absl::StrAppend(&s, indent, "const int kk = e % ", bk, ", mm = e / ", bk, ";\n");
     } else {
-      absl::StrAppend(&s, "      const int kk = e / ", tile_len, ", mm = e % ", tile_len, ";\n");
+      absl::StrAppend(&s, indent, "const int kk = e / ", o.len, ", mm = e % ", o.len, ";\n");
     }
-    absl::StrAppend(&s, "      const int x = ", origin, " + mm, kx = k0 + kk;\n",
-                    "      float v = 0.0f;\n", "      if (x < ", extent, " && kx < ", c.k, ") {\n",
-                    Decompose("        ", "x", names_of(axes), extents_of(axes)),
-                    Decompose("        ", "kx", r_names, r_ext), "        v = ", pr.E(operand),
-                    ";\n      }\n");
-    absl::StrAppend(&s, "      ", tile,
-                    "[kk][mm] = ", mma ? "__uint_as_float(lathe_cvt_tf32(v))" : "v", ";\n    }\n");
     return s;
   };
-  absl::StrAppend(&k, stage_tile("As", c.a, c.rows, bm, c.m, "m0"),
-                  stage_tile("Bs", c.b, c.cols, bn, c.n, "n0"), "    __syncthreads();\n");
+  // Loads the k-tile at `kbase` into the registers.
+  auto load = [&](const Operand& o, const std::string& kbase) {
+    std::string s;
+    absl::StrAppend(&s, "#pragma unroll\n    for (int q = 0; q < ", o.per_thread, "; ++q) {\n",
+                    element(o, "      "), "      const int x = ", o.origin, " + mm, kx = ", kbase,
+                    " + kk;\n", "      float v = 0.0f;\n", "      if (e < ", bk * o.len, " && x < ",
+                    o.extent, " && kx < ", c.k, ") {\n",
+                    Decompose("        ", "x", names_of(o.axes), extents_of(o.axes)),
+                    Decompose("        ", "kx", r_names, r_ext), "        v = ", pr.E(o.expr),
+                    ";\n      }\n      ", o.regs, "[q] = v;\n    }\n");
+    return s;
+  };
+  auto store = [&](const Operand& o) {
+    std::string s;
+    absl::StrAppend(&s, "#pragma unroll\n    for (int q = 0; q < ", o.per_thread, "; ++q) {\n",
+                    element(o, "      "), "      if (e < ", bk * o.len, ") ", o.tile,
+                    "[kk][mm] = ", mma ? "__uint_as_float(lathe_cvt_tf32(" : "((", o.regs,
+                    "[q]));\n    }\n");
+    return s;
+  };
+  absl::StrAppend(&k, "  float pa[", ops[0].per_thread, "], pb[", ops[1].per_thread, "];\n");
+  if (pipelined) {
+    absl::StrAppend(&k, "  {\n", load(ops[0], "0"), load(ops[1], "0"), "  }\n");
+    absl::StrAppend(&k, "  for (int k0 = 0; k0 < ", c.k, "; k0 += ", bk, ") {\n", store(ops[0]),
+                    store(ops[1]), "    __syncthreads();\n", "    if (k0 + ", bk, " < ", c.k,
+                    ") {\n", load(ops[0], absl::StrCat("k0 + ", bk)),
+                    load(ops[1], absl::StrCat("k0 + ", bk)), "    }\n");
+  } else {
+    absl::StrAppend(&k, "  for (int k0 = 0; k0 < ", c.k, "; k0 += ", bk, ") {\n",
+                    load(ops[0], "k0"), load(ops[1], "k0"), store(ops[0]), store(ops[1]),
+                    "    __syncthreads();\n");
+  }
   if (mma) {
     absl::StrAppend(&k, "#pragma unroll\n    for (int ks = 0; ks < ", bk, "; ks += 8) {\n",
                     "      unsigned af[", mt, "][4], bf[", nt, "][2];\n");

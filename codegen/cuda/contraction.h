@@ -11,7 +11,8 @@
 // A stage marked by Schedule::Tensorize with one of the templates below is generated as one
 // kernel of that shape: block tiles of BM x BN outputs, the k-tiles of both operands (the
 // gathered input tile of a convolution) staged in shared memory by all threads of the block,
-// stored k-major, then
+// stored k-major (an optional 6th parameter 1: pipelined, the next k-tile loaded into
+// registers while this one is computed), then
 // - "contraction_fma": every thread a TM x TN register tile of fp32 FMAs (params
 //   {BM, BN, BK, TM, TN}; BM/TM * BN/TN threads);
 // - "contraction_mma_tf32": every warp a (BM/WM) x (BN/WN) tile of m16n8k8 TF32 tensor-core

@@ -167,6 +167,8 @@ TEST(ContractionTest, TensorizeMarksAnUntransformedCudaReduction) {
   ir::Schedule bad(*w, "cuda");
   ASSERT_TRUE(bad.Tensorize("matmul", cuda::kContractionMmaTf32, {64, 64, 12, 2, 2}).ok());
   EXPECT_EQ(cuda::BuildCudaSource(bad, "k").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(cuda::CheckContractionParams(cuda::kContractionFma, {64, 64, 8, 4, 4, 2}).ok());
+  EXPECT_TRUE(cuda::CheckContractionParams(cuda::kContractionFma, {64, 64, 8, 4, 4, 1}).ok());
 }
 
 TEST(ContractionTest, Tf32IsOfferedOnlyWhenAllowed) {
