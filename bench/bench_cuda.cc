@@ -9,7 +9,12 @@
 // anywhere; without a GPU it prints "skipped: no GPU (...)" and exits 0. Both libraries run
 // pure fp32 (no TF32): cuBLAS's default math mode, cuDNN's FMA math type.
 //
-// Usage: bench_cuda [--trials N] [--gemm SPEC] [--conv SPEC] [--min-ms MS]
+// Then the TF32 GEMM (the same --gemm shape): cuBLAS in CUBLAS_TF32_TENSOR_OP_MATH against
+// lathe's GPU space with TF32 allowed (`--gpu-math tf32`: the mma.sync m16n8k8 template of
+// codegen/cuda/contraction.h first), outputs compared with ir/check.h at the TF32 tolerance.
+// --no-tf32 skips it.
+//
+// Usage: bench_cuda [--trials N] [--gemm SPEC] [--conv SPEC] [--min-ms MS] [--no-tf32]
 // The search runs candidates in this process: a candidate that faults would end the run
 // (the tuner measures in a sandboxed child; this is a benchmark).
 #include <dlfcn.h>
@@ -48,7 +53,12 @@ struct Options {
   std::string gemm = "matmul:m=4096,n=4096,k=4096";
   std::string conv = "conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1";
   double min_ms = 200;
+  bool tf32 = true;
 };
+
+// ir/check.h's tolerance for TF32 results (as gpuemu::kTf32Tolerance: TF32 keeps 10 mantissa
+// bits).
+constexpr double kTf32Tolerance = 5e-3;
 
 // --- cuBLAS and cuDNN through dlopen ---
 
@@ -71,17 +81,22 @@ struct Cublas {
   int (*destroy)(void*) = nullptr;
   int (*sgemm)(void*, int, int, int, int, int, const float*, const float*, int, const float*, int,
                const float*, float*, int) = nullptr;
+  int (*set_math)(void*, int) = nullptr;
 
-  // Empty on success, else why not.
-  std::string Load() {
+  // Empty on success, else why not. `tf32`: the handle in CUBLAS_TF32_TENSOR_OP_MATH (3).
+  std::string Load(bool tf32 = false) {
     void* lib = OpenFirst({"libcublas.so.13", "libcublas.so.12", "libcublas.so"});
     if (!lib) return "libcublas not found";
     if (!Sym(lib, "cublasCreate_v2", &create) || !Sym(lib, "cublasDestroy_v2", &destroy) ||
-        !Sym(lib, "cublasSgemm_v2", &sgemm)) {
-      return "libcublas lacks cublasSgemm_v2";
+        !Sym(lib, "cublasSgemm_v2", &sgemm) || !Sym(lib, "cublasSetMathMode", &set_math)) {
+      return "libcublas lacks cublasSgemm_v2 or cublasSetMathMode";
     }
     if (int rc = create(&handle); rc != 0)
       return "cublasCreate failed (" + std::to_string(rc) + ")";
+    if (tf32) {
+      if (int rc = set_math(handle, 3); rc != 0)
+        return "cublasSetMathMode(TF32) failed (" + std::to_string(rc) + ")";
+    }
     return "";
   }
 };
@@ -185,10 +200,9 @@ absl::StatusOr<std::vector<float>> Download(const Buffers& b) {
 }
 
 // Builds, loads, runs once and checks `sch` against `ref` (when given).
-absl::StatusOr<std::unique_ptr<cuda::CudaProgram>> Prepare(const cuda::CudaContext& ctx,
-                                                           const cuda::DeviceInfo& info,
-                                                           const ir::Schedule& sch, Buffers& b,
-                                                           const std::vector<float>* ref) {
+absl::StatusOr<std::unique_ptr<cuda::CudaProgram>> Prepare(
+    const cuda::CudaContext& ctx, const cuda::DeviceInfo& info, const ir::Schedule& sch, Buffers& b,
+    const std::vector<float>* ref, double tolerance = ir::kDefaultTolerance) {
   auto src = cuda::BuildCudaSource(sch, "bench");
   if (!src.ok()) return src.status();
   auto cubin = cuda::CompileToCubin(src->source, info.arch());
@@ -200,7 +214,8 @@ absl::StatusOr<std::unique_ptr<cuda::CudaProgram>> Prepare(const cuda::CudaConte
   if (ref) {
     auto out = Download(b);
     if (!out.ok()) return out.status();
-    if (auto st = ir::CheckOutput(*out, *ref, sch.workload().output()->shape); !st.ok()) {
+    if (auto st = ir::CheckOutput(*out, *ref, sch.workload().output()->shape, tolerance);
+        !st.ok()) {
       return st;
     }
   }
@@ -232,12 +247,14 @@ void PrintRow(const char* name, double flops, double ms, double base_ms, int rep
 std::function<absl::Status()> Baseline(const ir::Workload& w, const std::string& spec, Buffers& b,
                                        const cuda::CudaContext& ctx,
                                        std::vector<std::unique_ptr<cuda::DeviceBuffer>>& keep,
-                                       std::string* name, std::string* why) {
+                                       std::string* name, std::string* why, bool tf32) {
   auto keys = SpecKeys(spec);
   if (spec.rfind("matmul:", 0) == 0) {
-    static Cublas blas;
-    static std::string err = blas.Load();
-    *name = "cuBLAS sgemm";
+    static Cublas fp32_blas, tf32_blas;
+    static std::string fp32_err = fp32_blas.Load(false), tf32_err = tf32_blas.Load(true);
+    Cublas& blas = tf32 ? tf32_blas : fp32_blas;
+    const std::string& err = tf32 ? tf32_err : fp32_err;
+    *name = tf32 ? "cuBLAS sgemm (TF32)" : "cuBLAS sgemm";
     if (!err.empty()) {
       *why = err;
       return nullptr;
@@ -258,6 +275,11 @@ std::function<absl::Status()> Baseline(const ir::Workload& w, const std::string&
       if (rc != 0) return absl::InternalError("cublasSgemm failed (" + std::to_string(rc) + ")");
       return absl::OkStatus();
     };
+  }
+  if (tf32) {
+    *name = "library (TF32)";
+    *why = "a TF32 baseline only for matmul";
+    return nullptr;
   }
   if (spec.rfind("conv2d:", 0) == 0) {
     static Cudnn dnn;
@@ -342,13 +364,15 @@ std::function<absl::Status()> Baseline(const ir::Workload& w, const std::string&
 }
 
 int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& ctx,
-            const cuda::DeviceInfo& info, cuda::DeviceBuffer& flush) {
+            const cuda::DeviceInfo& info, cuda::DeviceBuffer& flush, bool tf32 = false) {
+  const double tol = tf32 ? kTf32Tolerance : ir::kDefaultTolerance;
   auto w = ir::MakeWorkload(spec);
   if (!w.ok()) {
     std::fprintf(stderr, "bad workload %s: %s\n", spec.c_str(), w.status().ToString().c_str());
     return 1;
   }
-  std::printf("%s (%.2f GFLOP)\n", w->canonical.c_str(), w->flops * 1e-9);
+  std::printf("%s%s (%.2f GFLOP)\n", w->canonical.c_str(), tf32 ? ", TF32 allowed" : "",
+              w->flops * 1e-9);
   auto b = Upload(ctx, *w);
   if (!b.ok()) {
     std::fprintf(stderr, "upload: %s\n", b.status().ToString().c_str());
@@ -356,7 +380,7 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
   }
   std::vector<std::unique_ptr<cuda::DeviceBuffer>> keep;
   std::string base_name, why;
-  auto base = Baseline(*w, spec, *b, ctx, keep, &base_name, &why);
+  auto base = Baseline(*w, spec, *b, ctx, keep, &base_name, &why, tf32);
   double base_ms = 0;
   std::vector<float> ref;
   if (base) {
@@ -376,7 +400,7 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
   // lathe, default schedule: checked against the library's output (when there is one).
   auto def = cuda::DefaultGpuSchedule(*w);
   if (!def.ok()) return 1;
-  auto prog = Prepare(ctx, info, *def, *b, ref.empty() ? nullptr : &ref);
+  auto prog = Prepare(ctx, info, *def, *b, ref.empty() ? nullptr : &ref, tol);
   if (!prog.ok()) {
     std::fprintf(stderr, "lathe default: %s\n", prog.status().ToString().c_str());
     return 1;
@@ -394,6 +418,7 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
   target.arch = info.arch();
   target.sm_count = info.sm_count;
   target.limits = info.limits;
+  target.tf32 = tf32;
   auto space = tuner::CreateGpuSearchSpace(*w, target);
   if (!space.ok()) return 1;
 
@@ -404,7 +429,7 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
   for (size_t r = 0; r < rules.size(); ++r) {
     char label[64];
     std::snprintf(label, sizeof(label), r == 0 ? "lathe rule-picked" : "  rule-picked #%zu", r);
-    auto rp = Prepare(ctx, info, *rules[r].schedule, *b, &ref);
+    auto rp = Prepare(ctx, info, *rules[r].schedule, *b, &ref, tol);
     auto rt = rp.ok() ? TimeIt(ctx, flush, r == 0 ? o.min_ms : o.min_ms / 4, launch(rp->get()))
                       : absl::StatusOr<Timing>(rp.status());
     if (rt.ok()) {
@@ -427,7 +452,7 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
             ? (*space)->Sample(rng)
             : (*space)->Mutate(found[std::min<size_t>(rng() % 4, found.size() - 1)].second, rng);
     if (!c.ok()) continue;
-    auto p = Prepare(ctx, info, *c->schedule, *b, &ref);
+    auto p = Prepare(ctx, info, *c->schedule, *b, &ref, tol);
     if (!p.ok()) {
       if (cuda::IsStickyCudaError(p.status())) {
         std::fprintf(stderr, "candidate %d poisoned the context: %s\n", i,
@@ -453,7 +478,7 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
     std::printf("  lathe tuned: no valid candidate in %d trials (%d failed)\n", o.trials, failed);
     return 0;
   }
-  auto best = Prepare(ctx, info, *found.front().second.schedule, *b, &ref);
+  auto best = Prepare(ctx, info, *found.front().second.schedule, *b, &ref, tol);
   if (!best.ok()) return 1;
   auto bt = TimeIt(ctx, flush, o.min_ms, launch(best->get()));
   if (!bt.ok()) return 1;
@@ -480,10 +505,12 @@ int main(int argc, char** argv) {
       o.conv = next();
     } else if (a == "--min-ms") {
       o.min_ms = std::atof(next().c_str());
+    } else if (a == "--no-tf32") {
+      o.tf32 = false;
     } else {
       std::fprintf(stderr,
                    "usage: bench_cuda [--trials N] [--gemm SPEC] [--conv SPEC] "
-                   "[--min-ms MS]\n");
+                   "[--min-ms MS] [--no-tf32]\n");
       return 2;
     }
   }
@@ -516,5 +543,11 @@ int main(int argc, char** argv) {
   if (!flush.ok()) return 1;
   int rc = RunCase(o, o.gemm, **ctx, *info, *flush);
   rc |= RunCase(o, o.conv, **ctx, *info, *flush);
+  // TF32 tensor cores need sm_80 or later.
+  if (o.tf32 && info->cc_major >= 8) {
+    rc |= RunCase(o, o.gemm, **ctx, *info, *flush, /*tf32=*/true);
+  } else if (o.tf32) {
+    std::printf("TF32 GEMM skipped: %s has no TF32 tensor cores\n", info->arch().c_str());
+  }
   return rc;
 }

@@ -5,6 +5,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstring>
 #include <mutex>
@@ -89,7 +90,7 @@ void NewContext(Context* c, char* stack, size_t size, void (*entry)(), Context* 
 constexpr bool kEntryReturns = true;
 #endif
 
-enum class Run : uint8_t { kReady, kWaiting, kDone };
+enum class Run : uint8_t { kReady, kWaiting, kWarpWaiting, kDone };
 
 struct Fiber {
   Context ctx;
@@ -195,6 +196,20 @@ void Barrier(int line) {
   Switch(&f.ctx, &l->sched);
 }
 
+void WarpBarrier(int line) {
+  Launch* l = t_launch;
+  if (l->direct) {
+    l->reported = true;
+    l->report = absl::StrCat("a warp-level mma on line ", line,
+                             " was reached in a kernel emulated without barriers");
+    siglongjmp(l->jmp, 2);
+  }
+  Fiber& f = l->fibers[l->current];
+  f.run = Run::kWarpWaiting;
+  f.line = line;
+  Switch(&f.ctx, &l->sched);
+}
+
 // Ends the running CUDA thread after a report (l->report set): the launch stops there.
 [[noreturn]] void EndThread(Launch* l) {
   l->reported = true;
@@ -286,6 +301,42 @@ std::string DescribeFault(const Launch& l) {
   return absl::StrCat("illegal instruction: ", Where(l), " at 0x", absl::Hex(f.addr));
 }
 
+// Releases every warp whose threads all wait at the same warp barrier. Fails (naming both
+// threads) when a warp's threads wait at different warp barriers, or some at a warp barrier
+// and others elsewhere: mma.sync needs the whole warp converged. Sets `released` when a warp
+// went on.
+absl::Status ReleaseWarps(Launch& l, bool* released) {
+  *released = false;
+  for (int w = 0; w * 32 < l.threads; ++w) {
+    const int lo = w * 32, hi = std::min(l.threads, lo + 32);
+    int first = -1, other = -1;
+    for (int t = lo; t < hi; ++t) {
+      if (l.fibers[t].run == Run::kWarpWaiting && first < 0) first = t;
+    }
+    if (first < 0) continue;
+    for (int t = lo; t < hi && other < 0; ++t) {
+      if (l.fibers[t].run != Run::kWarpWaiting || l.fibers[t].line != l.fibers[first].line) {
+        other = t;
+      }
+    }
+    if (other >= 0) {
+      const Fiber& o = l.fibers[other];
+      l.current = -1;
+      return absl::AbortedError(absl::StrCat(
+          "warp divergence: ", Where(l), ": thread ", Triple(l.fibers[first].state.thread_idx),
+          " waits at the warp-level mma on line ", l.fibers[first].line, ", thread ",
+          Triple(o.state.thread_idx),
+          o.run == Run::kDone          ? " returned"
+          : o.run == Run::kWarpWaiting ? absl::StrCat(" at the one on line ", o.line)
+                                       : absl::StrCat(" waits at __syncthreads() on line ", o.line),
+          " (mma.sync needs every thread of the warp)"));
+    }
+    for (int t = lo; t < hi; ++t) l.fibers[t].run = Run::kReady;
+    *released = true;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunBlock(Launch& l) {
   const LaunchSpec& s = *l.spec;
   if (l.module->shared_end > l.module->shared_begin) {
@@ -328,6 +379,9 @@ absl::Status RunBlock(Launch& l) {
       Switch(&l.sched, &l.fibers[t].ctx);
       if (l.reported) return absl::AbortedError(absl::StrCat(Where(l), ": ", l.report));
     }
+    bool released = false;
+    if (absl::Status st = ReleaseWarps(l, &released); !st.ok()) return st;
+    if (released) continue;
     int waiting = -1, done = -1;
     for (int t = 0; t < n; ++t) {
       if (l.fibers[t].run == Run::kWaiting) {
@@ -361,7 +415,7 @@ absl::Status RunBlock(Launch& l) {
 }  // namespace
 
 void InitModule(void (*init)(const EmuRuntimeApi*)) {
-  static const EmuRuntimeApi kApi = {Barrier, Report, Misaligned};
+  static const EmuRuntimeApi kApi = {Barrier, WarpBarrier, Report, Misaligned};
   init(&kApi);
 }
 

@@ -40,8 +40,11 @@ bool KernelUsesBarriers(const std::string& cuda_text, const std::string& name) {
     pos += name.size();
   }
   size_t end = cuda_text.find("extern \"C\"", pos);
-  return cuda_text.substr(pos, end == std::string::npos ? std::string::npos : end - pos)
-             .find("__syncthreads") != std::string::npos;
+  // Warp-level mma helpers wait for their warp as __syncthreads() waits for the block.
+  const std::string body =
+      cuda_text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+  return body.find("__syncthreads") != std::string::npos ||
+         body.find("lathe_mma_") != std::string::npos;
 }
 
 absl::StatusOr<std::unique_ptr<EmuModule>> EmuModule::Build(

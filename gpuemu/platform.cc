@@ -20,6 +20,7 @@ const std::string& PlatformHeader() {
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static __attribute__((section("lathe_shared")))
+#define LATHE_GPU_EMULATOR 1
 
 struct uint3 { unsigned int x, y, z; };
 struct dim3 { unsigned int x, y, z; };
@@ -54,6 +55,8 @@ static inline float4 make_float4(float x, float y, float z, float w) { return fl
 static inline float2 make_float2(float x, float y) { return float2(x, y); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
+static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
 
@@ -61,6 +64,7 @@ static inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
 struct lathe_emu_thread { uint3 thread_idx; uint3 block_idx; dim3 block_dim; dim3 grid_dim; };
 struct lathe_emu_api {
   void (*barrier)(int line);
+  void (*warp_barrier)(int line);
   void (*report)(const char* what);
   void (*misaligned)(const void* address, unsigned long bytes);
 };
@@ -71,6 +75,52 @@ static lathe_emu_api lathe_emu_rt;
 #define blockDim (lathe_emu_cur->block_dim)
 #define gridDim (lathe_emu_cur->grid_dim)
 #define __syncthreads() lathe_emu_rt.barrier(__LINE__)
+// Tensor cores (see platform.h). The exchange area holds two rounds per warp: a lane may
+// write the next mma's fragments while a slower one still reads this one's (it cannot get
+// two mmas ahead: the next warp barrier waits for that lane).
+static inline unsigned lathe_cvt_tf32(float x) {
+  unsigned u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u;  // ties away from zero (.rna)
+  return u & 0xffffe000u;
+}
+static inline float lathe_emu_tf32_value(unsigned u) {
+  u &= 0xffffe000u;  // the tensor core reads only the tf32 bits
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+struct lathe_emu_mma_lane { unsigned a[4]; unsigned b[2]; };
+static lathe_emu_mma_lane lathe_emu_mma_x[2][32][32];  // [round][warp][lane]
+// In shared memory: the runtime resets it (all bits set) before every block.
+static unsigned lathe_emu_mma_round[32][32] __attribute__((section("lathe_shared")));
+static void lathe_emu_mma_m16n8k8_tf32(float* d, const unsigned* a, const unsigned* b,
+                                       int line) {
+  unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  unsigned warp = tid / 32, lane = tid % 32;
+  unsigned round = lathe_emu_mma_round[warp][lane]++ & 1;
+  lathe_emu_mma_lane* x = lathe_emu_mma_x[round][warp];
+  memcpy(x[lane].a, a, sizeof x[lane].a);
+  memcpy(x[lane].b, b, sizeof x[lane].b);
+  lathe_emu_rt.warp_barrier(line);
+  unsigned g = lane >> 2, t = lane & 3;
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    unsigned row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float acc = d[i];
+    for (unsigned k = 0; k < 8; ++k) {
+      // A (16x8, row): a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4).
+      unsigned alane = (row % 8) * 4 + k % 4, areg = (row >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0);
+      // B (8x8, col): b0 (k=t, n=g), b1 (k=t+4, n=g).
+      unsigned blane = col * 4 + k % 4, breg = k >= 4 ? 1 : 0;
+      acc = fmaf(lathe_emu_tf32_value(x[alane].a[areg]), lathe_emu_tf32_value(x[blane].b[breg]),
+                 acc);
+    }
+    out[i] = acc;
+  }
+  memcpy(d, out, sizeof out);
+}
+#define lathe_mma_m16n8k8_tf32(d, a, b) lathe_emu_mma_m16n8k8_tf32(d, a, b, __LINE__)
 static void lathe_emu_check_aligned(const void* p, unsigned long bytes) {
   // The compiler may assume a float4's address aligned (its type says so) and drop the test:
   // the empty asm hides where the value came from.

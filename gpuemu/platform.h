@@ -18,7 +18,14 @@
 //   libubsan) report an index past a shared or per-thread array with the kernel's source line
 //   to the runtime, which ends the launch;
 // - float4 and float2 check the alignment of every copy to or from memory, and report a
-//   misaligned one (a GPU faults on it) naming the buffer and the element.
+//   misaligned one (a GPU faults on it) naming the buffer and the element;
+// - the warp-level tensor-core helpers of codegen/cuda's prelude (lathe_mma_m16n8k8_tf32,
+//   lathe_cvt_tf32) are defined here with PTX's semantics: cvt.rna.tf32.f32 rounds to 10
+//   mantissa bits (nearest, ties away from zero); mma.sync.aligned.m16n8k8.row.col.f32.tf32
+//   gathers the 32 lanes' fragments (the PTX ISA's layout: lane = 4 * groupID +
+//   threadID_in_group) through a per-warp exchange area and a warp barrier (every lane of the
+//   warp must reach the same mma, else the launch reports warp divergence), reads only the
+//   tf32 bits of its inputs and accumulates in fp32.
 #ifndef LATHE_GPUEMU_PLATFORM_H_
 #define LATHE_GPUEMU_PLATFORM_H_
 
@@ -40,6 +47,9 @@ struct EmuThreadState {
 // The runtime's entry points handed to a module (lathe_emu_init).
 struct EmuRuntimeApi {
   void (*barrier)(int line);
+  // The calling thread waits until every thread of its warp waits at the warp barrier of
+  // `line` (mma.sync's convergence).
+  void (*warp_barrier)(int line);
   // A sanitizer check failed in the module: `what` describes it (never returns).
   void (*report)(const char* what);
   // A vector access of `bytes` at `address`, which is not aligned to them (never returns).

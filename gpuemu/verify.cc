@@ -21,7 +21,8 @@ double Ms(Clock::time_point since) {
 
 // Runs `program` on copies of `data`'s inputs (the output NaN first, so an element the program
 // does not write fails the check) and compares; fills the rest of `r`.
-void Emulate(VerifyReport& r, std::unique_ptr<EmuProgram> program, const ReferenceData& data) {
+void Emulate(VerifyReport& r, std::unique_ptr<EmuProgram> program, const ReferenceData& data,
+             double tolerance) {
   auto fail = [&](Outcome o, absl::string_view msg) {
     r.outcome = o;
     r.message = std::string(msg);
@@ -51,8 +52,8 @@ void Emulate(VerifyReport& r, std::unique_ptr<EmuProgram> program, const Referen
   if (!ran.ok()) return fail(Outcome::kRuntimeError, ran.message());
   const EmuBuffer& out = *r.buffers.back();
   std::span<const float> got(out.data(), static_cast<size_t>(out.bytes() / 4));
-  absl::Status same = ir::CheckOutput(got, data.reference, data.workload.output()->shape,
-                                      ir::kDefaultTolerance, &r.compare);
+  absl::Status same =
+      ir::CheckOutput(got, data.reference, data.workload.output()->shape, tolerance, &r.compare);
   if (!same.ok()) return fail(Outcome::kWrongAnswer, same.message());
 }
 
@@ -152,7 +153,7 @@ VerifyReport VerifySchedule(const ir::Schedule& sch, const ReferenceData& data,
                                                              : Outcome::kCompileError,
                 program.status().message());
   }
-  Emulate(r, std::move(*program), data);
+  Emulate(r, std::move(*program), data, options.tolerance);
   return r;
 }
 
@@ -173,7 +174,7 @@ VerifyReport VerifyCompiled(const codegen::cuda::CudaSource& src, std::shared_pt
     r.message = std::string(program.status().message());
     return r;
   }
-  Emulate(r, std::move(*program), data);
+  Emulate(r, std::move(*program), data, options.tolerance);
   return r;
 }
 

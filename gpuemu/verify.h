@@ -35,8 +35,17 @@ struct ReferenceData {
 };
 absl::StatusOr<ReferenceData> MakeReferenceData(const ir::Workload& w, uint64_t seed = kInputSeed);
 
+// The tolerance of schedules that may use TF32 tensor cores (`--gpu-math tf32`): TF32 keeps
+// 10 mantissa bits (unit roundoff 2^-11 ~ 4.9e-4 per rounded operand), and ir/check.h's error
+// is relative to the largest reference element, so a K-long sum of products whose errors
+// partly cancel stays far below 5e-3 for the K of real layers, while a wrong fragment layout
+// or a missed tile gives errors of order 1.
+inline constexpr double kTf32Tolerance = 5e-3;
+
 struct VerifyOptions {
   std::string arch = "sm_90";
+  // ir/check.h's relative tolerance (kTf32Tolerance where TF32 is allowed).
+  double tolerance = ir::kDefaultTolerance;
   // Skip NVRTC and ptxas (tests that check many schedules compile them together instead).
   bool skip_nvrtc = false;
   // Test-only: every read of the first argument in the kernels' text is moved past its end,

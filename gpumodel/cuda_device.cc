@@ -1,6 +1,8 @@
 // A GPU through the CUDA driver (dlopen'd): the kernels compiled by NVRTC to CUBINs for the
 // device's architecture (one per job, compiled concurrently), each kernel's launch plan loaded
-// as a CudaProgram, device memory from cuMemAlloc, launches on the default stream.
+// as a CudaProgram, device memory from cuMemAlloc, launches on the default stream; a model's
+// whole sequence of launches captured once as a CUDA graph and relaunched (not yet run on a
+// GPU).
 #include <memory>
 #include <utility>
 
@@ -76,6 +78,34 @@ class CudaGpu : public GpuDevice {
 
   absl::Status Synchronize() override { return ctx_->Synchronize(); }
 
+  absl::Status LaunchSequence(const std::vector<int>& programs,
+                              const std::vector<std::vector<uint64_t>>& args,
+                              int* failed) override {
+    if (!graph_ && !graph_failed_) {
+      // Captured once, for the sequence of the first call (a model's is always the same).
+      absl::StatusOr<std::unique_ptr<cuda::CudaGraph>> g =
+          cuda::CudaGraph::Capture(*ctx_, [&](void* stream) -> absl::Status {
+            for (size_t i = 0; i < programs.size(); ++i) {
+              if (absl::Status s = programs_.at(programs[i])->Launch(args[i], stream); !s.ok()) {
+                return s;
+              }
+            }
+            return absl::OkStatus();
+          });
+      if (g.ok()) {
+        graph_ = *std::move(g);
+        graph_programs_ = programs;
+      } else {
+        graph_failed_ = true;  // single launches from now on
+      }
+    }
+    if (graph_ && programs == graph_programs_) {
+      *failed = -1;
+      return graph_->Launch();
+    }
+    return GpuDevice::LaunchSequence(programs, args, failed);
+  }
+
  private:
   // Declared first, destroyed last: the programs and buffers free into the context.
   std::unique_ptr<cuda::CudaContext> ctx_;
@@ -84,6 +114,9 @@ class CudaGpu : public GpuDevice {
   std::vector<std::unique_ptr<cuda::CudaProgram>> programs_;
   std::vector<std::unique_ptr<cuda::DeviceBuffer>> buffers_;
   std::unique_ptr<cuda::EventTimer> timer_;
+  std::unique_ptr<cuda::CudaGraph> graph_;  // destroyed before the programs
+  std::vector<int> graph_programs_;
+  bool graph_failed_ = false;
 };
 
 }  // namespace

@@ -31,6 +31,18 @@ std::vector<ModuleText> GroupKernels(const std::vector<codegen::cuda::CudaSource
   return units;
 }
 
+absl::Status GpuDevice::LaunchSequence(const std::vector<int>& programs,
+                                       const std::vector<std::vector<uint64_t>>& args,
+                                       int* failed) {
+  for (size_t i = 0; i < programs.size(); ++i) {
+    if (absl::Status s = Launch(programs[i], args[i]); !s.ok()) {
+      *failed = static_cast<int>(i);
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OnThreads(int n, const std::function<absl::Status(int)>& fn) {
   std::vector<absl::Status> status(std::max(n, 0));
   std::vector<std::thread> threads;

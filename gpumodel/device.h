@@ -58,6 +58,14 @@ class GpuDevice {
   virtual absl::StatusOr<double> LaunchTimed(int program, const std::vector<uint64_t>& args) = 0;
   // Waits for every launch; a kernel's fault is reported here or by the launch.
   virtual absl::Status Synchronize() = 0;
+
+  // Launches programs[i] with args[i] for every i, in order, as Launch does one by one (the
+  // default). The same sequence comes on every call of a model (fixed addresses), so the CUDA
+  // device captures it as a CUDA graph on the first call and relaunches the graph after (it
+  // falls back to single launches, for good, when the driver cannot capture). On failure
+  // *failed is the index of the launch that failed (-1 when it was the graph's).
+  virtual absl::Status LaunchSequence(const std::vector<int>& programs,
+                                      const std::vector<std::vector<uint64_t>>& args, int* failed);
 };
 
 // Kernels grouped into at most `modules` compilation units of about equal text: each unit's

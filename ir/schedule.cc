@@ -107,6 +107,7 @@ absl::StatusOr<Stage*> Schedule::Mutable(const std::string& stage, const char* p
   for (Stage& s : stages_) {
     if (s.name != stage) continue;
     if (s.attach == AttachKind::kInline) return Err(primitive, stage, "stage is inlined");
+    if (!s.tensorize.empty()) return Err(primitive, stage, "stage is tensorized");
     return &s;
   }
   return Err(primitive, stage, "no such stage");
@@ -588,6 +589,23 @@ absl::Status Schedule::StorageOrder(const std::string& stage,
   return absl::OkStatus();
 }
 
+absl::Status Schedule::Tensorize(const std::string& stage, const std::string& intrinsic,
+                                 const std::vector<int64_t>& params) {
+  auto st_or = Mutable(stage, "tensorize");
+  if (!st_or.ok()) return st_or.status();
+  Stage& st = **st_or;
+  if (target() != "cuda") return Err("tensorize", stage, "only cuda schedules are tensorized");
+  if (intrinsic.empty()) return Err("tensorize", stage, "no kernel template named");
+  if (!st.tensor->is_reduction()) return Err("tensorize", stage, "not a reduction");
+  if (!Untransformed(st) || st.attach != AttachKind::kRoot || st.scope != "global") {
+    return Err("tensorize", stage, "must be applied before the stage is transformed");
+  }
+  st.tensorize = intrinsic;
+  st.tensorize_params = params;
+  Record({.kind = "tensorize", .stage = stage, .factors = params, .tag = intrinsic});
+  return absl::OkStatus();
+}
+
 absl::Status ApplyInstruction(Schedule& sch, const Instruction& i) {
   auto one_loop = [&]() -> absl::Status {
     if (i.loops.size() != 1) {
@@ -625,6 +643,7 @@ absl::Status ApplyInstruction(Schedule& sch, const Instruction& i) {
   }
   if (k == "storage_scope") return sch.StorageScope(i.stage, i.tag);
   if (k == "storage_order") return sch.StorageOrder(i.stage, i.loops);
+  if (k == "tensorize") return sch.Tensorize(i.stage, i.tag, i.factors);
   return absl::InvalidArgumentError("unknown schedule primitive '" + k + "'");
 }
 

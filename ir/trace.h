@@ -28,6 +28,7 @@ inline constexpr uint32_t kTraceVersion = 1;
 //   compute_inline / compute_root: stage
 //   rfactor:      stage, loops={reduce axis}, factors={factor}
 //   storage_scope: stage, tag=scope
+//   tensorize:    stage, tag=kernel template, factors=its parameters
 struct Instruction {
   std::string kind;
   std::string stage;

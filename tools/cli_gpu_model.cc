@@ -2,31 +2,66 @@
 
 #include <utility>
 
+#include "codegen/cuda/contraction.h"
 #include "codegen/cuda/gpu_schedule.h"
 #include "tools/model_schedules.h"
 
 namespace lathe::tools {
 
+namespace {
+
+bool UsesTf32(const ir::Schedule& s) {
+  for (const ir::Instruction& i : s.trace().instructions) {
+    if (i.kind == "tensorize" && i.tag == codegen::cuda::kContractionMmaTf32) return true;
+  }
+  return false;
+}
+
+// The records of `inner`, except those that use TF32 tensor cores when the user did not allow
+// them (records of one device class hold both): those kernels get `fallback`.
+class Fp32Schedules : public model::ScheduleSource {
+ public:
+  Fp32Schedules(std::unique_ptr<model::ScheduleSource> inner, model::DefaultScheduleFn fallback)
+      : inner_(std::move(inner)), fallback_(std::move(fallback)) {}
+  absl::StatusOr<ir::Schedule> Get(const ir::Workload& w, std::string* origin) const override {
+    absl::StatusOr<ir::Schedule> s = inner_->Get(w, origin);
+    if (!s.ok() || !UsesTf32(*s)) return s;
+    if (origin) *origin = "default (the record uses tf32; --gpu-math fp32)";
+    return fallback_(w);
+  }
+
+ private:
+  std::unique_ptr<model::ScheduleSource> inner_;
+  model::DefaultScheduleFn fallback_;
+};
+
+}  // namespace
+
 std::unique_ptr<model::ScheduleSource> GpuModelSchedules(db::Database* db, const ir::Target& target,
-                                                         const std::string& device_class) {
+                                                         const std::string& device_class,
+                                                         bool tf32) {
   const std::string built = target.Built().ToString();
-  return model::DatabaseSchedules(db, device_class,
-                                  [built](const ir::Workload& w) -> absl::StatusOr<ir::Schedule> {
-                                    absl::StatusOr<ir::Schedule> rule = RuleSchedule(w, built);
-                                    if (rule.ok()) return rule;
-                                    return codegen::cuda::DefaultGpuSchedule(w);
-                                  });
+  model::DefaultScheduleFn rule = [built,
+                                   tf32](const ir::Workload& w) -> absl::StatusOr<ir::Schedule> {
+    absl::StatusOr<ir::Schedule> rule = RuleSchedule(w, built, tf32);
+    if (rule.ok()) return rule;
+    return codegen::cuda::DefaultGpuSchedule(w);
+  };
+  std::unique_ptr<model::ScheduleSource> records = model::DatabaseSchedules(db, device_class, rule);
+  if (tf32) return records;
+  return std::make_unique<Fp32Schedules>(std::move(records), rule);
 }
 
 absl::StatusOr<std::unique_ptr<gpumodel::GpuModel>> CreateGpuModel(model::Plan plan,
                                                                    const ir::Target& target,
                                                                    db::Database* db,
-                                                                   bool default_schedules) {
+                                                                   bool default_schedules,
+                                                                   bool tf32) {
   absl::StatusOr<std::unique_ptr<gpumodel::GpuDevice>> device = gpumodel::OpenGpuDevice(target);
   if (!device.ok()) return device.status();
   std::unique_ptr<model::ScheduleSource> schedules =
       default_schedules ? model::DatabaseSchedules(nullptr, "", codegen::cuda::DefaultGpuSchedule)
-                        : GpuModelSchedules(db, target, (*device)->device_class());
+                        : GpuModelSchedules(db, target, (*device)->device_class(), tf32);
   return gpumodel::GpuModel::Create(std::move(plan), *schedules, *std::move(device));
 }
 

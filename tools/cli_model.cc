@@ -361,6 +361,9 @@ int RunModelRun(const ModelCliOptions& o) {
   const std::string cmd = "lathe run";
   absl::StatusOr<ir::Target> target = ir::ParseTarget(o.target);
   if (!target.ok()) return Fail(cmd, std::string(target.status().message()), kExitUsage);
+  if (o.gpu_math != "fp32" && !target->is_gpu()) {
+    return Fail(cmd, "--gpu-math " + o.gpu_math + " applies to GPU targets only", kExitUsage);
+  }
 #ifndef LATHE_HAVE_CUDA_BACKEND
   if (target->is_gpu()) {
     return Fail(cmd, "--target " + o.target +
@@ -387,8 +390,8 @@ int RunModelRun(const ModelCliOptions& o) {
   };
 #ifdef LATHE_HAVE_CUDA_BACKEND
   if (target->is_gpu()) {
-    absl::StatusOr<std::unique_ptr<gpumodel::GpuModel>> m =
-        CreateGpuModel(*std::move(plan), *target, db.get(), o.default_schedules);
+    absl::StatusOr<std::unique_ptr<gpumodel::GpuModel>> m = CreateGpuModel(
+        *std::move(plan), *target, db.get(), o.default_schedules, o.gpu_math == "tf32");
     if (!m.ok()) {
       return Fail(cmd, std::string(m.status().message()),
                   absl::IsInvalidArgument(m.status()) ? kExitUsage : kExitFailure);
@@ -466,6 +469,11 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
                        "use every kernel's default schedule (ignore the database)");
   c->run_cmd->add_flag("--profile", c->run.profile,
                        "also time every step alone and show where the time goes");
+  c->run_cmd
+      ->add_option("--gpu-math", c->run.gpu_math,
+                   "GPU targets: fp32 (default) or tf32 (contractions may use TF32 tensor "
+                   "cores, as cuBLAS's TF32 mode)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
   c->run_cmd->add_option("--target", c->run.target,
                          "cpu (default), cuda (GPU 0), cuda:N, or cuda-emu:sm_XX (the GPU "
                          "emulator); GPU targets run plain NCHW (--layout is the CPU's)");

@@ -30,6 +30,8 @@ struct ModelCliOptions {
   // cpu (default), or a GPU: cuda, cuda:N, cuda-emu:sm_XX (the GPU emulator); model tasks
   // takes cuda:sm_XX too. GPU targets compile the model in plain NCHW (`layout` is the CPU's).
   std::string target = "cpu";
+  // GPU targets: fp32 (default) or tf32 (kernels may use TF32 tensor cores).
+  std::string gpu_math = "fp32";
   // run
   std::vector<std::string> feeds;  // NAME=FILE
   std::string dump_dir;

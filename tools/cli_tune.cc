@@ -249,6 +249,9 @@ int RunTune(const TuneCliOptions& o) {
     return Fail(kExitUsage, "unknown --target '" + o.target +
                                 "' (expected cpu, cuda, cuda:N, cuda:sm_XX or cuda-emu:sm_XX)");
   }
+  if (o.gpu_math != "fp32" && o.target == "cpu") {
+    return Fail(kExitUsage, "--gpu-math " + o.gpu_math + " applies to GPU targets only");
+  }
   if (o.trials < 1) return Fail(kExitUsage, fmt::format("--trials {} (need >= 1)", o.trials));
   if (o.batch < 1) return Fail(kExitUsage, fmt::format("--batch {} (need >= 1)", o.batch));
   if (o.max_trials_per_task < 0) {
@@ -280,6 +283,7 @@ int RunTune(const TuneCliOptions& o) {
   t.batch = o.batch;
   t.db_path = o.db_path.empty() ? DefaultDbPath() : o.db_path;
   t.target = o.target;  // the device class follows from it (tuner::DeviceClassForTarget)
+  t.gpu_tf32 = o.gpu_math == "tf32";
   t.seed = o.seed;
   t.min_repeat_ms = o.min_repeat_ms;
   t.remeasure_top = o.remeasure_top;

@@ -27,6 +27,7 @@ struct TuneCliOptions {
   std::vector<tuner::TuneTask> model_tasks;
   std::string scheduler = "gradient";  // --scheduler (several tasks)
   std::string target = "cpu";          // --target
+  std::string gpu_math = "fp32";       // --gpu-math fp32|tf32 (GPU targets)
   int trials = 300;                    // --trials N
   int max_trials_per_task = 0;         // --max-trials-per-task N (several tasks; 0: no cap)
   // --weights cold|warm: parameters evicted before each timed call or not (empty: warm).

@@ -79,6 +79,8 @@ int RunVerify(const VerifyCliOptions& o) {
   if (o.random < 0) return Fail(kCmd, fmt::format("--random {} (need >= 1)", o.random), kExitUsage);
   auto sm = cuda::SmResourcesFor(*arch);
   if (!sm.ok()) return Fail(kCmd, std::string(sm.status().message()), kExitUsage);
+  auto tf32 = tuner::ParseGpuMath(o.gpu_math);
+  if (!tf32.ok()) return Fail(kCmd, std::string(tf32.status().message()), kExitUsage);
 
   std::vector<Named> schedules;
   if (!o.trace_file.empty()) {
@@ -93,6 +95,7 @@ int RunVerify(const VerifyCliOptions& o) {
   } else if (o.random > 0 || o.schedule == "rule") {
     auto target = tuner::GpuTargetFor(o.target);
     if (!target.ok()) return Fail(kCmd, std::string(target.status().message()), kExitUsage);
+    target->tf32 = *tf32;
     auto space = tuner::CreateGpuSearchSpace(*w, *target);
     if (!space.ok()) return Fail(kCmd, std::string(space.status().message()));
     if (o.schedule == "rule") {
@@ -121,6 +124,7 @@ int RunVerify(const VerifyCliOptions& o) {
   if (!data.ok()) return Fail(kCmd, "reference: " + std::string(data.status().message()));
   gpuemu::VerifyOptions vo;
   vo.arch = *arch;
+  if (*tf32) vo.tolerance = gpuemu::kTf32Tolerance;
   json results = json::array();
   int agree = 0;
   std::string first_failure;
@@ -156,9 +160,9 @@ int RunVerify(const VerifyCliOptions& o) {
   }
   const int total = static_cast<int>(schedules.size());
   if (o.json) {
-    json out = {{"workload", w->canonical}, {"target", o.target}, {"arch", *arch},
-                {"schedules", results},     {"agree", agree},     {"total", total},
-                {"ok", agree == total}};
+    json out = {{"workload", w->canonical}, {"target", o.target},   {"arch", *arch},
+                {"gpu_math", o.gpu_math},   {"schedules", results}, {"agree", agree},
+                {"total", total},           {"ok", agree == total}};
     fmt::print("{}\n", out.dump());
   } else {
     fmt::print("{} of {} schedules agree with the reference ({}, emulated)\n", agree, total, *arch);

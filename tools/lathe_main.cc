@@ -95,6 +95,9 @@ int Main(int argc, char** argv) {
                 "how several tasks share the trials: gradient (default: where the weighted "
                 "latency falls fastest) or round-robin");
   t->add_option("--target", tune.target, "cpu (default)");
+  t->add_option("--gpu-math", tune.gpu_math,
+                "GPU targets: fp32 (default) or tf32 (the space may use TF32 tensor cores)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
   t->add_option("--trials", tune.trials,
                 "candidates to measure in this run, over all tasks (default 300)");
   t->add_option("--max-trials-per-task", tune.max_trials_per_task,
@@ -156,6 +159,10 @@ int Main(int argc, char** argv) {
   v->add_option("--trace", verify.trace_file, "verify this schedule trace (JSON)");
   v->add_option("--random", verify.random, "verify N candidates of the GPU search space");
   v->add_option("--seed", verify.seed, "seed of --random (default 1)");
+  v->add_option("--gpu-math", verify.gpu_math,
+                "fp32 (default) or tf32: let the rule and --random use TF32 tensor cores "
+                "(outputs compared within the TF32 tolerance)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
   v->add_flag("--json", verify.json, "print one JSON object");
 
   try {
@@ -200,6 +207,12 @@ int Main(int argc, char** argv) {
           rc != 0) {
         return rc;
       }
+    }
+    if (!tune.tuner.empty() && tune.gpu_math != "fp32") {
+      std::fprintf(stderr,
+                   "lathe tune: --gpu-math tf32 tunes on this machine only (a lathed job "
+                   "tunes fp32)\n");
+      return kUsageError;
     }
     if (!tune.tuner.empty()) return lathe::tools::RunRemoteTune(tune);
     return lathe::tools::RunTune(tune);

@@ -7,8 +7,10 @@
 
 namespace lathe::tools {
 
-absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const std::string& target) {
-  absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> space = tuner::CreateSearchSpace(w, target);
+absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const std::string& target,
+                                          bool gpu_tf32) {
+  absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> space =
+      tuner::CreateSearchSpace(w, target, gpu_tf32);
   if (!space.ok()) return space.status();
   std::vector<tuner::Candidate> picks = (*space)->Heuristic(1);
   if (picks.empty()) return absl::NotFoundError("the search space has no rule-picked candidate");

@@ -21,7 +21,8 @@ absl::StatusOr<ir::Schedule> DefaultModelSchedule(const ir::Workload& w);
 
 // The search space's rule-picked first candidate of `w` for `target` ("cpu", "cuda:sm_90",
 // "cuda:0", ...); the space's error, or NotFound when it picks none.
-absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const std::string& target);
+absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const std::string& target,
+                                          bool gpu_tf32 = false);
 
 // Opens the database at `path` (empty: the default path) read-only when it exists; a missing
 // database is not an error (*db stays null: every kernel gets its default schedule).

@@ -1,12 +1,14 @@
 #include "tuner/gpu_space.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/cuda/contraction.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
 #include "ir/functor.h"
@@ -71,7 +73,7 @@ class GpuSpace : public SearchSpace {
 
   absl::Status Init();
   const ir::Workload& workload() const override { return workload_; }
-  int num_sketches() const override { return 1; }
+  int num_sketches() const override { return variants_.empty() ? 1 : 2; }
   ir::TargetKind target_kind() const override { return ir::TargetKind::kCuda; }
   absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
   absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
@@ -90,6 +92,18 @@ class GpuSpace : public SearchSpace {
   // Device-limit checks of an applied candidate: its launch plan and its register estimate.
   absl::Status CheckLimits(const Candidate& c, const Schedule& sch) const;
   absl::StatusOr<Candidate> Finish(Candidate c) const;
+  // The contraction sketch (1): decisions {index into variants_}.
+  void InitContraction();
+  absl::StatusOr<Schedule> ApplyContraction(const Candidate& c) const;
+  std::vector<Candidate> ContractionHeuristic(bool mma, int max) const;
+
+  struct Variant {
+    const char* name;             // the kernel template
+    std::vector<int64_t> params;  // its tile shape
+  };
+  std::vector<Variant> variants_;  // empty: no contraction sketch
+  std::string contraction_stage_;
+  int64_t gemm_m_ = 0, gemm_n_ = 0;
 
   ir::Workload workload_;
   GpuTarget target_;
@@ -177,7 +191,92 @@ absl::Status GpuSpace::Init() {
     if (!cross) slots_[p.rf_slot].choices = {rf.front()};
     stages_.push_back(std::move(p));
   }
+  InitContraction();
   return absl::OkStatus();
+}
+
+// Tile shapes of the GEMM template. FMA: {BM, BN, BK, TM, TN}, the 8x8 register tile of a
+// good SGEMM first; MMA: {BM, BN, BK, WM, WN}, warp tiles of 64x32 (4x4 m16n8k8 MMAs) first.
+// The sixth entry: 1 pipelined (the next k-tile prefetched into registers: more registers, fewer
+// stalls on global memory; unmeasured, so never the rule's first choice but offered to the search).
+constexpr int64_t kFmaTiles[][6] = {
+    {128, 128, 8, 8, 8, 0}, {128, 64, 8, 8, 4, 0}, {64, 128, 8, 4, 8, 0}, {64, 64, 8, 4, 4, 0},
+    {64, 64, 16, 4, 4, 0},  {32, 64, 16, 2, 4, 0}, {64, 32, 16, 4, 2, 0}, {32, 32, 16, 2, 2, 0},
+    {128, 128, 8, 8, 8, 1}, {64, 64, 8, 4, 4, 1},  {64, 64, 16, 4, 4, 1}};
+constexpr int64_t kMmaTiles[][6] = {
+    {128, 128, 16, 2, 4, 0}, {128, 64, 16, 2, 2, 0}, {64, 128, 16, 2, 2, 0}, {64, 64, 16, 2, 2, 0},
+    {64, 64, 8, 2, 2, 0},    {32, 64, 16, 1, 2, 0},  {64, 32, 16, 2, 1, 0},  {32, 32, 8, 1, 1, 0},
+    {128, 128, 16, 2, 4, 1}, {128, 64, 16, 2, 2, 1}, {64, 64, 16, 2, 2, 1}};
+
+void GpuSpace::InitContraction() {
+  Schedule sch(workload_, "cuda");
+  std::string stage;
+  for (const Stage& s : sch.stages()) {
+    if (!s.is_output && s.tensor->tag == "pad") {
+      if (!sch.ComputeInline(s.name).ok()) return;
+    } else if (s.tensor->is_reduction()) {
+      if (!stage.empty()) return;  // one contraction per workload
+      stage = s.name;
+    }
+  }
+  if (stage.empty()) return;
+  auto shape = codegen::cuda::MatchContraction(sch, stage);
+  if (!shape.ok()) return;
+  contraction_stage_ = stage;
+  gemm_m_ = shape->m;
+  gemm_n_ = shape->n;
+  if (target_.tf32) {
+    for (const auto& t : kMmaTiles) {
+      variants_.push_back(
+          {codegen::cuda::kContractionMmaTf32, {t[0], t[1], t[2], t[3], t[4], t[5]}});
+    }
+  }
+  for (const auto& t : kFmaTiles) {
+    variants_.push_back({codegen::cuda::kContractionFma, {t[0], t[1], t[2], t[3], t[4], t[5]}});
+  }
+}
+
+absl::StatusOr<Schedule> GpuSpace::ApplyContraction(const Candidate& c) const {
+  if (variants_.empty() || c.decisions.size() != 1 || c.decisions[0] < 0 ||
+      c.decisions[0] >= static_cast<int64_t>(variants_.size())) {
+    return absl::InvalidArgumentError("decisions do not fit the contraction sketch");
+  }
+  Schedule sch(workload_, "cuda");
+  for (const StagePlan& p : stages_) {
+    if (p.pad) LATHE_TRY(sch.ComputeInline(p.name));
+  }
+  const Variant& v = variants_[c.decisions[0]];
+  LATHE_TRY(sch.Tensorize(contraction_stage_, v.name, v.params));
+  return sch;
+}
+
+// The contraction's tile shapes, the least padded work first (ties: the larger tile).
+std::vector<Candidate> GpuSpace::ContractionHeuristic(bool mma, int max) const {
+  std::vector<std::pair<double, int>> order;
+  for (size_t i = 0; i < variants_.size(); ++i) {
+    const Variant& v = variants_[i];
+    if ((v.name == std::string(codegen::cuda::kContractionMmaTf32)) != mma) continue;
+    const int64_t bm = v.params[0], bn = v.params[1];
+    const double padded = static_cast<double>((gemm_m_ + bm - 1) / bm * bm) *
+                          static_cast<double>((gemm_n_ + bn - 1) / bn * bn);
+    const double waste = padded / (static_cast<double>(gemm_m_) * static_cast<double>(gemm_n_));
+    // Within 10% of each other the larger tile wins (more reuse per staged element), then the
+    // unpipelined one (fewer registers).
+    order.push_back({std::ceil(waste * 10) - 1e-6 * static_cast<double>(bm * bn) +
+                         1e-9 * static_cast<double>(v.params[5]),
+                     static_cast<int>(i)});
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<Candidate> out;
+  for (const auto& [score, i] : order) {
+    if (static_cast<int>(out.size()) >= max) break;
+    Candidate c;
+    c.sketch = 1;
+    c.decisions = {i};
+    auto f = Finish(std::move(c));
+    if (f.ok()) out.push_back(std::move(*f));
+  }
+  return out;
 }
 
 bool GpuSpace::Relevant(const std::vector<int64_t>& d, const Slot& s) const {
@@ -203,6 +302,7 @@ bool GpuSpace::Relevant(const std::vector<int64_t>& d, const Slot& s) const {
 }
 
 absl::StatusOr<Schedule> GpuSpace::Apply(const Candidate& c) const {
+  if (c.sketch == 1) return ApplyContraction(c);
   LATHE_TRY(CheckDecisions(slots_, c.decisions));
   auto d = [&](int slot) { return c.decisions[slot]; };
   Schedule sch(workload_, "cuda");
@@ -246,6 +346,22 @@ absl::Status GpuSpace::CheckLimits(const Candidate& c, const Schedule& sch) cons
   auto src = codegen::cuda::BuildCudaSource(sch, "candidate");
   if (!src.ok()) return src.status();
   if (auto st = codegen::cuda::CheckLaunchLimits(src->plan, target_.limits); !st.ok()) return st;
+  if (c.sketch == 1) {
+    // Accumulators and one k-step's operands per thread.
+    const Variant& v = variants_[c.decisions[0]];
+    const std::vector<int64_t>& p = v.params;
+    const bool mma = v.name == std::string(codegen::cuda::kContractionMmaTf32);
+    const int64_t tm = mma ? p[0] / p[3] / 16 : p[3], tn = mma ? p[1] / p[4] / 8 : p[4];
+    const int64_t threads = mma ? 32 * p[3] * p[4] : p[0] / p[3] * (p[1] / p[4]);
+    const int64_t prefetch = p[5] ? (p[0] + p[1]) * p[2] / threads : 0;
+    const int64_t regs =
+        (mma ? tm * tn * 4 + tm * 4 + tn * 2 : tm * tn + tm + tn) + prefetch + kBaseRegisters;
+    if (regs > target_.limits.max_regs_per_thread) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the contraction needs about ", regs, " registers per thread"));
+    }
+    return absl::OkStatus();
+  }
   // Registers: a thread of a locally accumulated tile holds its accumulators and, per reduce
   // step, one operand per tile row and column.
   for (const StagePlan& p : stages_) {
@@ -290,6 +406,16 @@ absl::StatusOr<Candidate> GpuSpace::Sample(std::mt19937_64& rng) const {
   };
   absl::Status last;
   for (int attempt = 0; attempt < 64; ++attempt) {
+    if (!variants_.empty() && std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+      Candidate c;
+      c.sketch = 1;
+      c.decisions = {std::uniform_int_distribution<int64_t>(
+          0, static_cast<int64_t>(variants_.size()) - 1)(rng)};
+      auto f = Finish(std::move(c));
+      if (f.ok()) return f;
+      last = f.status();
+      continue;
+    }
     Candidate c;
     for (const Slot& s : slots_) c.decisions.push_back(pick(s.choices));
     // Threads of a tiled reduction: the innermost axes first (coalesced accesses on the last
@@ -319,6 +445,25 @@ absl::StatusOr<Candidate> GpuSpace::Sample(std::mt19937_64& rng) const {
 
 absl::StatusOr<Candidate> GpuSpace::Mutate(const Candidate& base, std::mt19937_64& rng,
                                            const KnownCandidates* known) const {
+  if (base.sketch == 1) {
+    // Another tile shape of the template.
+    if (variants_.size() < 2 || base.decisions.size() != 1) {
+      return absl::InvalidArgumentError("no other contraction variant");
+    }
+    absl::Status last;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      Candidate c;
+      c.sketch = 1;
+      const int64_t n = static_cast<int64_t>(variants_.size());
+      c.decisions = {(base.decisions[0] + std::uniform_int_distribution<int64_t>(1, n - 1)(rng)) %
+                     n};
+      if (const Candidate* k = known ? known->Find(c.decisions) : nullptr) return *k;
+      auto f = Finish(std::move(c));
+      if (f.ok()) return f;
+      last = f.status();
+    }
+    return last;
+  }
   if (base.decisions.size() != slots_.size()) {
     return absl::InvalidArgumentError("candidate is not from this search space");
   }
@@ -405,6 +550,17 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
   static constexpr Variant kVariants[] = {{16, 8, 16, 4}, {16, 8, 8, 4}, {16, 4, 8, 4},
                                           {8, 8, 8, 4},   {8, 4, 16, 4}, {16, 8, 8, 1}};
   std::vector<Candidate> out;
+  // TF32 tensor cores first where the user allows them; a convolution as an implicit GEMM
+  // before the loop-tiling rule (whose convolutions were all slower than the default schedule
+  // on an H100, issue 30); a matmul's fp32 FMA template after that rule (0.71x cuBLAS).
+  if (!variants_.empty()) {
+    if (target_.tf32) out = ContractionHeuristic(true, max);
+    if (workload_.spec.op == "conv2d" && static_cast<int>(out.size()) < max) {
+      for (Candidate& c : ContractionHeuristic(false, max - static_cast<int>(out.size()))) {
+        out.push_back(std::move(c));
+      }
+    }
+  }
   for (const Variant& v : kVariants) {
     if (static_cast<int>(out.size()) >= max) break;
     Candidate c;
@@ -453,6 +609,12 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
     auto f = Finish(std::move(c));
     if (f.ok()) out.push_back(std::move(*f));
   }
+  if (!variants_.empty() && !target_.tf32 && workload_.spec.op != "conv2d" &&
+      static_cast<int>(out.size()) < max) {
+    for (Candidate& c : ContractionHeuristic(false, max - static_cast<int>(out.size()))) {
+      out.push_back(std::move(c));
+    }
+  }
   return out;
 }
 
@@ -463,10 +625,20 @@ absl::StatusOr<Candidate> GpuSpace::FromTrace(const ir::Trace& trace) const {
   Candidate c;
   c.sketch = trace.sketch;
   c.decisions = trace.decisions;
+  if (c.sketch == 1 && (c.decisions.size() != 1 || c.decisions[0] < 0 ||
+                        c.decisions[0] >= static_cast<int64_t>(variants_.size()))) {
+    return absl::InvalidArgumentError("trace's contraction variant is not in this space");
+  }
   return MatchesTrace(Finish(c), trace.instructions);
 }
 
 }  // namespace
+
+absl::StatusOr<bool> ParseGpuMath(const std::string& math) {
+  if (math == "fp32") return false;
+  if (math == "tf32") return true;
+  return absl::InvalidArgumentError("unknown gpu math '" + math + "' (expected fp32 or tf32)");
+}
 
 absl::StatusOr<GpuTarget> GpuTargetFor(const std::string& target) {
   absl::StatusOr<ir::Target> parsed = ir::ParseTarget(target);

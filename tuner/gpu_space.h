@@ -5,6 +5,9 @@
 //   axis, outer / inner reduce loops) with a local (register) accumulator, or with inputs
 //   staged in shared memory and fetched cooperatively, or (for few outputs with a long
 //   reduction) a cross-thread reduction through shared partial results; unrolling;
+//   contractions (a matmul, a convolution as an implicit GEMM: codegen/cuda/contraction.h),
+//   a second sketch: the GEMM kernel template with its tile shape chosen, fp32 FMAs or (when
+//   the target allows TF32) m16n8k8 TF32 tensor-core MMAs;
 //   other stages: fused, split and bound to blocks and threads, with an unrolled per-thread
 //   inner factor ("vector width": the generated code stays scalar, the elements a thread owns
 //   are consecutive and unrolled); paddings inlined or computed at root.
@@ -33,7 +36,14 @@ struct GpuTarget {
   std::string arch = "sm_90";
   int sm_count = 132;
   codegen::cuda::GpuLimits limits;
+  // The user allows TF32 tensor cores for fp32 contractions (`--gpu-math tf32`, as cuBLAS's
+  // TF32 mode): the space then offers the mma.sync GEMM template, first. Off by default:
+  // TF32 rounds the operands to 10 mantissa bits.
+  bool tf32 = false;
 };
+
+// The math a user allows on a GPU: "fp32" (the default) or "tf32". InvalidArgument otherwise.
+absl::StatusOr<bool> ParseGpuMath(const std::string& math);
 
 // The target of a CUDA target string: "cuda:sm_XX" names only an architecture (H100 limits
 // otherwise); "cuda" and "cuda:N" describe that device through the driver. InvalidArgument

@@ -23,15 +23,17 @@ bool IsEmulatedGpuTarget(const std::string& target) {
 }
 
 absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workload& workload,
-                                                               const std::string& target) {
+                                                               const std::string& target,
+                                                               bool gpu_tf32) {
   absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
   if (!t.ok()) return t.status();
   if (t->kind == ir::TargetKind::kCpu) return SearchSpace::Create(workload, HostCpuTarget());
   // The emulator's space is the GPU space of the architecture it emulates.
-  if (t->emulated()) return CreateSearchSpace(workload, t->Built().ToString());
+  if (t->emulated()) return CreateSearchSpace(workload, t->Built().ToString(), gpu_tf32);
 #ifdef LATHE_HAVE_CUDA_BACKEND
   auto gpu = GpuTargetFor(target);
   if (!gpu.ok()) return gpu.status();
+  gpu->tf32 = gpu_tf32;
   return CreateGpuSearchSpace(workload, *gpu);
 #else
   return absl::UnimplementedError("target '" + target +

@@ -27,8 +27,10 @@ bool IsEmulatedGpuTarget(const std::string& target);
 // Unimplemented for a cuda target in a build without the CUDA backend; for "cuda" and
 // "cuda:N", FailedPrecondition without a CUDA driver and OutOfRange without that device
 // ("cuda:sm_XX" needs neither: it builds for an architecture with H100 limits).
+// `gpu_tf32`: a GPU space may use TF32 tensor cores (`--gpu-math tf32`); ignored for "cpu".
 absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workload& workload,
-                                                               const std::string& target);
+                                                               const std::string& target,
+                                                               bool gpu_tf32 = false);
 
 // For tuning on this machine (`lathe tune --target T`): the ordinal of the GPU that `target`
 // measures on. "cuda" is GPU 0, "cuda:N" GPU N, "cuda:sm_XX" the first GPU of that

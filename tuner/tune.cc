@@ -103,7 +103,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   std::vector<DriverTask> tasks;
   for (size_t i = 0; i < workloads.size(); ++i) {
     absl::StatusOr<std::unique_ptr<SearchSpace>> space =
-        CreateSearchSpace(workloads[i], options.target);
+        CreateSearchSpace(workloads[i], options.target, options.gpu_tf32);
     if (!space.ok()) return space.status();
     DriverTask t;
     t.workload = workloads[i];

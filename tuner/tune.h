@@ -86,6 +86,8 @@ struct TuneOptions {
   // (measured on the GPU that tuner::GpuOrdinalForTarget picks), or "cuda-emu:sm_XX" (the GPU
   // space's candidates checked and timed on the GPU emulator: no GPU needed).
   std::string target = "cpu";
+  // GPU targets: the space may use TF32 tensor cores (`--gpu-math tf32`; fp32 by default).
+  bool gpu_tf32 = false;
   // Empty: codegen::HostDeviceClass() for cpu, tuner::DeviceClassForTarget for a GPU, the
   // target itself ("cuda-emu:sm_90") for the emulator.
   std::string device_class;

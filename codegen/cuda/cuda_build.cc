@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "codegen/cuda/contraction.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/lower.h"
 
@@ -20,6 +21,9 @@ std::string Commented(const std::string& text) {
 }  // namespace
 
 absl::StatusOr<CudaSource> BuildCudaSource(const ir::Schedule& sch, const std::string& name) {
+  for (const ir::Stage& s : sch.stages()) {
+    if (!s.tensorize.empty()) return GenerateContraction(sch, name);
+  }
   auto f = Lower(sch, name, LowerOptions::ForTarget(ir::TargetKind::kCuda));
   if (!f.ok()) return f.status();
   return GenerateCuda(*f);

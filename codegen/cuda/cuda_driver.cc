@@ -52,6 +52,15 @@ struct DriverApi {
   CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
   CUresult (*cuEventSynchronize)(CUevent) = nullptr;
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
+  // Graphs (optional: null when the driver lacks them).
+  CUresult (*cuStreamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*cuStreamDestroy)(CUstream) = nullptr;
+  CUresult (*cuStreamBeginCapture)(CUstream, int) = nullptr;
+  CUresult (*cuStreamEndCapture)(CUstream, void**) = nullptr;
+  CUresult (*cuGraphInstantiate)(void**, void*, unsigned long long) = nullptr;  // NOLINT
+  CUresult (*cuGraphLaunch)(void*, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(void*) = nullptr;
+  CUresult (*cuGraphDestroy)(void*) = nullptr;
 };
 
 namespace {
@@ -132,6 +141,15 @@ absl::StatusOr<std::unique_ptr<DriverApi>> LoadApi() {
   if (!Sym(lib, "cuEventElapsedTime_v2", &api->cuEventElapsedTime)) {
     need("cuEventElapsedTime", &api->cuEventElapsedTime);
   }
+  // Optional: CudaGraph says so when one is missing.
+  Sym(lib, "cuStreamCreate", &api->cuStreamCreate);
+  Sym(lib, "cuStreamDestroy_v2", &api->cuStreamDestroy);
+  Sym(lib, "cuStreamBeginCapture_v2", &api->cuStreamBeginCapture);
+  Sym(lib, "cuStreamEndCapture", &api->cuStreamEndCapture);
+  Sym(lib, "cuGraphInstantiateWithFlags", &api->cuGraphInstantiate);
+  Sym(lib, "cuGraphLaunch", &api->cuGraphLaunch);
+  Sym(lib, "cuGraphExecDestroy", &api->cuGraphExecDestroy);
+  Sym(lib, "cuGraphDestroy", &api->cuGraphDestroy);
   if (missing) {
     dlclose(lib);
     return absl::FailedPreconditionError(absl::StrCat("the CUDA driver (libcuda.so.1) lacks '",
@@ -389,7 +407,7 @@ CudaProgram::~CudaProgram() {
   if (module_ && ctx_.MakeCurrent().ok()) ctx_.driver().api().cuModuleUnload(module_);
 }
 
-absl::Status CudaProgram::Launch(const std::vector<uint64_t>& args) {
+absl::Status CudaProgram::Launch(const std::vector<uint64_t>& args, void* stream) {
   if (args.size() != plan_.args.size()) {
     return absl::InvalidArgumentError(absl::StrCat("cuda program '", plan_.name, "' takes ",
                                                    plan_.args.size(), " arguments, got ",
@@ -410,7 +428,7 @@ absl::Status CudaProgram::Launch(const std::vector<uint64_t>& args) {
                           functions_[i], static_cast<unsigned>(k.grid[0]),
                           static_cast<unsigned>(k.grid[1]), static_cast<unsigned>(k.grid[2]),
                           static_cast<unsigned>(k.block[0]), static_cast<unsigned>(k.block[1]),
-                          static_cast<unsigned>(k.block[2]), 0, nullptr, params.data(), nullptr),
+                          static_cast<unsigned>(k.block[2]), 0, stream, params.data(), nullptr),
                       "cuLaunchKernel('" + k.name + "')");
     if (!st.ok()) return st;
   }
@@ -420,6 +438,50 @@ absl::Status CudaProgram::Launch(const std::vector<uint64_t>& args) {
 absl::Status CudaProgram::Run(const std::vector<uint64_t>& args) {
   if (auto st = Launch(args); !st.ok()) return st;
   return ctx_.Synchronize();
+}
+
+// --- CudaGraph ---
+
+absl::StatusOr<std::unique_ptr<CudaGraph>> CudaGraph::Capture(
+    const CudaContext& ctx, const std::function<absl::Status(void* stream)>& launches) {
+  const CudaDriver& d = ctx.driver();
+  const DriverApi& a = d.api();
+  if (!a.cuStreamCreate || !a.cuStreamDestroy || !a.cuStreamBeginCapture || !a.cuStreamEndCapture ||
+      !a.cuGraphInstantiate || !a.cuGraphLaunch || !a.cuGraphExecDestroy || !a.cuGraphDestroy) {
+    return absl::FailedPreconditionError("this CUDA driver has no graph API");
+  }
+  if (auto st = ctx.MakeCurrent(); !st.ok()) return st;
+  auto g = std::unique_ptr<CudaGraph>(new CudaGraph(ctx));
+  // Flags 0: a blocking stream, ordered with the legacy default stream.
+  if (auto st = d.Check(a.cuStreamCreate(&g->stream_, 0), "cuStreamCreate"); !st.ok()) return st;
+  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL (1): other threads' CUDA calls stay legal.
+  if (auto st = d.Check(a.cuStreamBeginCapture(g->stream_, 1), "cuStreamBeginCapture"); !st.ok()) {
+    return st;
+  }
+  absl::Status launched = launches(g->stream_);
+  absl::Status ended = d.Check(a.cuStreamEndCapture(g->stream_, &g->graph_), "cuStreamEndCapture");
+  if (!launched.ok()) return launched;
+  if (!ended.ok()) return ended;
+  if (auto st = d.Check(a.cuGraphInstantiate(&g->exec_, g->graph_, 0), "cuGraphInstantiate");
+      !st.ok()) {
+    return st;
+  }
+  return g;
+}
+
+CudaGraph::~CudaGraph() {
+  if (ctx_.MakeCurrent().ok()) {
+    const DriverApi& a = ctx_.driver().api();
+    if (exec_) a.cuGraphExecDestroy(exec_);
+    if (graph_) a.cuGraphDestroy(graph_);
+    if (stream_) a.cuStreamDestroy(stream_);
+  }
+}
+
+absl::Status CudaGraph::Launch() {
+  if (auto st = ctx_.MakeCurrent(); !st.ok()) return st;
+  const CudaDriver& d = ctx_.driver();
+  return d.Check(d.api().cuGraphLaunch(exec_, stream_), "cuGraphLaunch");
 }
 
 // --- EventTimer ---

@@ -15,6 +15,7 @@
 #define LATHE_CODEGEN_CUDA_CUDA_DRIVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -118,6 +119,30 @@ class DeviceBuffer {
   int64_t bytes_ = 0;
 };
 
+// A sequence of launches captured once as a CUDA graph and relaunched as one (fewer launch
+// overheads for a model's many small kernels). The launches go to a stream of its own that
+// synchronizes with the default stream (copies before and after stay ordered). Unavailable
+// (FailedPrecondition) with a driver lacking the graph API. Not yet run on a GPU.
+class CudaGraph {
+ public:
+  // Calls `launches(stream)`, which must only launch kernels on `stream`, under stream
+  // capture, and instantiates the graph. Fails with the driver's error (the capture ended).
+  static absl::StatusOr<std::unique_ptr<CudaGraph>> Capture(
+      const CudaContext& ctx, const std::function<absl::Status(void* stream)>& launches);
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  // Launches the graph without waiting.
+  absl::Status Launch();
+
+ private:
+  explicit CudaGraph(const CudaContext& ctx) : ctx_(ctx) {}
+  const CudaContext& ctx_;
+  void* stream_ = nullptr;
+  void* graph_ = nullptr;
+  void* exec_ = nullptr;
+};
+
 // Times work on the default stream between Start() and Stop() with two CUDA events, for
 // work that other libraries launch (cuBLAS, cuDNN) as for lathe's own kernels.
 class EventTimer {
@@ -152,8 +177,9 @@ class CudaProgram {
   CudaProgram& operator=(const CudaProgram&) = delete;
 
   // Launches every kernel in order with `args` (device pointers of the plan's arguments, in
-  // order) without waiting. InvalidArgument when the count is wrong.
-  absl::Status Launch(const std::vector<uint64_t>& args);
+  // order) without waiting, on `stream` (a CUstream; null: the default stream).
+  // InvalidArgument when the count is wrong.
+  absl::Status Launch(const std::vector<uint64_t>& args, void* stream = nullptr);
   // Launches and waits; a kernel fault is reported here (sticky errors as Aborted).
   absl::Status Run(const std::vector<uint64_t>& args);
   // Times `repeats` runs after one warm-up with CUDA events; milliseconds per run. With

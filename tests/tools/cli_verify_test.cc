@@ -82,6 +82,28 @@ TEST_F(CliVerifyTest, UsageErrorsExitTwo) {
   EXPECT_EQ(r.code, 2) << r.out;
 }
 
+// `--gpu-math tf32`: the rule is the TF32 tensor-core GEMM (mma.sync on the emulator), checked
+// within the TF32 tolerance; fp32 (the default) never uses it; a convolution's rule is the
+// implicit GEMM; other values are usage errors.
+TEST_F(CliVerifyTest, GpuMathTf32RuleIsTheTensorCoreGemm) {
+  Result r = Lathe(
+      "verify --target cuda:sm_90 --workload matmul:m=64,n=48,k=40 --schedule rule "
+      "--gpu-math tf32 --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"gpu_math\":\"tf32\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("contraction_mma_tf32"), std::string::npos) << r.out;
+  r = Lathe("verify --target cuda:sm_90 --workload matmul:m=64,n=48,k=40 --schedule rule --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("contraction_mma_tf32"), std::string::npos) << r.out;
+  r = Lathe(
+      "verify --target cuda:sm_90 --workload conv2d:n=1,c=4,h=9,w=9,k=8,r=3,s=3,pad=1 "
+      "--schedule rule --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("contraction_fma"), std::string::npos) << r.out;
+  r = Lathe("verify --target cuda:sm_90 --workload matmul:m=8,n=8,k=8 --gpu-math fp16");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+
 TEST_F(CliVerifyTest, NoHostCompilerIsAClearFailure) {
   Result r = Lathe("verify --target cuda:sm_90 --workload matmul:m=8,n=8,k=8",
                    "LATHE_EMU_CXX=/nonexistent/c++");

@@ -1,0 +1,270 @@
+// The GPU space's contraction sketch (codegen/cuda/contraction.h), no GPU needed: matmuls and
+// convolutions are matched as GEMMs (rows, columns, batch, K); every tile shape of the fp32
+// FMA template and of the TF32 tensor-core template compiles through NVRTC for sm_80 and
+// sm_90 and agrees with the reference on the GPU emulator (the TF32 one within the TF32
+// tolerance, and not exactly: its operands really are rounded); the rule of a convolution is
+// the implicit GEMM; TF32 is offered only when the target allows it.
+//
+// Globbed into tuner_test too, where it compiles to nothing (see gpu_space_test.cc).
+#ifdef LATHE_GPU_SPACE_TEST
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda/contraction.h"
+#include "codegen/cuda/cuda_build.h"
+#include "codegen/cuda/nvrtc.h"
+#include "gpuemu/host_compiler.h"
+#include "gpuemu/verify.h"
+#include "ir/schedule.h"
+#include "proto/trace_io.h"
+#include "tuner/gpu_space.h"
+
+namespace lathe::tuner {
+namespace {
+
+namespace cuda = codegen::cuda;
+
+bool Tensorized(const ir::Trace& t, const std::string& tmpl) {
+  for (const ir::Instruction& i : t.instructions) {
+    if (i.kind == "tensorize" && i.tag == tmpl) return true;
+  }
+  return false;
+}
+
+std::unique_ptr<SearchSpace> Space(const ir::Workload& w, bool tf32) {
+  GpuTarget t;
+  t.tf32 = tf32;
+  auto s = CreateGpuSearchSpace(w, t);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// Every variant of the contraction sketch of `spec` (fp32 and, with `tf32`, the tensor-core
+// ones): compiled together by NVRTC for sm_80 and sm_90 and in one emulator module, each run
+// against the reference. Returns the largest error of a TF32 variant (0 without).
+double VerifyAllVariants(const std::string& spec, bool tf32) {
+  auto w = ir::MakeWorkload(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return 0;
+  auto space = Space(*w, tf32);
+  if (!space) return 0;
+  EXPECT_EQ(space->num_sketches(), 2) << spec;
+  std::vector<cuda::CudaSource> sources;
+  std::vector<bool> is_mma;
+  std::string kernels;
+  for (int64_t v = 0;; ++v) {
+    Candidate c;
+    c.sketch = 1;
+    c.decisions = {v};
+    auto sch = space->Apply(c);
+    if (!sch.ok()) break;  // past the last variant
+    // The trace replays (JSON round trip) into the same candidate.
+    auto again = space->FromTrace([&] {
+      ir::Trace t = sch->trace();
+      t.sketch = 1;
+      t.decisions = c.decisions;
+      return *traceio::TraceFromJson(traceio::TraceToJson(t));
+    }());
+    EXPECT_TRUE(again.ok()) << again.status();
+    auto src = cuda::BuildCudaSource(*sch, "v" + std::to_string(v));
+    EXPECT_TRUE(src.ok()) << spec << " variant " << v << ": " << src.status();
+    if (!src.ok()) continue;
+    is_mma.push_back(Tensorized(sch->trace(), cuda::kContractionMmaTf32));
+    kernels += src->kernels;
+    sources.push_back(std::move(*src));
+  }
+  EXPECT_GE(sources.size(), 8u) << spec;
+  const std::string source = cuda::CudaPrelude() + kernels;
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    auto cubin = cuda::CompileToCubin(source, arch);
+    EXPECT_TRUE(cubin.ok()) << spec << " " << arch << ": "
+                            << cubin.status().message().substr(0, 4000);
+  }
+  if (!gpuemu::FindHostCompiler().ok()) return 0;
+  auto data = gpuemu::MakeReferenceData(*w);
+  EXPECT_TRUE(data.ok()) << data.status();
+  std::vector<gpuemu::KernelSignature> sigs;
+  for (const auto& s : sources) {
+    for (const auto& k : gpuemu::Signatures(s.plan)) sigs.push_back(k);
+  }
+  auto module = gpuemu::EmuModule::Build(source, sigs);
+  EXPECT_TRUE(module.ok()) << module.status().message().substr(0, 4000);
+  if (!module.ok() || !data.ok()) return 0;
+  std::shared_ptr<gpuemu::EmuModule> shared = std::move(*module);
+  double worst_tf32 = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    gpuemu::VerifyOptions vo;
+    vo.tolerance = is_mma[i] ? gpuemu::kTf32Tolerance : ir::kDefaultTolerance;
+    gpuemu::VerifyReport r = gpuemu::VerifyCompiled(sources[i], shared, *data, vo);
+    EXPECT_TRUE(r.ok()) << spec << " variant " << i << ": " << gpuemu::OutcomeName(r.outcome)
+                        << ": " << r.message << "\n"
+                        << sources[i].kernels.substr(0, 6000);
+    if (is_mma[i]) worst_tf32 = std::max(worst_tf32, r.compare.rel_error);
+  }
+  return worst_tf32;
+}
+
+#define SKIP_WITHOUT_NVRTC() \
+  if (!cuda::HaveNvrtc()) GTEST_SKIP() << "this build has no NVRTC"
+
+TEST(ContractionTest, MatchesMatmulsAndConvolutionsAsGemms) {
+  auto mm = ir::MakeWorkload("matmul:m=17,n=31,k=13,epilogue=bias_relu");
+  ASSERT_TRUE(mm.ok());
+  ir::Schedule s(*mm, "cuda");
+  auto c = cuda::MatchContraction(s, "matmul");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->m, 17);
+  EXPECT_EQ(c->n, 31);
+  EXPECT_EQ(c->k, 13);
+  EXPECT_EQ(c->epilogue, "C");
+  auto conv = ir::MakeWorkload("conv2d:n=2,c=4,h=11,w=7,k=6,r=3,s=3,pad=1");
+  ASSERT_TRUE(conv.ok());
+  ir::Schedule cs(*conv, "cuda");
+  const ir::Schedule untouched(*conv, "cuda");
+  for (const ir::Stage& st : untouched.stages()) {
+    if (st.tensor->tag == "pad") {
+      ASSERT_TRUE(cs.ComputeInline(st.name).ok());
+    }
+  }
+  auto cc = cuda::MatchContraction(cs, "Y");
+  ASSERT_TRUE(cc.ok()) << cc.status();
+  // Pixels n*oh*ow as the columns (the output's innermost axis), output channels as the rows,
+  // channels x window as K.
+  EXPECT_EQ(cc->n, 2 * 11 * 7);
+  EXPECT_EQ(cc->m, 6);
+  EXPECT_EQ(cc->k, 4 * 3 * 3);
+  // A depthwise convolution has no rows: its channels index both operands.
+  auto dw = ir::MakeWorkload("conv2d:n=1,c=8,h=10,w=10,k=8,r=3,s=3,pad=1,groups=8");
+  ASSERT_TRUE(dw.ok());
+  EXPECT_EQ(Space(*dw, true)->num_sketches(), 1);
+}
+
+// The tensorize primitive: only on an untransformed reduction of a cuda schedule; the stage
+// takes no primitive after it; its trace replays.
+TEST(ContractionTest, TensorizeMarksAnUntransformedCudaReduction) {
+  auto w = ir::MakeWorkload("matmul:m=17,n=31,k=13,epilogue=bias");
+  ASSERT_TRUE(w.ok());
+  ir::Schedule cpu(*w);
+  EXPECT_FALSE(cpu.Tensorize("matmul", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok());
+  ir::Schedule split(*w, "cuda");
+  ASSERT_TRUE(split.Split("matmul", "i", {4}).ok());
+  EXPECT_FALSE(split.Tensorize("matmul", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok());
+  ir::Schedule s(*w, "cuda");
+  EXPECT_FALSE(s.Tensorize("C", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok())
+      << "not a reduction";
+  ASSERT_TRUE(s.Tensorize("matmul", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok());
+  EXPECT_FALSE(s.Split("matmul", "i", {4}).ok());
+  EXPECT_FALSE(s.Tensorize("matmul", cuda::kContractionFma, {64, 64, 8, 4, 4}).ok());
+  auto again = ir::ApplyTrace(*w, *traceio::TraceFromJson(traceio::TraceToJson(s.trace())));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->FindStage("matmul")->tensorize, cuda::kContractionFma);
+  EXPECT_EQ(again->trace(), s.trace());
+  // Bad parameters are the generator's to refuse.
+  ir::Schedule bad(*w, "cuda");
+  ASSERT_TRUE(bad.Tensorize("matmul", cuda::kContractionMmaTf32, {64, 64, 12, 2, 2}).ok());
+  EXPECT_EQ(cuda::BuildCudaSource(bad, "k").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(cuda::CheckContractionParams(cuda::kContractionFma, {64, 64, 8, 4, 4, 2}).ok());
+  EXPECT_TRUE(cuda::CheckContractionParams(cuda::kContractionFma, {64, 64, 8, 4, 4, 1}).ok());
+}
+
+TEST(ContractionTest, Tf32IsOfferedOnlyWhenAllowed) {
+  auto w = ir::MakeWorkload("matmul:m=64,n=48,k=40");
+  ASSERT_TRUE(w.ok());
+  auto fp32 = Space(*w, false);
+  std::mt19937_64 rng(4);
+  int contractions = 0;
+  for (int i = 0; i < 60; ++i) {
+    auto c = fp32->Sample(rng);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_FALSE(Tensorized(c->trace, cuda::kContractionMmaTf32));
+    contractions += Tensorized(c->trace, cuda::kContractionFma);
+  }
+  EXPECT_GT(contractions, 0);
+  // The fp32 rule stays the loop-tiled SGEMM; with TF32 it is the tensor-core GEMM.
+  EXPECT_FALSE(Tensorized(fp32->Heuristic(1).at(0).trace, cuda::kContractionFma));
+  auto tf32 = Space(*w, true);
+  const Candidate rule = tf32->Heuristic(1).at(0);
+  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionMmaTf32)) << ir::TraceToText(rule.trace);
+  // A TF32 trace is not a candidate of the fp32 space.
+  EXPECT_FALSE(fp32->FromTrace(rule.trace).ok());
+}
+
+TEST(ContractionTest, TheRuleOfAConvolutionIsTheImplicitGemm) {
+  auto w = ir::MakeWorkload("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
+  ASSERT_TRUE(w.ok());
+  const Candidate rule = Space(*w, false)->Heuristic(1).at(0);
+  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionFma)) << ir::TraceToText(rule.trace);
+  auto src = cuda::BuildCudaSource(*rule.schedule, "conv");
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(src->plan.kernels.at(0).threads_per_block(), 256);
+}
+
+TEST(ContractionTest, Tf32GemmUsesMmaSync) {
+  SKIP_WITHOUT_NVRTC();
+  auto w = ir::MakeWorkload("matmul:m=256,n=256,k=256");
+  ASSERT_TRUE(w.ok());
+  const Candidate rule = Space(*w, true)->Heuristic(1).at(0);
+  auto src = cuda::BuildCudaSource(*rule.schedule, "tc");
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_NE(src->source.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+            std::string::npos);
+  auto ptx = cuda::CompileToPtx(src->source, "sm_90");
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_NE(ptx->find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
+  EXPECT_NE(ptx->find("cvt.rna.tf32.f32"), std::string::npos);
+}
+
+class ContractionVariantsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ContractionVariantsTest, EveryTileShapeAgreesOnTheEmulator) {
+  SKIP_WITHOUT_NVRTC();
+  const double tf32_error = VerifyAllVariants(GetParam(), true);
+  // TF32 is not fp32: the emulated tensor core rounded its operands.
+  if (gpuemu::FindHostCompiler().ok()) {
+    EXPECT_GT(tf32_error, 1e-6) << GetParam();
+  }
+}
+
+std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n;
+  for (char ch : info.param) n += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ContractionVariantsTest,
+                         ::testing::Values("matmul:m=96,n=80,k=72",
+                                           "conv2d:n=2,c=4,h=11,w=7,k=6,r=3,s=3,pad=1",
+                                           "conv2d:n=1,c=4,h=8,w=8,k=8,r=3,s=3,pad=1,layout=nhwc"),
+                         ParamName);
+
+// The other shapes (label e2e: 5-20 s each on a loaded 2-core host).
+class E2eContractionVariantsTest : public ContractionVariantsTest {};
+
+TEST_P(E2eContractionVariantsTest, EveryTileShapeAgreesOnTheEmulator) {
+  SKIP_WITHOUT_NVRTC();
+  const double tf32_error = VerifyAllVariants(GetParam(), true);
+  if (gpuemu::FindHostCompiler().ok()) {
+    EXPECT_GT(tf32_error, 1e-6) << GetParam();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, E2eContractionVariantsTest,
+    ::testing::Values("matmul:m=17,n=31,k=13,epilogue=bias_relu",
+                      "matmul:m=9,n=17,k=12,transpose_b=1,epilogue=bias_res",
+                      "matmul:m=9,n=32,k=12,bpanel=16,epilogue=bias_gelu",
+                      "batch_matmul:b=3,m=5,n=7,k=11", "batch_matmul:b=2,m=5,n=6,k=7,bcast=b",
+                      "conv2d:n=1,c=8,h=13,w=13,k=8,r=3,s=3,stride=2,pad=1,dilation=2",
+                      "conv2d:n=1,c=8,h=5,w=5,k=16,r=1,s=1,epilogue=bias_gelu",
+                      "conv2d:n=1,c=3,h=6,w=9,k=5,r=1,s=3,stride=1x2,pad=0x1x0x1,"
+                      "epilogue=bias_clip0:6_res"),
+    ParamName);
+
+}  // namespace
+}  // namespace lathe::tuner
+
+#endif  // LATHE_GPU_SPACE_TEST
