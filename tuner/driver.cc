@@ -59,6 +59,10 @@ class Driver {
 
  private:
   absl::Status Init();
+  // The scheduler's view of every task now, with the runner's counts per task and the budget
+  // left (less the trials that background searches under way will propose: `background`).
+  std::vector<TaskView> Views(bool background, std::vector<Runner::Counts>* counts,
+                              int* budget_left) const;
   // Dispatches rounds while the runner has room and a task is eligible. Returns whether the
   // runner's room (rather than the tasks) is what stopped it.
   absl::StatusOr<bool> DispatchRounds();
@@ -176,36 +180,48 @@ absl::Status Driver::Init() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Driver::DispatchRounds() {
+std::vector<TaskView> Driver::Views(bool background, std::vector<Runner::Counts>* counts,
+                                    int* budget_left) const {
   const size_t n = tasks_.size();
+  int done = 0, outstanding = 0, reserved = 0;
+  counts->assign(n, {});
+  for (size_t i = 0; i < n; ++i) {
+    (*counts)[i] = runner_.Progress(static_cast<int>(i));
+    done += (*counts)[i].done;
+    outstanding += (*counts)[i].outstanding;
+    if (background) reserved += state_[i].search_want;
+  }
+  *budget_left = o_.budget - done - outstanding - reserved;
+  std::vector<TaskView> views(n);
+  for (size_t i = 0; i < n; ++i) {
+    TaskView& v = views[i];
+    const DriverTask& t = tasks_[i];
+    const Runner::Counts& c = (*counts)[i];
+    v.weight = t.weight;
+    v.flops = t.workload.flops;
+    v.op = t.workload.spec.op;
+    v.trials = c.done;
+    v.rounds = status_[i].rounds;
+    v.best_us = status_[i].best_latency_us;
+    v.history = state_[i].history;
+    const int cap_left = t.cap > 0 ? t.cap - c.done - c.outstanding : *budget_left;
+    // In the background, one search in flight per task.
+    v.eligible = !(background && state_[i].searching) && *budget_left > 0 && cap_left > 0 &&
+                 !status_[i].exhausted && !state_[i].stalled &&
+                 c.outstanding < kMaxInflightRounds * round_size_;
+  }
+  return views;
+}
+
+absl::StatusOr<bool> Driver::DispatchRounds() {
   for (;;) {
     // A stopping runner takes nothing more: searching on would never end (nothing dispatched
     // counts against the budget).
     if (runner_.Stopping()) return false;
     if (runner_.Room() <= 0) return true;
-    int done = 0, outstanding = 0;
-    std::vector<Runner::Counts> counts(n);
-    for (size_t i = 0; i < n; ++i) {
-      counts[i] = runner_.Progress(static_cast<int>(i));
-      done += counts[i].done;
-      outstanding += counts[i].outstanding;
-    }
-    const int budget_left = o_.budget - done - outstanding;
-    std::vector<TaskView> views(n);
-    for (size_t i = 0; i < n; ++i) {
-      TaskView& v = views[i];
-      const DriverTask& t = tasks_[i];
-      v.weight = t.weight;
-      v.flops = t.workload.flops;
-      v.op = t.workload.spec.op;
-      v.trials = counts[i].done;
-      v.rounds = status_[i].rounds;
-      v.best_us = status_[i].best_latency_us;
-      v.history = state_[i].history;
-      const int cap_left = t.cap > 0 ? t.cap - counts[i].done - counts[i].outstanding : budget_left;
-      v.eligible = budget_left > 0 && cap_left > 0 && !status_[i].exhausted && !state_[i].stalled &&
-                   counts[i].outstanding < kMaxInflightRounds * round_size_;
-    }
+    std::vector<Runner::Counts> counts;
+    int budget_left = 0;
+    std::vector<TaskView> views = Views(/*background=*/false, &counts, &budget_left);
     const int pick = scheduler_->Next(views, rng_);
     if (pick < 0) return false;
     const size_t i = static_cast<size_t>(pick);
@@ -297,37 +313,13 @@ void Driver::RefreshSearchModel() {
 }
 
 absl::StatusOr<bool> Driver::DispatchBackground() {
-  const size_t n = tasks_.size();
   if (absl::Status st = CollectSearches(); !st.ok()) return st;
   for (;;) {
     if (runner_.Stopping()) return false;
     if (runner_.Room() <= 0) return true;
-    int done = 0, outstanding = 0, reserved = 0;
-    std::vector<Runner::Counts> counts(n);
-    for (size_t i = 0; i < n; ++i) {
-      counts[i] = runner_.Progress(static_cast<int>(i));
-      done += counts[i].done;
-      outstanding += counts[i].outstanding;
-      reserved += state_[i].search_want;
-    }
-    const int budget_left = o_.budget - done - outstanding - reserved;
-    std::vector<TaskView> views(n);
-    for (size_t i = 0; i < n; ++i) {
-      TaskView& v = views[i];
-      const DriverTask& t = tasks_[i];
-      v.weight = t.weight;
-      v.flops = t.workload.flops;
-      v.op = t.workload.spec.op;
-      v.trials = counts[i].done;
-      v.rounds = status_[i].rounds;
-      v.best_us = status_[i].best_latency_us;
-      v.history = state_[i].history;
-      const int cap_left = t.cap > 0 ? t.cap - counts[i].done - counts[i].outstanding : budget_left;
-      // One search in flight per task.
-      v.eligible = !state_[i].searching && budget_left > 0 && cap_left > 0 &&
-                   !status_[i].exhausted && !state_[i].stalled &&
-                   counts[i].outstanding < kMaxInflightRounds * round_size_;
-    }
+    std::vector<Runner::Counts> counts;
+    int budget_left = 0;
+    std::vector<TaskView> views = Views(/*background=*/true, &counts, &budget_left);
     bool any = false;
     for (const TaskView& v : views) any = any || v.eligible;
     if (!any) return false;
