@@ -187,7 +187,9 @@ std::string GpuTraceJson(const std::string& spec, uint64_t seed) {
   for (const ir::Stage& st : s.stages()) names.push_back(st.name);
   for (const std::string& n : names) {
     const ir::Stage* st = s.FindStage(n);
-    if (!st->is_output && st->tensor->tag == "pad") EXPECT_TRUE(s.ComputeInline(n).ok());
+    if (!st->is_output && st->tensor->tag == "pad") {
+      EXPECT_TRUE(s.ComputeInline(n).ok());
+    }
   }
   for (const std::string& n : names) {
     const ir::Stage* st = s.FindStage(n);

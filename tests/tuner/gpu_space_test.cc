@@ -311,7 +311,9 @@ TEST(SpaceFactoryTest, TargetsOfLocalTuning) {
   EXPECT_EQ(GpuOrdinalForTarget("cpu").status().code(), absl::StatusCode::kInvalidArgument);
   if (codegen::cuda::CudaDriver::Get().ok()) {
     auto dc = DeviceClassForTarget("cuda");
-    if (dc.ok()) EXPECT_EQ(dc->rfind("cuda:", 0), 0u) << *dc;
+    if (dc.ok()) {
+      EXPECT_EQ(dc->rfind("cuda:", 0), 0u) << *dc;
+    }
     return;
   }
   for (const std::string t : {"cuda", "cuda:1", "cuda:sm_90"}) {
