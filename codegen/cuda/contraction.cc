@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/cuda/cuda_codegen.h"
 #include "ir/functor.h"
 
 namespace lathe::codegen::cuda {
@@ -47,16 +48,6 @@ bool ReadsAtOwnIndices(const Expr& e, const std::string& tensor, const ir::Tenso
   return ok;
 }
 
-std::string FloatText(double v) {
-  if (v == std::numeric_limits<double>::infinity()) return "LATHE_INF";
-  if (v == -std::numeric_limits<double>::infinity()) return "(-LATHE_INF)";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return "(" + s + "f)";
-}
-
 // Prints tensor-level expressions as CUDA C: variables by the names given, tensor reads as
 // flat row-major accesses of the kernel parameters, `replace` (a read of the reduction in an
 // epilogue) as the accumulator's value.
@@ -71,6 +62,7 @@ class Printer {
   absl::Status status() const { return status_; }
 
   std::string E(const Expr& e) {
+    if (auto text = CudaOperatorText(e, [&](const Expr& x) { return E(x); })) return *text;
     auto bin = [&](const char* op) {
       return absl::StrCat("(", E(e->operands[0]), " ", op, " ", E(e->operands[1]), ")");
     };
@@ -79,18 +71,12 @@ class Printer {
         if (e->type.is_bool()) return e->int_value ? "true" : "false";
         return e->int_value < 0 ? absl::StrCat("(", e->int_value, ")") : absl::StrCat(e->int_value);
       case ExprKind::kFloatImm:
-        return FloatText(e->float_value);
+        return CudaFloatLiteral(e->float_value);
       case ExprKind::kVar: {
         auto it = vars_.find(e.get());
         if (it == vars_.end()) return Fail("variable '" + e->name + "' has no value here");
         return it->second;
       }
-      case ExprKind::kAdd:
-        return bin("+");
-      case ExprKind::kSub:
-        return bin("-");
-      case ExprKind::kMul:
-        return bin("*");
       case ExprKind::kDiv:
         if (e->type.is_float()) return bin("/");
         return absl::StrCat("lathe_floordiv<int>(", E(e->operands[0]), ", ", E(e->operands[1]),
@@ -108,43 +94,12 @@ class Printer {
         return absl::StrCat(mn ? "lathe_min<int>(" : "lathe_max<int>(", E(e->operands[0]), ", ",
                             E(e->operands[1]), ")");
       }
-      case ExprKind::kEQ:
-        return bin("==");
-      case ExprKind::kNE:
-        return bin("!=");
-      case ExprKind::kLT:
-        return bin("<");
-      case ExprKind::kLE:
-        return bin("<=");
-      case ExprKind::kGT:
-        return bin(">");
-      case ExprKind::kGE:
-        return bin(">=");
-      case ExprKind::kAnd:
-        return bin("&&");
-      case ExprKind::kOr:
-        return bin("||");
-      case ExprKind::kNot:
-        return absl::StrCat("(!", E(e->operands[0]), ")");
-      case ExprKind::kSelect:
-        return absl::StrCat("(", E(e->operands[0]), " ? ", E(e->operands[1]), " : ",
-                            E(e->operands[2]), ")");
       case ExprKind::kCast:
         if (e->type.is_float()) return absl::StrCat("((float)(", E(e->operands[0]), "))");
         if (e->type.is_bool()) return absl::StrCat("((bool)(", E(e->operands[0]), "))");
         return absl::StrCat("((int)(", E(e->operands[0]), "))");
-      case ExprKind::kCall: {
-        static const std::map<std::string, std::string> kFns = {{"exp", "expf"},
-                                                                {"sqrt", "sqrtf"},
-                                                                {"log", "logf"},
-                                                                {"tanh", "tanhf"},
-                                                                {"abs", "fabsf"}};
-        auto it = kFns.find(e->name);
-        if (it == kFns.end()) return Fail("no CUDA function for call '" + e->name + "'");
-        std::vector<std::string> args;
-        for (const Expr& a : e->operands) args.push_back(E(a));
-        return absl::StrCat(it->second, "(", absl::StrJoin(args, ", "), ")");
-      }
+      case ExprKind::kCall:  // one CudaOperatorText has no CUDA function for
+        return Fail("no CUDA function for call '" + e->name + "'");
       case ExprKind::kTensorRead: {
         if (e->name == replace_) return with_;
         const ir::Tensor* t = w_.Find(e->name);

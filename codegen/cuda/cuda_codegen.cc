@@ -48,7 +48,9 @@ std::string Sanitize(const std::string& name) {
   return out;
 }
 
-std::string FloatLiteral(double v) {
+}  // namespace
+
+std::string CudaFloatLiteral(double v) {
   if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
   if (std::isinf(v)) return v > 0 ? "LATHE_INF" : "(-LATHE_INF)";
   char buf[64];
@@ -57,6 +59,55 @@ std::string FloatLiteral(double v) {
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return v < 0 ? "(" + s + "f)" : s + "f";
 }
+
+std::optional<std::string> CudaOperatorText(const Expr& e,
+                                            const std::function<std::string(const Expr&)>& sub) {
+  auto bin = [&](const char* op) {
+    return absl::StrCat("(", sub(e->operands[0]), " ", op, " ", sub(e->operands[1]), ")");
+  };
+  switch (e->kind) {
+    case ExprKind::kAdd:
+      return bin("+");
+    case ExprKind::kSub:
+      return bin("-");
+    case ExprKind::kMul:
+      return bin("*");
+    case ExprKind::kEQ:
+      return bin("==");
+    case ExprKind::kNE:
+      return bin("!=");
+    case ExprKind::kLT:
+      return bin("<");
+    case ExprKind::kLE:
+      return bin("<=");
+    case ExprKind::kGT:
+      return bin(">");
+    case ExprKind::kGE:
+      return bin(">=");
+    case ExprKind::kAnd:
+      return bin("&&");
+    case ExprKind::kOr:
+      return bin("||");
+    case ExprKind::kNot:
+      return absl::StrCat("(!", sub(e->operands[0]), ")");
+    case ExprKind::kSelect:
+      return absl::StrCat("(", sub(e->operands[0]), " ? ", sub(e->operands[1]), " : ",
+                          sub(e->operands[2]), ")");
+    case ExprKind::kCall: {
+      static const std::map<std::string, std::string> kFns = {
+          {"exp", "expf"}, {"sqrt", "sqrtf"}, {"log", "logf"}, {"tanh", "tanhf"}, {"abs", "fabsf"}};
+      auto it = kFns.find(e->name);
+      if (it == kFns.end()) return std::nullopt;
+      std::vector<std::string> args;
+      for (const Expr& a : e->operands) args.push_back(sub(a));
+      return absl::StrCat(it->second, "(", absl::StrJoin(args, ", "), ")");
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+namespace {
 
 // Loops bound to GPU indices in one kernel: extents by tag.
 struct TagExtents {
@@ -155,6 +206,7 @@ std::string Emitter::VarName(const Expr& v) {
 }
 
 std::string Emitter::E(const Expr& e) {
+  if (auto text = CudaOperatorText(e, [&](const Expr& x) { return E(x); })) return *text;
   auto bin = [&](const char* op) {
     return absl::StrCat("(", E(e->operands[0]), " ", op, " ", E(e->operands[1]), ")");
   };
@@ -168,7 +220,7 @@ std::string Emitter::E(const Expr& e) {
       }
       return e->int_value < 0 ? absl::StrCat("(", e->int_value, ")") : absl::StrCat(e->int_value);
     case ExprKind::kFloatImm:
-      return FloatLiteral(e->float_value);
+      return CudaFloatLiteral(e->float_value);
     case ExprKind::kVar: {
       auto it = var_names_.find(e.get());
       if (it == var_names_.end()) {
@@ -178,12 +230,6 @@ std::string Emitter::E(const Expr& e) {
       }
       return it->second;
     }
-    case ExprKind::kAdd:
-      return bin("+");
-    case ExprKind::kSub:
-      return bin("-");
-    case ExprKind::kMul:
-      return bin("*");
     case ExprKind::kDiv:
       if (e->type.is_float()) return bin("/");
       if (IsConst(e->operands[1]) && e->operands[1]->int_value > 0 &&
@@ -209,42 +255,11 @@ std::string Emitter::E(const Expr& e) {
       return absl::StrCat(mn ? "lathe_min<" : "lathe_max<", TypeName(e->type), ">(",
                           E(e->operands[0]), ", ", E(e->operands[1]), ")");
     }
-    case ExprKind::kEQ:
-      return bin("==");
-    case ExprKind::kNE:
-      return bin("!=");
-    case ExprKind::kLT:
-      return bin("<");
-    case ExprKind::kLE:
-      return bin("<=");
-    case ExprKind::kGT:
-      return bin(">");
-    case ExprKind::kGE:
-      return bin(">=");
-    case ExprKind::kAnd:
-      return bin("&&");
-    case ExprKind::kOr:
-      return bin("||");
-    case ExprKind::kNot:
-      return absl::StrCat("(!", E(e->operands[0]), ")");
-    case ExprKind::kSelect:
-      // ?: evaluates only the chosen side, as Select requires.
-      return absl::StrCat("(", E(e->operands[0]), " ? ", E(e->operands[1]), " : ",
-                          E(e->operands[2]), ")");
     case ExprKind::kCast:
       return absl::StrCat("((", TypeName(e->type), ")(", E(e->operands[0]), "))");
-    case ExprKind::kCall: {
-      static const std::map<std::string, std::string> kFns = {
-          {"exp", "expf"}, {"sqrt", "sqrtf"}, {"log", "logf"}, {"tanh", "tanhf"}, {"abs", "fabsf"}};
-      auto it = kFns.find(e->name);
-      if (it == kFns.end()) {
-        Fail(absl::UnimplementedError("cuda codegen: no CUDA function for call '" + e->name + "'"));
-        return "0";
-      }
-      std::vector<std::string> args;
-      for (const Expr& a : e->operands) args.push_back(E(a));
-      return absl::StrCat(it->second, "(", absl::StrJoin(args, ", "), ")");
-    }
+    case ExprKind::kCall:  // one CudaOperatorText has no CUDA function for
+      Fail(absl::UnimplementedError("cuda codegen: no CUDA function for call '" + e->name + "'"));
+      return "0";
     case ExprKind::kLoad:
       if (e->operands.size() > 1 || e->type.is_vector()) {
         Fail(absl::UnimplementedError("cuda codegen: vector load of buffer '" + e->buffer->name +
@@ -263,6 +278,8 @@ std::string Emitter::E(const Expr& e) {
       Fail(absl::UnimplementedError(absl::StrCat("cuda codegen: vector ", ExprKindName(e->kind),
                                                  " is not supported (loops stay scalar)")));
       return "0";
+    default:  // CudaOperatorText's kinds, printed above
+      break;
   }
   return "0";
 }

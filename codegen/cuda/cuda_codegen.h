@@ -14,6 +14,8 @@
 #define LATHE_CODEGEN_CUDA_CUDA_CODEGEN_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,17 @@
 #include "ir/stmt.h"
 
 namespace lathe::codegen::cuda {
+
+// CUDA C of a float constant (NaN and the infinities included).
+std::string CudaFloatLiteral(double v);
+
+// CUDA C of the nodes whose text depends only on their operands' text (`sub` prints an
+// operand): + - *, comparisons, && || !, select (?: evaluates only the chosen side, as Select
+// requires) and calls of the compute language's math functions. nullopt for any other node,
+// and for a call with no CUDA function. Shared by the lowered-program emitter and the kernel
+// templates (contraction.cc), which differ in variables, memory accesses and index types.
+std::optional<std::string> CudaOperatorText(const ir::Expr& e,
+                                            const std::function<std::string(const ir::Expr&)>& sub);
 
 // One kernel launch of a plan.
 struct KernelLaunch {
