@@ -1,7 +1,7 @@
 // lathed's search threads (job_runner.h, daemon/search_pool.h): a job of several tasks searches
 // more than one task at once, one round in flight per task, and workers are fed the rounds of
 // the other tasks while one task's search is held. Real gRPC server, real SQLite file, a fake
-// worker over the real stubs; the rounds run on a NicedSearchPool that the test watches.
+// worker over real gRPC clients; the rounds run on a NicedSearchPool that the test watches.
 #include <gtest/gtest.h>
 
 #include <chrono>

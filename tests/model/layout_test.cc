@@ -5,6 +5,7 @@
 // that convolutions of one shape share one task. Every program is run against its plain or
 // unfused form on the same inputs.
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -159,6 +160,29 @@ TEST(LayoutTest, AHeavyConvReblocksAnInputHeldInASmallerBlock) {
   ExpectClose(RunProgram(*blocked), RunProgram(*CompileGraph(g)));
 }
 
+// Compiles `g` unfused (the expected output) and then fused, plain (lanes 0) and in blocks of
+// 8: `check` sees each fused program and its kernel specs (one per line), whose output must match.
+void CheckFusedAgainstUnfused(
+    const Graph& g,
+    const std::function<void(const Program&, const std::string& specs, int64_t lanes)>& check) {
+  CompileOptions unfused;
+  unfused.fuse = false;
+  absl::StatusOr<Program> want = CompileGraph(g, unfused);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const std::vector<float> expected = RunProgram(*want);
+  for (int64_t lanes : {0, 8}) {
+    SCOPED_TRACE(lanes);
+    CompileOptions o;
+    o.block_lanes = lanes;
+    absl::StatusOr<Program> p = CompileGraph(g, o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::string specs;
+    for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
+    check(*p, specs, lanes);
+    ExpectClose(RunProgram(*p), expected);
+  }
+}
+
 // A nearest resize by integer factors read only by a binary elementwise kernel (an FPN's
 // upsample-and-add) is read in place by it: one ewise kernel with b upsampled, no resize
 // kernel, plain and blocked, with the coordinate modes that read o / f, on either side of a
@@ -192,26 +216,13 @@ TEST(ResizeFusionTest, NearestUpsamplingIsReadInPlaceByItsAdd) {
     std::string y = cs.resize_left ? b.Op(cs.op, {u, fine}) : b.Op(cs.op, {fine, u});
     if (cs.read_twice) y = b.Op("Add", {y, u});
     Graph g = b.Finish(b.Op("Conv", {y, b.Const("wy", {8, 16, 1, 1})}));
-    CompileOptions unfused;
-    unfused.fuse = false;
-    absl::StatusOr<Program> want = CompileGraph(g, unfused);
-    ASSERT_TRUE(want.ok()) << want.status();
-    const std::vector<float> expected = RunProgram(*want);
-    for (int64_t lanes : {0, 8}) {
-      SCOPED_TRACE(lanes);
-      CompileOptions o;
-      o.block_lanes = lanes;
-      absl::StatusOr<Program> p = CompileGraph(g, o);
-      ASSERT_TRUE(p.ok()) << p.status();
-      std::string specs;
-      for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
-      EXPECT_EQ(Count(*p, "resize"), cs.fused ? 0 : 1) << specs;
+    CheckFusedAgainstUnfused(g, [&](const Program& p, const std::string& specs, int64_t lanes) {
+      EXPECT_EQ(Count(p, "resize"), cs.fused ? 0 : 1) << specs;
       if (cs.fused) {
         EXPECT_THAT(specs, HasSubstr(lanes == 0 ? "b=1x16x3x4,binary=" : "b=1x2x3x4x8,binary="));
         EXPECT_THAT(specs, HasSubstr(lanes == 0 ? "upsample=1x1x2x2\n" : "upsample=1x1x2x2x1\n"));
       }
-      ExpectClose(RunProgram(*p), expected);
-    }
+    });
   }
 }
 
@@ -236,28 +247,15 @@ TEST(ResizeFusionTest, UpsampledAddGoesIntoAnElementwiseProducer) {
     // A second reader of the SE output keeps it written: the add stays a kernel of its own.
     if (other_reader) y = b.Op("Mul", {y, se});
     Graph g = b.Finish(b.Op("Conv", {y, b.Const("wy", {8, 16, 1, 1})}));
-    CompileOptions unfused;
-    unfused.fuse = false;
-    absl::StatusOr<Program> want = CompileGraph(g, unfused);
-    ASSERT_TRUE(want.ok()) << want.status();
-    const std::vector<float> expected = RunProgram(*want);
-    for (int64_t lanes : {0, 8}) {
-      SCOPED_TRACE(lanes);
-      CompileOptions o;
-      o.block_lanes = lanes;
-      absl::StatusOr<Program> p = CompileGraph(g, o);
-      ASSERT_TRUE(p.ok()) << p.status();
-      std::string specs;
-      for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
-      EXPECT_EQ(Count(*p, "resize"), 0) << specs;
+    CheckFusedAgainstUnfused(g, [&](const Program& p, const std::string& specs, int64_t) {
+      EXPECT_EQ(Count(p, "resize"), 0) << specs;
       if (other_reader) {
         EXPECT_THAT(specs, Not(HasSubstr("resup"))) << specs;
       } else {
         EXPECT_THAT(specs, HasSubstr("epilogue=res_resup2:2")) << specs;
         EXPECT_THAT(specs, Not(HasSubstr("upsample="))) << specs;
       }
-      ExpectClose(RunProgram(*p), expected);
-    }
+    });
   }
 }
 
