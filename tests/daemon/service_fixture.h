@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/grpc_server.h"
@@ -28,6 +29,9 @@ namespace v1 = lathe::v1;
 
 inline constexpr char kDeviceClass[] = "cpu:Test CPU:avx2:2c";
 inline constexpr char kSpec[] = "matmul:m=16,n=16,k=16";
+// Two more workloads, for jobs of several tasks.
+inline constexpr char kSpecB[] = "matmul:m=8,n=32,k=16";
+inline constexpr char kSpecC[] = "conv2d:n=1,c=4,h=6,w=6,k=4,r=3,s=3,pad=1";
 
 // A synthetic median: deterministic per candidate.
 inline double FakeMedian(const std::string& candidate_id) {
@@ -100,6 +104,32 @@ class ServiceTest : public ::testing::Test {
     v1::SubmitJobResponse resp;
     grpc::Status st = tuner_->SubmitJob(Ctx().get(), req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.job_id();
+  }
+
+  // A job of several tasks (default: kSpec, kSpecB, kSpecC weighted 3, 1, 2); with `status`,
+  // a refusal is returned there instead of failing the test.
+  std::string SubmitTasks(int budget, int batch, grpc::Status* status = nullptr,
+                          std::vector<std::pair<std::string, double>> tasks = {}) {
+    if (tasks.empty()) tasks = {{kSpec, 3}, {kSpecB, 1}, {kSpecC, 2}};
+    v1::SubmitJobRequest req;
+    for (const auto& [spec, weight] : tasks) {
+      v1::TaskSpec* t = req.mutable_spec()->add_tasks();
+      t->set_workload(spec);
+      t->set_weight(weight);
+    }
+    req.mutable_spec()->set_device_class(kDeviceClass);
+    req.mutable_spec()->set_trials(budget);
+    req.mutable_spec()->set_batch(batch);
+    req.mutable_spec()->set_seed(7);
+    req.mutable_spec()->set_min_repeat_ms(1);
+    v1::SubmitJobResponse resp;
+    grpc::Status st = tuner_->SubmitJob(Ctx().get(), req, &resp);
+    if (status != nullptr) {
+      *status = st;
+    } else {
+      EXPECT_TRUE(st.ok()) << st.error_message();
+    }
     return resp.job_id();
   }
 

@@ -18,9 +18,6 @@
 namespace lathe::tuner::service_testing {
 namespace {
 
-constexpr char kSpecB[] = "matmul:m=8,n=32,k=16";
-constexpr char kSpecC[] = "conv2d:n=1,c=4,h=6,w=6,k=4,r=3,s=3,pad=1";
-
 // A search pool that holds the first round it is given until Release(), and counts the rounds
 // started and the most in flight at once.
 class HoldingPool : public SearchPool {
@@ -93,22 +90,9 @@ class ServiceSearchThreadsTest : public ServiceTest {
   }
   std::unique_ptr<SearchPool> pool_;
 
+  // The three tasks, of one weight each.
   std::string SubmitTasks(int budget, int batch) {
-    v1::SubmitJobRequest req;
-    for (const char* spec : {kSpec, kSpecB, kSpecC}) {
-      v1::TaskSpec* t = req.mutable_spec()->add_tasks();
-      t->set_workload(spec);
-      t->set_weight(1);
-    }
-    req.mutable_spec()->set_device_class(kDeviceClass);
-    req.mutable_spec()->set_trials(budget);
-    req.mutable_spec()->set_batch(batch);
-    req.mutable_spec()->set_seed(7);
-    req.mutable_spec()->set_min_repeat_ms(1);
-    v1::SubmitJobResponse resp;
-    grpc::Status st = tuner_->SubmitJob(Ctx().get(), req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.job_id();
+    return ServiceTest::SubmitTasks(budget, batch, nullptr, {{kSpec, 1}, {kSpecB, 1}, {kSpecC, 1}});
   }
 };
 

@@ -16,35 +16,8 @@
 namespace lathe::tuner::service_testing {
 namespace {
 
-constexpr char kSpecB[] = "matmul:m=8,n=32,k=16";
-constexpr char kSpecC[] = "conv2d:n=1,c=4,h=6,w=6,k=4,r=3,s=3,pad=1";
-
 class ServiceTasksTest : public ServiceTest {
  protected:
-  std::string SubmitTasks(int budget, int batch, grpc::Status* status = nullptr,
-                          std::vector<std::pair<std::string, double>> tasks = {}) {
-    if (tasks.empty()) tasks = {{kSpec, 3}, {kSpecB, 1}, {kSpecC, 2}};
-    v1::SubmitJobRequest req;
-    for (const auto& [spec, weight] : tasks) {
-      v1::TaskSpec* t = req.mutable_spec()->add_tasks();
-      t->set_workload(spec);
-      t->set_weight(weight);
-    }
-    req.mutable_spec()->set_device_class(kDeviceClass);
-    req.mutable_spec()->set_trials(budget);
-    req.mutable_spec()->set_batch(batch);
-    req.mutable_spec()->set_seed(7);
-    req.mutable_spec()->set_min_repeat_ms(1);
-    v1::SubmitJobResponse resp;
-    grpc::Status st = tuner_->SubmitJob(Ctx().get(), req, &resp);
-    if (status != nullptr) {
-      *status = st;
-    } else {
-      EXPECT_TRUE(st.ok()) << st.error_message();
-    }
-    return resp.job_id();
-  }
-
   std::map<std::string, int> RecordsByWorkload() {
     std::map<std::string, int> n;
     auto database = db::Database::Open(db_path_);
