@@ -19,6 +19,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 rng = np.random.default_rng(0)
+# IR 8 (ONNX 1.10-1.13) whatever onnx writes them: a newer onnx would stamp its own IR version,
+# which the ONNX library lathe links (Debian 12's 1.13) refuses.
+IR_VERSION = 8
 nodes, inits = [], []
 
 
@@ -66,7 +69,7 @@ def resnet18(path, width=64, size=224, classes=1000):
     graph = helper.make_graph(nodes, "resnet18",
                               [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, classes])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=IR_VERSION)
     onnx.checker.check_model(model)
     onnx.save(model, path)
 
@@ -122,7 +125,7 @@ def bert_layer(path, seq=128, hidden=768, heads=12, ffn=3072):
                               [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, hidden])],
                               [helper.make_tensor_value_info("output.ln.out", TensorProto.FLOAT, [1, seq, hidden])],
                               inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=IR_VERSION)
     onnx.checker.check_model(model)
     onnx.save(model, path)
 

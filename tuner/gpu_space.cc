@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "codegen/cuda/contraction.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
+#include "codegen/cuda/gpu_schedule.h"
 #include "ir/functor.h"
 #include "ir/target.h"
 #include "tuner/decisions.h"
@@ -39,9 +41,16 @@ struct Slot {
 // Kinds of the "kind" slot of a reduction stage.
 constexpr int64_t kLocal = 0, kShared = 1, kCross = 2;
 
+// The sketches: 0 loop tiling (the slots below), 1 the contraction templates (variants_), 2 the
+// flat mapping (DefaultGpuSchedule: every stage one output per thread, 256 threads per block; no
+// decisions).
+constexpr int kTiledSketch = 0, kContractionSketch = 1, kFlatSketch = 2;
+
 // Few outputs with a long reduction: worth a cross-thread reduction.
 constexpr int64_t kCrossMaxOutputs = 8192;
 constexpr int64_t kCrossMinReduce = 8;
+// The rule's first candidate reduces across threads from this many reduced elements per output.
+constexpr int64_t kCrossRuleMinReduce = 128;
 // Registers a thread needs beyond its accumulator and operands (indices, loop counters).
 constexpr int64_t kBaseRegisters = 24;
 
@@ -73,7 +82,7 @@ class GpuSpace : public SearchSpace {
 
   absl::Status Init();
   const ir::Workload& workload() const override { return workload_; }
-  int num_sketches() const override { return variants_.empty() ? 1 : 2; }
+  int num_sketches() const override { return 3; }
   ir::TargetKind target_kind() const override { return ir::TargetKind::kCuda; }
   absl::StatusOr<Schedule> Apply(const Candidate& c) const override;
   absl::StatusOr<Candidate> Sample(std::mt19937_64& rng) const override;
@@ -96,6 +105,13 @@ class GpuSpace : public SearchSpace {
   void InitContraction();
   absl::StatusOr<Schedule> ApplyContraction(const Candidate& c) const;
   std::vector<Candidate> ContractionHeuristic(bool mma, int max) const;
+  // Blocks a contraction variant launches.
+  int64_t ContractionBlocks(const std::vector<int64_t>& params) const;
+  // Whether the contraction is large enough for the register-tiled rules to pay (see Heuristic).
+  bool LargeContraction() const;
+  // The loop-tiling candidate of one output per thread in which every reduction with few
+  // outputs and a long reduce axis is a cross-thread reduction; nullopt when none is.
+  std::optional<Candidate> CrossCandidate() const;
 
   struct Variant {
     const char* name;             // the kernel template
@@ -103,7 +119,7 @@ class GpuSpace : public SearchSpace {
   };
   std::vector<Variant> variants_;  // empty: no contraction sketch
   std::string contraction_stage_;
-  int64_t gemm_m_ = 0, gemm_n_ = 0;
+  int64_t gemm_m_ = 0, gemm_n_ = 0, gemm_k_ = 0, gemm_batches_ = 1;
 
   ir::Workload workload_;
   GpuTarget target_;
@@ -225,6 +241,8 @@ void GpuSpace::InitContraction() {
   contraction_stage_ = stage;
   gemm_m_ = shape->m;
   gemm_n_ = shape->n;
+  gemm_k_ = shape->k;
+  gemm_batches_ = shape->batches;
   if (target_.tf32) {
     for (const auto& t : kMmaTiles) {
       variants_.push_back(
@@ -250,7 +268,16 @@ absl::StatusOr<Schedule> GpuSpace::ApplyContraction(const Candidate& c) const {
   return sch;
 }
 
-// The contraction's tile shapes, the least padded work first (ties: the larger tile).
+int64_t GpuSpace::ContractionBlocks(const std::vector<int64_t>& p) const {
+  return (gemm_m_ + p[0] - 1) / p[0] * ((gemm_n_ + p[1] - 1) / p[1]) * gemm_batches_;
+}
+
+// The contraction's tile shapes: those that launch at least a block per SM first (a tile too
+// large for the problem leaves most of the GPU idle: the ResNet 3x3 convolution at n=8 on an
+// H100 took 0.222 ms in 128x128 tiles, 49 blocks, and 0.151 ms in 64x64 tiles, 196 blocks;
+// cuDNN 0.111), then the least padded work; within 10% of each other the larger tile (more
+// reuse per staged element), the deeper k-tile (SGEMM 4096: 3.74 ms with 16-deep k-tiles,
+// 3.98 with 8-deep), then the unpipelined one (fewer registers).
 std::vector<Candidate> GpuSpace::ContractionHeuristic(bool mma, int max) const {
   std::vector<std::pair<double, int>> order;
   for (size_t i = 0; i < variants_.size(); ++i) {
@@ -260,11 +287,11 @@ std::vector<Candidate> GpuSpace::ContractionHeuristic(bool mma, int max) const {
     const double padded = static_cast<double>((gemm_m_ + bm - 1) / bm * bm) *
                           static_cast<double>((gemm_n_ + bn - 1) / bn * bn);
     const double waste = padded / (static_cast<double>(gemm_m_) * static_cast<double>(gemm_n_));
-    // Within 10% of each other the larger tile wins (more reuse per staged element), then the
-    // unpipelined one (fewer registers).
-    order.push_back({std::ceil(waste * 10) - 1e-6 * static_cast<double>(bm * bn) +
-                         1e-9 * static_cast<double>(v.params[5]),
-                     static_cast<int>(i)});
+    const bool fills = ContractionBlocks(v.params) >= target_.sm_count;
+    order.push_back(
+        {(fills ? 0.0 : 100.0) + std::ceil(waste * 10) - 1e-6 * static_cast<double>(bm * bn) -
+             1e-8 * static_cast<double>(v.params[2]) + 1e-9 * static_cast<double>(v.params[5]),
+         static_cast<int>(i)});
   }
   std::sort(order.begin(), order.end());
   std::vector<Candidate> out;
@@ -302,7 +329,12 @@ bool GpuSpace::Relevant(const std::vector<int64_t>& d, const Slot& s) const {
 }
 
 absl::StatusOr<Schedule> GpuSpace::Apply(const Candidate& c) const {
-  if (c.sketch == 1) return ApplyContraction(c);
+  if (c.sketch == kContractionSketch) return ApplyContraction(c);
+  if (c.sketch == kFlatSketch) {
+    if (!c.decisions.empty())
+      return absl::InvalidArgumentError("the flat mapping has no decisions");
+    return codegen::cuda::DefaultGpuSchedule(workload_);
+  }
   LATHE_TRY(CheckDecisions(slots_, c.decisions));
   auto d = [&](int slot) { return c.decisions[slot]; };
   Schedule sch(workload_, "cuda");
@@ -346,7 +378,8 @@ absl::Status GpuSpace::CheckLimits(const Candidate& c, const Schedule& sch) cons
   auto src = codegen::cuda::BuildCudaSource(sch, "candidate");
   if (!src.ok()) return src.status();
   if (auto st = codegen::cuda::CheckLaunchLimits(src->plan, target_.limits); !st.ok()) return st;
-  if (c.sketch == 1) {
+  if (c.sketch == kFlatSketch) return absl::OkStatus();
+  if (c.sketch == kContractionSketch) {
     // Accumulators and one k-step's operands per thread.
     const Variant& v = variants_[c.decisions[0]];
     const std::vector<int64_t>& p = v.params;
@@ -406,6 +439,14 @@ absl::StatusOr<Candidate> GpuSpace::Sample(std::mt19937_64& rng) const {
   };
   absl::Status last;
   for (int attempt = 0; attempt < 64; ++attempt) {
+    if (std::uniform_int_distribution<int>(0, 15)(rng) == 0) {
+      Candidate c;
+      c.sketch = kFlatSketch;
+      auto f = Finish(std::move(c));
+      if (f.ok()) return f;
+      last = f.status();
+      continue;
+    }
     if (!variants_.empty() && std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
       Candidate c;
       c.sketch = 1;
@@ -445,7 +486,17 @@ absl::StatusOr<Candidate> GpuSpace::Sample(std::mt19937_64& rng) const {
 
 absl::StatusOr<Candidate> GpuSpace::Mutate(const Candidate& base, std::mt19937_64& rng,
                                            const KnownCandidates* known) const {
-  if (base.sketch == 1) {
+  if (base.sketch == kFlatSketch) {
+    // No decision to change: its neighbours are the other sketches' candidates.
+    absl::Status last;
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      absl::StatusOr<Candidate> c = Sample(rng);
+      if (c.ok() && c->sketch != kFlatSketch) return c;
+      last = c.ok() ? absl::InternalError("sampled the flat mapping again") : c.status();
+    }
+    return last;
+  }
+  if (base.sketch == kContractionSketch) {
     // Another tile shape of the template.
     if (variants_.size() < 2 || base.decisions.size() != 1) {
       return absl::InvalidArgumentError("no other contraction variant");
@@ -550,15 +601,40 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
   static constexpr Variant kVariants[] = {{16, 8, 16, 4}, {16, 8, 8, 4}, {16, 4, 8, 4},
                                           {8, 8, 8, 4},   {8, 4, 16, 4}, {16, 8, 8, 1}};
   std::vector<Candidate> out;
+  auto add = [&](Candidate c) {
+    if (static_cast<int>(out.size()) >= max) return;
+    for (const Candidate& o : out) {
+      if (o.sketch == c.sketch && o.decisions == c.decisions) return;
+    }
+    out.push_back(std::move(c));
+  };
+  auto flat = [&]() -> std::optional<Candidate> {
+    Candidate c;
+    c.sketch = kFlatSketch;
+    auto f = Finish(std::move(c));
+    if (!f.ok()) return std::nullopt;
+    return *std::move(f);
+  };
+  // Work too small to fill the GPU with register tiles (every layer of PP-OCR det, rec and cls
+  // at batch 1): the flat mapping first, after cross-thread reductions where few outputs reduce
+  // long axes. On an H100 (session 18) the tiled rules lost to the flat mapping on every such
+  // layer but the long reductions (rec 21.06 ms against 1.66 with the flat mapping; its softmax
+  // over 6625 classes 15.96 ms against 0.22; det's global average pools 1.27 ms flat, 0.31
+  // tiled).
+  const bool large = LargeContraction();
+  if (!large) {
+    if (std::optional<Candidate> c = CrossCandidate()) add(*std::move(c));
+    if (std::optional<Candidate> c = flat()) add(*std::move(c));
+  }
   // TF32 tensor cores first where the user allows them; a convolution as an implicit GEMM
   // before the loop-tiling rule (whose convolutions were all slower than the default schedule
   // on an H100, issue 30); a matmul's fp32 FMA template after that rule (0.71x cuBLAS).
   if (!variants_.empty()) {
-    if (target_.tf32) out = ContractionHeuristic(true, max);
-    if (workload_.spec.op == "conv2d" && static_cast<int>(out.size()) < max) {
-      for (Candidate& c : ContractionHeuristic(false, max - static_cast<int>(out.size()))) {
-        out.push_back(std::move(c));
-      }
+    if (target_.tf32) {
+      for (Candidate& c : ContractionHeuristic(true, max)) add(std::move(c));
+    }
+    if (workload_.spec.op == "conv2d") {
+      for (Candidate& c : ContractionHeuristic(false, max)) add(std::move(c));
     }
   }
   for (const Variant& v : kVariants) {
@@ -603,19 +679,103 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
       set(p.unroll_slot, 1);
       set(p.unroll_local_slot, 1);
     }
-    bool seen = false;
-    for (const Candidate& o : out) seen = seen || o.decisions == c.decisions;
-    if (seen) continue;
     auto f = Finish(std::move(c));
-    if (f.ok()) out.push_back(std::move(*f));
+    if (f.ok()) add(*std::move(f));
   }
-  if (!variants_.empty() && !target_.tf32 && workload_.spec.op != "conv2d" &&
-      static_cast<int>(out.size()) < max) {
-    for (Candidate& c : ContractionHeuristic(false, max - static_cast<int>(out.size()))) {
-      out.push_back(std::move(c));
-    }
+  if (!variants_.empty() && !target_.tf32 && workload_.spec.op != "conv2d") {
+    for (Candidate& c : ContractionHeuristic(false, max)) add(std::move(c));
+  }
+  if (large) {
+    if (std::optional<Candidate> c = flat()) add(*std::move(c));
   }
   return out;
+}
+
+// Register tiles pay where the GEMM is large in all three dimensions and a tile of the
+// contraction template still gives every SM a block: SGEMM 4096^3 (0.72x cuBLAS against 0.06x
+// flat) and the ResNet 3x3 convolution at n=8 (M 128, N 6272, K 1152: 0.15-0.26 ms against 0.30
+// flat) on an H100; not PP-OCR's layers (M or N 24-96, K 24-960, or a few hundred pixels).
+bool GpuSpace::LargeContraction() const {
+  if (variants_.empty() || std::min(gemm_m_, gemm_n_) < 64 || gemm_k_ < 256) return false;
+  for (const Variant& v : variants_) {
+    if (v.name == std::string(codegen::cuda::kContractionFma) &&
+        ContractionBlocks(v.params) >= target_.sm_count) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether some read of `st` indexes its innermost dimension with reduce axis `axis`: a block
+// of threads reducing along it reads consecutive addresses. On an H100 (session 18) cross-thread
+// reductions along such an axis beat one output per thread 4-18x (rec's softmax over 6625
+// classes 0.26 -> 0.06 ms, det's global average pools 2.38 -> 0.13 ms, ResNet-18's classifier
+// 0.18 -> 0.02 ms); along a convolution's channels (strided by the image) they lost 8x (rec's
+// 1x3 convolutions of 960 channels, 0.21 -> 1.61 ms).
+bool ReadsAlongInnermost(const Stage& st, const std::string& axis) {
+  const size_t nsp = st.tensor->axes.size();
+  const std::vector<ir::IterVar>& reduce = st.tensor->reduce_axes();
+  const ir::ExprNode* var = nullptr;
+  for (size_t r = 0; r < reduce.size() && nsp + r < st.root_loops.size(); ++r) {
+    if (st.root_loops[nsp + r] == axis) var = reduce[r]->var.get();
+  }
+  if (var == nullptr) return false;
+  bool along = false;
+  ir::Visit(st.tensor->body, [&](const ir::Expr& e) {
+    if (e->kind == ir::ExprKind::kTensorRead && !e->operands.empty() &&
+        ir::UsesVar(e->operands.back(), var)) {
+      along = true;
+    }
+  });
+  return along;
+}
+
+std::optional<Candidate> GpuSpace::CrossCandidate() const {
+  Candidate c;
+  c.sketch = kTiledSketch;
+  for (const Slot& slot : slots_) c.decisions.push_back(slot.choices.front());
+  auto set = [&](int slot, int64_t want) {
+    if (slot >= 0) c.decisions[slot] = Closest(slots_[slot].choices, want);
+  };
+  bool any = false;
+  for (const StagePlan& p : stages_) {
+    if (p.pad) continue;  // inlined
+    if (!p.reduction) {
+      set(p.threads_slot, 256);
+      set(p.inner_slot, 1);
+      continue;
+    }
+    const Stage& st = *std::find_if(workload_stages_.begin(), workload_stages_.end(),
+                                    [&](const Stage& x) { return x.name == p.name; });
+    int64_t reduce = 1;
+    for (size_t r = p.spatial.size(); r < st.root_loops.size(); ++r) {
+      reduce *= st.loops.at(st.root_loops[r]).extent;
+    }
+    const std::vector<int64_t>& kinds = slots_[p.kind_slot].choices;
+    const std::string axis = codegen::cuda::CrossThreadAxis(st);
+    if (std::find(kinds.begin(), kinds.end(), kCross) != kinds.end() &&
+        reduce >= kCrossRuleMinReduce && !axis.empty() && ReadsAlongInnermost(st, axis)) {
+      c.decisions[p.kind_slot] = kCross;
+      set(p.rf_slot, std::min<int64_t>(256, st.loops.at(axis).extent));
+      any = true;
+      continue;
+    }
+    // One output per thread, the threads on the innermost axes.
+    c.decisions[p.kind_slot] = kLocal;
+    int64_t budget = 256;
+    for (size_t a = p.spatial.size(); a-- > 0;) {
+      set(p.vt[a], 1);
+      set(p.in[a], 1);
+      set(p.th[a], std::min(budget, p.spatial[a]));
+      budget = std::max<int64_t>(1, budget / c.decisions[p.th[a]]);
+    }
+    for (int k : p.k) set(k, 1);
+    for (int m : p.smem) set(m, 0);
+  }
+  if (!any) return std::nullopt;
+  auto f = Finish(std::move(c));
+  if (!f.ok()) return std::nullopt;
+  return *std::move(f);
 }
 
 absl::StatusOr<Candidate> GpuSpace::FromTrace(const ir::Trace& trace) const {
@@ -625,8 +785,12 @@ absl::StatusOr<Candidate> GpuSpace::FromTrace(const ir::Trace& trace) const {
   Candidate c;
   c.sketch = trace.sketch;
   c.decisions = trace.decisions;
-  if (c.sketch == 1 && (c.decisions.size() != 1 || c.decisions[0] < 0 ||
-                        c.decisions[0] >= static_cast<int64_t>(variants_.size()))) {
+  if (c.sketch == kFlatSketch && !c.decisions.empty()) {
+    return absl::InvalidArgumentError("trace of the flat mapping has decisions");
+  }
+  if (c.sketch == kContractionSketch &&
+      (c.decisions.size() != 1 || c.decisions[0] < 0 ||
+       c.decisions[0] >= static_cast<int64_t>(variants_.size()))) {
     return absl::InvalidArgumentError("trace's contraction variant is not in this space");
   }
   return MatchesTrace(Finish(c), trace.instructions);

@@ -52,7 +52,7 @@ double VerifyAllVariants(const std::string& spec, bool tf32) {
   if (!w.ok()) return 0;
   auto space = Space(*w, tf32);
   if (!space) return 0;
-  EXPECT_EQ(space->num_sketches(), 2) << spec;
+  EXPECT_EQ(space->num_sketches(), 3) << spec;
   std::vector<cuda::CudaSource> sources;
   std::vector<bool> is_mma;
   std::string kernels;
@@ -140,7 +140,15 @@ TEST(ContractionTest, MatchesMatmulsAndConvolutionsAsGemms) {
   // A depthwise convolution has no rows: its channels index both operands.
   auto dw = ir::MakeWorkload("conv2d:n=1,c=8,h=10,w=10,k=8,r=3,s=3,pad=1,groups=8");
   ASSERT_TRUE(dw.ok());
-  EXPECT_EQ(Space(*dw, true)->num_sketches(), 1);
+  auto dws = Space(*dw, true);
+  ASSERT_NE(dws, nullptr);
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 40; ++i) {
+    auto c = dws->Sample(rng);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_NE(c->sketch, 1) << "a depthwise convolution has no contraction sketch";
+  }
+  for (const Candidate& c : dws->Heuristic(8)) EXPECT_NE(c.sketch, 1);
 }
 
 // The tensorize primitive: only on an untransformed reduction of a cuda schedule; the stage
@@ -184,13 +192,23 @@ TEST(ContractionTest, Tf32IsOfferedOnlyWhenAllowed) {
     contractions += Tensorized(c->trace, cuda::kContractionFma);
   }
   EXPECT_GT(contractions, 0);
-  // The fp32 rule stays the loop-tiled SGEMM; with TF32 it is the tensor-core GEMM.
-  EXPECT_FALSE(Tensorized(fp32->Heuristic(1).at(0).trace, cuda::kContractionFma));
+  // The fp32 rules never use tensor cores; with TF32 the tensor-core GEMM is among them, and
+  // first for a GEMM large enough to fill the GPU with its tiles.
+  for (const Candidate& c : fp32->Heuristic(8)) {
+    EXPECT_FALSE(Tensorized(c.trace, cuda::kContractionMmaTf32));
+  }
   auto tf32 = Space(*w, true);
-  const Candidate rule = tf32->Heuristic(1).at(0);
+  bool offered = false;
+  for (const Candidate& c : tf32->Heuristic(4)) {
+    offered = offered || Tensorized(c.trace, cuda::kContractionMmaTf32);
+  }
+  EXPECT_TRUE(offered);
+  auto large = ir::MakeWorkload("matmul:m=2048,n=2048,k=2048");
+  ASSERT_TRUE(large.ok());
+  const Candidate rule = Space(*large, true)->Heuristic(1).at(0);
   EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionMmaTf32)) << ir::TraceToText(rule.trace);
   // A TF32 trace is not a candidate of the fp32 space.
-  EXPECT_FALSE(fp32->FromTrace(rule.trace).ok());
+  EXPECT_FALSE(Space(*large, false)->FromTrace(rule.trace).ok());
 }
 
 TEST(ContractionTest, TheRuleOfAConvolutionIsTheImplicitGemm) {
@@ -205,7 +223,7 @@ TEST(ContractionTest, TheRuleOfAConvolutionIsTheImplicitGemm) {
 
 TEST(ContractionTest, Tf32GemmUsesMmaSync) {
   SKIP_WITHOUT_NVRTC();
-  auto w = ir::MakeWorkload("matmul:m=256,n=256,k=256");
+  auto w = ir::MakeWorkload("matmul:m=2048,n=2048,k=2048");
   ASSERT_TRUE(w.ok());
   const Candidate rule = Space(*w, true)->Heuristic(1).at(0);
   auto src = cuda::BuildCudaSource(*rule.schedule, "tc");

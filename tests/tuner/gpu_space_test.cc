@@ -324,6 +324,43 @@ TEST(SpaceFactoryTest, TargetsOfLocalTuning) {
   }
 }
 
+// What the rule picks first where the work cannot fill the GPU with register tiles (measured on
+// an H100 in session 18: PP-OCR's layers at batch 1): a cross-thread reduction for few outputs
+// of long reductions (rec's softmax over 6625 classes, det's global average pool), the flat
+// mapping for small convolutions and matmuls; a contraction tile of at least one block per SM
+// for a large convolution.
+TEST(GpuSpaceTest, RuleFitsTheWorkToTheGpu) {
+  auto first = [](const std::string& spec) {
+    auto w = ir::MakeWorkload(spec);
+    EXPECT_TRUE(w.ok()) << w.status();
+    auto space = CreateSearchSpace(*w, "cuda:sm_90");
+    EXPECT_TRUE(space.ok()) << space.status();
+    std::vector<Candidate> picked = (*space)->Heuristic(3);
+    EXPECT_FALSE(picked.empty()) << spec;
+    return picked.empty() ? Candidate() : picked[0];
+  };
+  for (const char* spec : {"softmax:m=40,n=6625", "matmul:m=1,n=1000,k=512,epilogue=bias",
+                           "pool2d:n=1,c=96,h=160,w=160,r=160,s=160,kind=avg,stride=1"}) {
+    Candidate c = first(spec);
+    EXPECT_TRUE(HasKind(c.trace, "rfactor")) << spec << "\n" << ir::TraceToText(c.trace);
+  }
+  for (const char* spec :
+       {"conv2d:n=1,c=24,h=160,w=160,k=96,r=1,s=1",
+        "conv2d:n=1,c=96,h=160,w=160,k=24,r=3,s=3,pad=1", "matmul:m=40,n=120,k=240,epilogue=bias",
+        // Few outputs, but its long reduction runs along the channels.
+        "conv2d:n=1,c=960,h=1,w=40,k=60,r=1,s=3,pad=0x1"}) {
+    Candidate c = first(spec);
+    EXPECT_EQ(c.sketch, 2) << spec << ": the flat mapping\n" << ir::TraceToText(c.trace);
+  }
+  Candidate conv = first("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
+  EXPECT_EQ(conv.sketch, 1) << ir::TraceToText(conv.trace);
+  ASSERT_NE(conv.schedule, nullptr);
+  auto src = codegen::cuda::BuildCudaSource(*conv.schedule, "conv");
+  ASSERT_TRUE(src.ok()) << src.status();
+  const codegen::cuda::KernelLaunch& k = src->plan.kernels.at(0);
+  EXPECT_GE(k.grid[0] * k.grid[1] * k.grid[2], 132);
+}
+
 }  // namespace
 }  // namespace lathe::tuner
 
