@@ -107,7 +107,9 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   auto def = codegen::cuda::DefaultGpuSchedule(*w);
   if (def.ok()) rows.push_back(Check("default", *def, *data, arch, repeats));
-  auto target = tuner::GpuTargetFor("cuda:" + arch);
+  absl::StatusOr<ir::Target> parsed = ir::ParseTarget("cuda:" + arch);
+  auto target = parsed.ok() ? tuner::GpuTargetFor(*parsed)
+                            : absl::StatusOr<tuner::GpuTarget>(parsed.status());
   auto space = target.ok() ? tuner::CreateGpuSearchSpace(*w, *target)
                            : absl::StatusOr<std::unique_ptr<tuner::SearchSpace>>(target.status());
   if (space.ok()) {

@@ -42,7 +42,7 @@ class Fp32Schedules : public model::ScheduleSource {
 std::unique_ptr<model::ScheduleSource> GpuModelSchedules(db::Database* db, const ir::Target& target,
                                                          const std::string& device_class,
                                                          bool tf32) {
-  const std::string built = target.Built().ToString();
+  const ir::Target built = target.Built();
   model::DefaultScheduleFn rule = [built,
                                    tf32](const ir::Workload& w) -> absl::StatusOr<ir::Schedule> {
     absl::StatusOr<ir::Schedule> rule = RuleSchedule(w, built, tf32);

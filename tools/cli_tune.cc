@@ -244,12 +244,12 @@ int RunTune(const TuneCliOptions& o) {
   absl::StatusOr<std::vector<tuner::TuneTask>> tasks = CollectTasks(o);
   if (!tasks.ok()) return Fail(kExitUsage, std::string(tasks.status().message()));
   if (tasks->empty()) return Fail(kExitUsage, "give --workload SPEC (repeatable) or --tasks FILE");
-  if (o.target != "cpu" && !tuner::IsCudaTarget(o.target) &&
-      !tuner::IsEmulatedGpuTarget(o.target)) {
+  absl::StatusOr<ir::Target> target = ir::ParseTarget(o.target);
+  if (!target.ok()) {
     return Fail(kExitUsage, "unknown --target '" + o.target +
                                 "' (expected cpu, cuda, cuda:N, cuda:sm_XX or cuda-emu:sm_XX)");
   }
-  if (o.gpu_math != "fp32" && o.target == "cpu") {
+  if (o.gpu_math != "fp32" && !target->is_gpu()) {
     return Fail(kExitUsage, "--gpu-math " + o.gpu_math + " applies to GPU targets only");
   }
   if (o.trials < 1) return Fail(kExitUsage, fmt::format("--trials {} (need >= 1)", o.trials));
@@ -282,7 +282,7 @@ int RunTune(const TuneCliOptions& o) {
   t.cold_weights = *cold;
   t.batch = o.batch;
   t.db_path = o.db_path.empty() ? DefaultDbPath() : o.db_path;
-  t.target = o.target;  // the device class follows from it (tuner::DeviceClassForTarget)
+  t.target = *target;  // the device class follows from it (tuner::DeviceClassForTarget)
   t.gpu_tf32 = o.gpu_math == "tf32";
   t.seed = o.seed;
   t.min_repeat_ms = o.min_repeat_ms;

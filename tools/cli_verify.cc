@@ -93,7 +93,9 @@ int RunVerify(const VerifyCliOptions& o) {
     }
     schedules.push_back({o.trace_file, std::move(*sch)});
   } else if (o.random > 0 || o.schedule == "rule") {
-    auto target = tuner::GpuTargetFor(o.target);
+    absl::StatusOr<ir::Target> parsed = ir::ParseTarget(o.target);
+    auto target = parsed.ok() ? tuner::GpuTargetFor(*parsed)
+                              : absl::StatusOr<tuner::GpuTarget>(parsed.status());
     if (!target.ok()) return Fail(kCmd, std::string(target.status().message()), kExitUsage);
     target->tf32 = *tf32;
     auto space = tuner::CreateGpuSearchSpace(*w, *target);

@@ -7,7 +7,7 @@
 
 namespace lathe::tools {
 
-absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const std::string& target,
+absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const ir::Target& target,
                                           bool gpu_tf32) {
   absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> space =
       tuner::CreateSearchSpace(w, target, gpu_tf32);
@@ -19,7 +19,7 @@ absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const std::stri
 }
 
 absl::StatusOr<ir::Schedule> DefaultModelSchedule(const ir::Workload& w) {
-  absl::StatusOr<ir::Schedule> s = RuleSchedule(w, "cpu");
+  absl::StatusOr<ir::Schedule> s = RuleSchedule(w, ir::Target{});
   if (s.ok()) return s;
   return ir::Schedule(w);
 }

@@ -13,15 +13,16 @@
 #include "absl/status/statusor.h"
 #include "db/database.h"
 #include "ir/schedule.h"
+#include "ir/target.h"
 #include "model/executor.h"
 
 namespace lathe::tools {
 
 absl::StatusOr<ir::Schedule> DefaultModelSchedule(const ir::Workload& w);
 
-// The search space's rule-picked first candidate of `w` for `target` ("cpu", "cuda:sm_90",
-// "cuda:0", ...); the space's error, or NotFound when it picks none.
-absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const std::string& target,
+// The search space's rule-picked first candidate of `w` for `target` (cpu, cuda:sm_90,
+// cuda:0, ...); the space's error, or NotFound when it picks none.
+absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const ir::Target& target,
                                           bool gpu_tf32 = false);
 
 // Opens the database at `path` (empty: the default path) read-only when it exists; a missing

@@ -804,20 +804,18 @@ absl::StatusOr<bool> ParseGpuMath(const std::string& math) {
   return absl::InvalidArgumentError("unknown gpu math '" + math + "' (expected fp32 or tf32)");
 }
 
-absl::StatusOr<GpuTarget> GpuTargetFor(const std::string& target) {
-  absl::StatusOr<ir::Target> parsed = ir::ParseTarget(target);
-  if (!parsed.ok()) return parsed.status();
-  if (parsed->kind != ir::TargetKind::kCuda) {
-    return absl::InvalidArgumentError("target '" + target +
+absl::StatusOr<GpuTarget> GpuTargetFor(const ir::Target& target) {
+  if (target.kind != ir::TargetKind::kCuda) {
+    return absl::InvalidArgumentError("target '" + target.ToString() +
                                       "' is not a cuda target (expected cuda, cuda:N or "
                                       "cuda:sm_XX)");
   }
   GpuTarget t;
-  if (!parsed->arch.empty()) {
-    t.arch = parsed->arch;
+  if (!target.arch.empty()) {
+    t.arch = target.arch;
     return t;
   }
-  const int ordinal = parsed->ordinal;
+  const int ordinal = target.ordinal;
   auto driver = codegen::cuda::CudaDriver::Get();
   if (!driver.ok()) return driver.status();
   auto info = (*driver)->Describe(ordinal);

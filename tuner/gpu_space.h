@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/cuda/gpu_schedule.h"
+#include "ir/target.h"
 #include "ir/workload.h"
 #include "tuner/space.h"
 
@@ -45,11 +46,11 @@ struct GpuTarget {
 // The math a user allows on a GPU: "fp32" (the default) or "tf32". InvalidArgument otherwise.
 absl::StatusOr<bool> ParseGpuMath(const std::string& math);
 
-// The target of a CUDA target string: "cuda:sm_XX" names only an architecture (H100 limits
-// otherwise); "cuda" and "cuda:N" describe that device through the driver. InvalidArgument
-// for a malformed target; FailedPrecondition (no driver) or OutOfRange (no such device) for
-// a device that is not present.
-absl::StatusOr<GpuTarget> GpuTargetFor(const std::string& target);
+// The GPU of a CUDA target: cuda:sm_XX names only an architecture (H100 limits otherwise);
+// cuda and cuda:N describe that device through the driver. InvalidArgument for a target that
+// is not cuda; FailedPrecondition (no driver) or OutOfRange (no such device) for a device that
+// is not present.
+absl::StatusOr<GpuTarget> GpuTargetFor(const ir::Target& target);
 
 // Builds the GPU space of `workload`. Fails only for workloads without stages.
 absl::StatusOr<std::unique_ptr<SearchSpace>> CreateGpuSearchSpace(const ir::Workload& workload,

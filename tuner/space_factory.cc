@@ -12,14 +12,20 @@
 
 namespace lathe::tuner {
 
-bool IsCudaTarget(const std::string& target) {
-  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
-  return t.ok() && t->kind == ir::TargetKind::kCuda;
-}
-
-bool IsEmulatedGpuTarget(const std::string& target) {
-  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
-  return t.ok() && t->emulated();
+absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workload& workload,
+                                                               const ir::Target& target,
+                                                               bool gpu_tf32) {
+  if (target.kind == ir::TargetKind::kCpu) return SearchSpace::Create(workload, HostCpuTarget());
+#ifdef LATHE_HAVE_CUDA_BACKEND
+  // The emulator's space is the GPU space of the architecture it emulates.
+  auto gpu = GpuTargetFor(target.Built());
+  if (!gpu.ok()) return gpu.status();
+  gpu->tf32 = gpu_tf32;
+  return CreateGpuSearchSpace(workload, *gpu);
+#else
+  return absl::UnimplementedError("target '" + target.ToString() +
+                                  "' needs the CUDA backend, which this build lacks");
+#endif
 }
 
 absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workload& workload,
@@ -27,25 +33,12 @@ absl::StatusOr<std::unique_ptr<SearchSpace>> CreateSearchSpace(const ir::Workloa
                                                                bool gpu_tf32) {
   absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
   if (!t.ok()) return t.status();
-  if (t->kind == ir::TargetKind::kCpu) return SearchSpace::Create(workload, HostCpuTarget());
-  // The emulator's space is the GPU space of the architecture it emulates.
-  if (t->emulated()) return CreateSearchSpace(workload, t->Built().ToString(), gpu_tf32);
-#ifdef LATHE_HAVE_CUDA_BACKEND
-  auto gpu = GpuTargetFor(target);
-  if (!gpu.ok()) return gpu.status();
-  gpu->tf32 = gpu_tf32;
-  return CreateGpuSearchSpace(workload, *gpu);
-#else
-  return absl::UnimplementedError("target '" + target +
-                                  "' needs the CUDA backend, which this build lacks");
-#endif
+  return CreateSearchSpace(workload, *t, gpu_tf32);
 }
 
-absl::StatusOr<int> GpuOrdinalForTarget(const std::string& target) {
-  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
-  if (!t.ok()) return t.status();
-  if (t->kind != ir::TargetKind::kCuda) {
-    return absl::InvalidArgumentError("target '" + target + "' names no GPU");
+absl::StatusOr<int> GpuOrdinalForTarget(const ir::Target& target) {
+  if (target.kind != ir::TargetKind::kCuda) {
+    return absl::InvalidArgumentError("target '" + target.ToString() + "' names no GPU");
   }
 #ifdef LATHE_HAVE_CUDA_BACKEND
   namespace cuda = codegen::cuda;
@@ -53,34 +46,32 @@ absl::StatusOr<int> GpuOrdinalForTarget(const std::string& target) {
   if (!driver.ok()) return driver.status();
   auto count = (*driver)->DeviceCount();
   if (!count.ok()) return count.status();
-  if (!t->arch.empty()) {
+  if (!target.arch.empty()) {
     std::string present;
     for (int i = 0; i < *count; ++i) {
       auto info = (*driver)->Describe(i);
       if (!info.ok()) continue;
-      if (info->arch() == t->arch) return i;
+      if (info->arch() == target.arch) return i;
       absl::StrAppend(&present, present.empty() ? "" : ", ", "cuda:", i, " ", info->arch());
     }
-    return absl::FailedPreconditionError(absl::StrCat("no GPU of architecture ", t->arch,
+    return absl::FailedPreconditionError(absl::StrCat("no GPU of architecture ", target.arch,
                                                       " on this machine (",
                                                       present.empty() ? "none" : present, ")"));
   }
-  const int ordinal = t->ordinal;
+  const int ordinal = target.ordinal;
   if (ordinal >= *count) {
     return absl::FailedPreconditionError(
         absl::StrCat("no GPU cuda:", ordinal, " on this machine (", *count, " GPUs)"));
   }
   return ordinal;
 #else
-  return absl::UnimplementedError("target '" + target +
+  return absl::UnimplementedError("target '" + target.ToString() +
                                   "' needs the CUDA backend, which this build lacks");
 #endif
 }
 
-absl::StatusOr<std::string> DeviceClassForTarget(const std::string& target) {
-  absl::StatusOr<ir::Target> t = ir::ParseTarget(target);
-  if (!t.ok()) return t.status();
-  if (t->kind == ir::TargetKind::kCpu) return codegen::HostDeviceClass();
+absl::StatusOr<std::string> DeviceClassForTarget(const ir::Target& target) {
+  if (target.kind == ir::TargetKind::kCpu) return codegen::HostDeviceClass();
   auto ordinal = GpuOrdinalForTarget(target);
   if (!ordinal.ok()) return ordinal.status();
 #ifdef LATHE_HAVE_CUDA_BACKEND

@@ -78,16 +78,11 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
     }
     workloads.push_back(std::move(*w));
   }
-  const bool gpu = IsCudaTarget(options.target);
+  const bool gpu = options.target.kind == ir::TargetKind::kCuda;
   // cuda-emu:sm_XX: GPU candidates checked and timed on the GPU emulator, under its own class.
-  absl::StatusOr<ir::Target> parsed = ir::ParseTarget(options.target);
-  const bool emulated = parsed.ok() && parsed->emulated();
-  if (!gpu && !emulated && options.target != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown target '", options.target, "' (expected cpu, cuda[:N|:sm_XX] or cuda-emu:sm_XX)"));
-  }
+  const bool emulated = options.target.emulated();
   std::string device_class = options.device_class;
-  if (device_class.empty() && emulated) device_class = parsed->ToString();
+  if (device_class.empty() && emulated) device_class = options.target.ToString();
   if (device_class.empty()) {
     absl::StatusOr<std::string> dc = DeviceClassForTarget(options.target);
     if (!dc.ok()) return dc.status();
@@ -122,7 +117,7 @@ absl::StatusOr<TuneResult> Tune(const TuneOptions& options) {
   mopts.child_path = options.measure_child;
   mopts.timeout_s = options.timeout_s;
   mopts.gpu_ordinal = gpu_ordinal;
-  if (emulated) mopts.emulated_arch = parsed->arch;
+  if (emulated) mopts.emulated_arch = options.target.arch;
   absl::StatusOr<std::unique_ptr<measure::Measurer>> measurer = measure::Measurer::Create(mopts);
   if (!measurer.ok()) return measurer.status();
   LocalRunner runner(workloads, device_class, WorkerName(), &database, measurer->get(),

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/target.h"
 #include "tuner/search.h"
 #include "tuner/tune_common.h"
 
@@ -82,10 +83,11 @@ struct TuneOptions {
   bool cold_weights = false;
   int batch = 64;       // candidates per round
   std::string db_path;  // created (with its directory) when missing; required
-  // "cpu" (this machine's CPU), or a GPU of this machine: "cuda", "cuda:N", "cuda:sm_XX"
-  // (measured on the GPU that tuner::GpuOrdinalForTarget picks), or "cuda-emu:sm_XX" (the GPU
-  // space's candidates checked and timed on the GPU emulator: no GPU needed).
-  std::string target = "cpu";
+  // cpu (this machine's CPU), or a GPU of this machine: cuda, cuda:N, cuda:sm_XX (measured on
+  // the GPU that tuner::GpuOrdinalForTarget picks), or cuda-emu:sm_XX (the GPU space's
+  // candidates checked and timed on the GPU emulator: no GPU needed). Parsed by the caller
+  // (ir::ParseTarget) where the user names it.
+  ir::Target target;
   // GPU targets: the space may use TF32 tensor cores (`--gpu-math tf32`; fp32 by default).
   bool gpu_tf32 = false;
   // Empty: codegen::HostDeviceClass() for cpu, tuner::DeviceClassForTarget for a GPU, the

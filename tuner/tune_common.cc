@@ -244,7 +244,7 @@ bool IsGpuDeviceClass(const std::string& device_class) {
 absl::StatusOr<std::unique_ptr<SearchSpace>> SpaceForDeviceClass(const ir::Workload& workload,
                                                                  const std::string& device_class) {
   absl::StatusOr<ir::Target> of = ir::TargetOfDeviceClass(device_class);
-  if (of.ok() && of->is_gpu()) return CreateSearchSpace(workload, of->ToString());
+  if (of.ok() && of->is_gpu()) return CreateSearchSpace(workload, *of);
   if (!of.ok() && IsGpuDeviceClass(device_class)) return of.status();
   absl::StatusOr<CpuTarget> target = CpuTargetForDeviceClass(device_class);
   if (!target.ok()) {

@@ -86,17 +86,20 @@ TEST_F(CliVerifyTest, UsageErrorsExitTwo) {
 // within the TF32 tolerance; fp32 (the default) never uses it; a convolution's rule is the
 // implicit GEMM; other values are usage errors.
 TEST_F(CliVerifyTest, GpuMathTf32RuleIsTheTensorCoreGemm) {
+  // Contractions large enough for the register-tiled rules (a block per SM of an H100 with
+  // 32x32 tiles, K >= 256); smaller ones get the flat mapping first.
   Result r = Lathe(
-      "verify --target cuda:sm_90 --workload matmul:m=64,n=48,k=40 --schedule rule "
+      "verify --target cuda:sm_90 --workload matmul:m=384,n=384,k=256 --schedule rule "
       "--gpu-math tf32 --json");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("\"gpu_math\":\"tf32\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("contraction_mma_tf32"), std::string::npos) << r.out;
-  r = Lathe("verify --target cuda:sm_90 --workload matmul:m=64,n=48,k=40 --schedule rule --json");
+  r = Lathe(
+      "verify --target cuda:sm_90 --workload matmul:m=384,n=384,k=256 --schedule rule --json");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("contraction_mma_tf32"), std::string::npos) << r.out;
   r = Lathe(
-      "verify --target cuda:sm_90 --workload conv2d:n=1,c=4,h=9,w=9,k=8,r=3,s=3,pad=1 "
+      "verify --target cuda:sm_90 --workload conv2d:n=1,c=32,h=48,w=48,k=64,r=3,s=3,pad=1 "
       "--schedule rule --json");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("contraction_fma"), std::string::npos) << r.out;

@@ -387,7 +387,8 @@ TEST(TuneCliTest, ExitCodes) {
   EXPECT_EQ(
       Lathe("tune --workload matmul:m=8,n=8,k=8 --target tpu --db /nonexistent/x.db", true).code,
       2);
-  if (!GpuOrdinalForTarget("cuda").ok()) {  // no GPU (or no CUDA backend) here
+  if (!GpuOrdinalForTarget(ir::ParseTarget("cuda").value())
+           .ok()) {  // no GPU (or no CUDA backend) here
     const std::string db = ::testing::TempDir() + "/gpu-less.db";
     r = Lathe("tune --workload matmul:m=8,n=8,k=8 --target cuda --trials 2 --db " + db, true);
     EXPECT_EQ(r.code, 1) << r.out;
