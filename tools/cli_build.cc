@@ -17,6 +17,7 @@
 #include "ir/trace.h"
 #include "ir/workload.h"
 #include "tools/cli_db.h"
+#include "tools/model_schedules.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_build.h"
@@ -49,8 +50,8 @@ int RunBuild(const BuildOptions& o) {
   if (!o.trace_file.empty() && !o.schedule.empty()) {
     return Fail(2, "--trace and --schedule are mutually exclusive");
   }
-  if (!o.schedule.empty() && o.schedule != "default") {
-    return Fail(2, "unknown --schedule '" + o.schedule + "' (expected 'default')");
+  if (!o.schedule.empty() && o.schedule != "default" && o.schedule != "rule") {
+    return Fail(2, "unknown --schedule '" + o.schedule + "' (expected default or rule)");
   }
   if (o.emit != "so" && o.emit != "obj" && o.emit != "llvm" && o.emit != "lowered" &&
       o.emit != "cuda" && o.emit != "ptx") {
@@ -120,6 +121,9 @@ int RunBuild(const BuildOptions& o) {
 #ifdef LATHE_HAVE_CUDA_BACKEND
   if (cuda && o.schedule == "default") sch = codegen::cuda::DefaultGpuSchedule(*w);
 #endif
+  // The search space's rule-picked first candidate for the target (what an untuned model
+  // step gets): to read or time it without a database.
+  if (o.schedule == "rule") sch = RuleSchedule(*w, *target);
   if (!sch.ok()) return Fail(1, "invalid schedule: " + std::string(sch.status().message()));
 #ifdef LATHE_HAVE_CUDA_BACKEND
   if (cuda) {

@@ -48,7 +48,9 @@ int Main(int argc, char** argv) {
                     " (default: $LATHE_DB or ~/.local/share/lathe/tuning.db)")
       ->check(lathe::tools::DatabaseLocationCheck());
   b->add_option("--trace", build.trace_file, "build this schedule trace (JSON) instead");
-  b->add_option("--schedule", build.schedule, "'default' builds the untuned schedule");
+  b->add_option("--schedule", build.schedule,
+                "'default' builds the untuned schedule, 'rule' the search space's rule-picked "
+                "first candidate (what an untuned model step gets)");
   b->add_option("--emit", build.emit,
                 "so (default), obj, llvm, lowered (the loop program after lowering), cuda, ptx");
   lathe::tools::ModelCommands model_cmds;

@@ -46,6 +46,16 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
     // input vector serves every channel, each broadcast weight both rows).
     shapes.insert(shapes.begin(), {lanes, 2, acc_regs / 2, 4, false});
   }
+  // The innermost reduce axis (a convolution's kernel columns): unrolled whole when short, so
+  // that no unrolled copy runs guarded past its end (a 5x5 window unrolled by 4 runs a second,
+  // mostly guarded copy: depthwise 5x5 NCHW, 240 channels at 28x28).
+  int64_t inner_reduce = 0;
+  {
+    const ir::Tensor* t = c.workload.Find(c.an.cache_write ? c.an.out : c.an.acc);
+    if (t != nullptr && !(*t)->reduce_axes().empty()) {
+      inner_reduce = (*t)->reduce_axes().back()->extent;
+    }
+  }
   for (const Shape& sh : shapes) {
     if (c.Full()) break;
     std::vector<int64_t> d = c.Defaults();
@@ -55,6 +65,16 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
       if (a + 1 == n) want = std::min(sh.cols, shape[a]);
       if (a + 2 == n) want = sh.rows;
       if (a + 3 == n) want = sh.third;
+      // A tile that leaves a last tile mostly empty (32 channels in tiles of 14: three tiles,
+      // the last with 4) becomes the largest divisor of the axis at least half as large.
+      if (a + 3 == n && want > 1 && (shape[a] + want - 1) / want * want * 20 > shape[a] * 23) {
+        for (int64_t t = want; 2 * t >= want; --t) {
+          if (shape[a] % t == 0) {
+            want = t;
+            break;
+          }
+        }
+      }
       d[c.tile_slot[a]] = c.Nearest(c.tile_slot[a], want);
     }
     // Parallel: the fewest outer loops that give every core several iterations; with two
@@ -74,7 +94,8 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
     d[c.swap_slot] = c.Nearest(c.swap_slot, swap ? 1 : 0);
     d[c.vec_slot] = c.Nearest(c.vec_slot, 1);
     d[c.unroll_slot] = c.Nearest(c.unroll_slot, 1);
-    d[c.unroll_k_slot] = c.Nearest(c.unroll_k_slot, sh.unroll_k);
+    d[c.unroll_k_slot] = c.Nearest(
+        c.unroll_k_slot, inner_reduce > sh.unroll_k && inner_reduce <= 8 ? 8 : sh.unroll_k);
     for (size_t p = 0; p < c.pack_slot.size(); ++p) {
       d[c.pack_slot[p]] = c.Nearest(c.pack_slot[p], sh.pack && c.an.pack_walks_inner[p] ? 1 : 0);
     }
