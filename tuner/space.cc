@@ -188,9 +188,22 @@ absl::Status CpuSpace::Init() {
     pack_slot_.push_back(AddSlot("pack." + t, depth));
   }
   for (const std::string& s : an_.side) side_slot_.push_back(AddSlot("at." + s, {0, 1}));
+  // Multiply-adds: the output's elements times the accumulator's reduction.
+  double macs = 1;
+  for (int64_t e : out->tensor->shape) macs *= static_cast<double>(e);
+  {
+    const ir::Tensor* acc_tensor = workload_->Find(an_.cache_write ? an_.out : an_.acc);
+    if (acc_tensor != nullptr) {
+      for (const ir::IterVar& r : (*acc_tensor)->reduce_axes())
+        macs *= static_cast<double>(r->extent);
+    }
+  }
   for (const std::string& s : an_.pad_stages) {
     pad_slot_.push_back(
         AddSlot("root." + s, transform ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 1}));
+    double elems = 1;
+    for (int64_t e : sch.FindStage(s)->tensor->shape) elems *= static_cast<double>(e);
+    pad_reuse_.push_back(macs / std::max(elems, 1.0));
   }
   // Row reductions over long rows: split the reduce axis into vector-wide partial results
   // (few rows: the only vector loop there is; many: each row's sum stays a vector).

@@ -37,11 +37,26 @@ RuleContext::RuleContext(const CpuSpace& space, int max, std::vector<Candidate>*
 
 int64_t RuleContext::Nearest(int slot, int64_t want) const { return space_.Nearest(slot, want); }
 
+// Multiply-adds per padded element up to which the rule inlines a padding (see Defaults).
+constexpr double kInlinePadMaxReuse = 32;
+
 std::vector<int64_t> RuleContext::Defaults() const {
   const std::vector<Slot>& slots = space_.slots_;
   std::vector<int64_t> d(slots.size(), 0);
   for (size_t i = 0; i < slots.size(); ++i) d[i] = slots[i].choices.front();
-  for (int slot : pad_slot) d[slot] = Nearest(slot, 1);
+  // Paddings computed once at root where the copy is read many times (dense convolutions: its
+  // loads need no bounds checks), inlined where it is read a few times (a depthwise
+  // convolution is bound by memory, and a copy at root doubles its traffic; plain NCHW,
+  // single thread, AVX-512: depthwise 3x3 380-404 -> 275-293 us, 3x3 stride 2 864-976 ->
+  // 412-637, 5x5 stride 2 593-603 -> 409-502). Not in the blocked layout, whose vectors of
+  // channels load a padded copy faster (blocked depthwise 5x5 153-160 us at root, 231-297
+  // inlined).
+  for (size_t p = 0; p < pad_slot.size(); ++p) {
+    // (Rows narrower than a vector stay scalar with the padding inlined: kept at root.)
+    const bool inline_pad = !an.blocked_conv && space_.pad_reuse_[p] <= kInlinePadMaxReuse &&
+                            !shape.empty() && shape.back() >= lanes;
+    d[pad_slot[p]] = Nearest(pad_slot[p], inline_pad ? 0 : 1);
+  }
   // Long row reductions as vector partial results (softmax 1536x128 on AVX2: 1.04 ms
   // without, 0.35 ms tuned with; layer_norm 128x768: 163 -> 73 us).
   for (int slot : rfactor_slot) {

@@ -80,11 +80,11 @@ TEST_F(CliTest, BuildDefaultScheduleWritesAWorkingLibrary) {
 }
 
 // --schedule rule: the space's rule-picked first candidate, no database needed (a depthwise
-// 5x5 window unrolled whole, no guarded second copy of it); an unknown --schedule is a usage
-// error.
+// 5x5 window unrolled whole, no guarded second copy of it; its padding inlined, no copy at
+// root); an unknown --schedule is a usage error.
 TEST_F(CliTest, BuildTheRulePickedSchedule) {
   Result r = Lathe(
-      "build --workload conv2d:n=1,c=24,h=14,w=14,k=24,r=5,s=5,pad=2,groups=24 --schedule rule "
+      "build --workload conv2d:n=1,c=24,h=28,w=28,k=24,r=5,s=5,pad=2,groups=24 --schedule rule "
       "--emit lowered --db " +
       dir_ + "/none.db --out " + dir_ + "/dw.txt");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -93,6 +93,7 @@ TEST_F(CliTest, BuildTheRulePickedSchedule) {
   EXPECT_NE(text.find("parallel"), std::string::npos) << text;
   EXPECT_NE(text.find("ramp("), std::string::npos) << text;
   EXPECT_NE(text.find("unrolled Y.local.rx.1 in 0..5"), std::string::npos) << text;
+  EXPECT_EQ(text.find("alloc pad"), std::string::npos) << text;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/none.db"));
   r = Lathe("build --workload matmul:m=8,n=8,k=8 --schedule best --out " + dir_ + "/x.so");
   EXPECT_EQ(r.code, 2) << r.out;
