@@ -613,7 +613,8 @@ void CpuSpace::FindChannelAxis(const Stage& acc_def) {
   const size_t n = t->axes.size();
   // Nearest the innermost axis first; the innermost one is the default vector axis already.
   for (int a = static_cast<int>(n) - 2; a >= 0; --a) {
-    if (t->shape[a] % target_.vector_lanes != 0) continue;
+    // At least one whole vector of channels (a last partial vector is masked: 40 = 16 + 16 + 8).
+    if (t->shape[a] < target_.vector_lanes) continue;
     const ir::ExprNode* var = t->axes[a]->var.get();
     int pack = -1, dim = -1;
     bool ok = true;
