@@ -16,13 +16,14 @@
 #include "ir/target.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 #include "tools/cli_db.h"
 #include "tools/model_schedules.h"
 
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/gpu_schedule.h"
-#include "proto/trace_io.h"
+
 #endif
 
 namespace lathe::tools {
@@ -54,9 +55,9 @@ int RunBuild(const BuildOptions& o) {
     return Fail(2, "unknown --schedule '" + o.schedule + "' (expected default or rule)");
   }
   if (o.emit != "so" && o.emit != "obj" && o.emit != "llvm" && o.emit != "lowered" &&
-      o.emit != "cuda" && o.emit != "ptx") {
-    return Fail(2,
-                "unknown --emit '" + o.emit + "' (expected so, obj, llvm, lowered, cuda or ptx)");
+      o.emit != "trace" && o.emit != "cuda" && o.emit != "ptx") {
+    return Fail(
+        2, "unknown --emit '" + o.emit + "' (expected so, obj, llvm, lowered, trace, cuda or ptx)");
   }
   absl::StatusOr<ir::Target> target = ir::ParseTarget(o.target);
   const bool cuda = target.ok() && target->kind == ir::TargetKind::kCuda;
@@ -125,6 +126,17 @@ int RunBuild(const BuildOptions& o) {
   // step gets): to read or time it without a database.
   if (o.schedule == "rule") sch = RuleSchedule(*w, *target);
   if (!sch.ok()) return Fail(1, "invalid schedule: " + std::string(sch.status().message()));
+  if (o.emit == "trace") {
+    // The schedule as a trace file (for --trace, bench_built_kernel --trace, or editing).
+    ir::Trace t = sch->trace();
+    t.workload = w->canonical;
+    std::ofstream out(o.out, std::ios::trunc);
+    out << traceio::TraceToJson(t, /*pretty=*/true) << "\n";
+    if (!out) return Fail(1, "cannot write " + o.out);
+    fmt::print("{}: the {} schedule's trace for {}\n", o.out,
+               o.schedule.empty() ? "record" : o.schedule, w->canonical);
+    return 0;
+  }
 #ifdef LATHE_HAVE_CUDA_BACKEND
   if (cuda) {
     auto text = o.emit == "cuda" ? codegen::cuda::BuildCudaText(*sch, name)

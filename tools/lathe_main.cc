@@ -52,7 +52,8 @@ int Main(int argc, char** argv) {
                 "'default' builds the untuned schedule, 'rule' the search space's rule-picked "
                 "first candidate (what an untuned model step gets)");
   b->add_option("--emit", build.emit,
-                "so (default), obj, llvm, lowered (the loop program after lowering), cuda, ptx");
+                "so (default), obj, llvm, lowered (the loop program after lowering), trace (the "
+                "schedule's trace, JSON), cuda, ptx");
   lathe::tools::ModelCommands model_cmds;
   lathe::tools::AddModelCommands(app, &model_cmds);
 

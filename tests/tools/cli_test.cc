@@ -95,6 +95,18 @@ TEST_F(CliTest, BuildTheRulePickedSchedule) {
   EXPECT_NE(text.find("unrolled Y.local.rx.1 in 0..5"), std::string::npos) << text;
   EXPECT_EQ(text.find("alloc pad"), std::string::npos) << text;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/none.db"));
+  // --emit trace: the same schedule as a trace file, which --trace builds again.
+  r = Lathe(
+      "build --workload conv2d:n=1,c=24,h=28,w=28,k=24,r=5,s=5,pad=2,groups=24 --schedule rule "
+      "--emit trace --out " +
+      dir_ + "/dw.json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = Lathe("build --workload conv2d:n=1,c=24,h=28,w=28,k=24,r=5,s=5,pad=2,groups=24 --trace " +
+            dir_ + "/dw.json --emit lowered --out " + dir_ + "/dw2.txt");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in2(dir_ + "/dw2.txt");
+  std::string again((std::istreambuf_iterator<char>(in2)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(again, text);
   r = Lathe("build --workload matmul:m=8,n=8,k=8 --schedule best --out " + dir_ + "/x.so");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("expected default or rule"), std::string::npos) << r.out;
