@@ -136,18 +136,21 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
       "conv2d:n=2,c=8,h=15,w=15,k=40,r=5,s=3,stride=2,pad=1,dilation=2",
       "conv2d:n=1,c=3,h=23,w=23,k=16,r=7,s=7,stride=2,pad=3",
       "conv2d:n=1,c=32,h=14,w=14,k=32,r=3,s=3,stride=2,pad=1,groups=32",
+      // Plain rows wide enough to vectorize: stride-2 columns (a load of the span and a
+      // shuffle), paddings inlined, a 5-wide window unrolled whole.
+      "conv2d:n=1,c=20,h=24,w=40,k=20,r=3,s=3,stride=2,pad=1,groups=20",
+      "conv2d:n=1,c=24,h=20,w=20,k=24,r=5,s=5,pad=2,groups=24",
+      "pool2d:n=1,c=4,h=12,w=40,r=3,s=3,stride=2,pad=1",
       "conv2d:n=1,c=32,h=10,w=10,k=32,r=3,s=3,pad=1,layout=nchw16c,epilogue=bias_relu_res",
       "conv2d:n=1,c=32,h=9,w=11,k=16,r=1,s=1,layout=nchw8c",
       "conv2d:n=1,c=32,h=12,w=12,k=32,r=5,s=5,stride=2,pad=2,groups=32,layout=nchw16c",
       "pool2d:n=1,c=32,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw16c",
-      "matmul:m=33,n=70,k=19,epilogue=bias",
-      "matmul:m=20,n=64,k=19,bpanel=16,epilogue=bias_gelu",
+      "matmul:m=33,n=70,k=19,epilogue=bias", "matmul:m=20,n=64,k=19,bpanel=16,epilogue=bias_gelu",
       "matmul:m=15,n=64,k=9,bpanel=32,epilogue=bias_res",
       "batch_matmul:b=4,m=13,n=64,k=9,bpanel=16,epilogue=bias",
       "winograd_in:n=1,c=32,h=8,w=8,m=4,pad=1,layout=nchw16c",
       "winograd_out:n=1,k=32,oh=8,ow=8,m=2,layout=nchw8c,epilogue=bias_relu_res",
-      "softmax:m=37,n=70",
-      "layer_norm:m=20,n=96"};
+      "softmax:m=37,n=70", "layer_norm:m=20,n=96"};
   for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
     for (const std::string& spec : specs) {
       std::unique_ptr<SearchSpace> space = SpaceOf(spec, target);
