@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "codegen/cpu_kernel.h"
 #include "codegen/host.h"
 #include "codegen/lower.h"
@@ -51,8 +52,18 @@ int RunBuild(const BuildOptions& o) {
   if (!o.trace_file.empty() && !o.schedule.empty()) {
     return Fail(2, "--trace and --schedule are mutually exclusive");
   }
-  if (!o.schedule.empty() && o.schedule != "default" && o.schedule != "rule") {
-    return Fail(2, "unknown --schedule '" + o.schedule + "' (expected default or rule)");
+  // rule:N, the N-th (from 1) rule-picked candidate.
+  int rule_index = -1;
+  if (o.schedule == "rule") rule_index = 0;
+  if (o.schedule.rfind("rule:", 0) == 0) {
+    int n = 0;
+    if (!absl::SimpleAtoi(o.schedule.substr(5), &n) || n < 1) {
+      return Fail(2, "--schedule '" + o.schedule + "': rule:N needs N >= 1");
+    }
+    rule_index = n - 1;
+  }
+  if (!o.schedule.empty() && o.schedule != "default" && rule_index < 0) {
+    return Fail(2, "unknown --schedule '" + o.schedule + "' (expected default, rule or rule:N)");
   }
   if (o.emit != "so" && o.emit != "obj" && o.emit != "llvm" && o.emit != "lowered" &&
       o.emit != "trace" && o.emit != "cuda" && o.emit != "ptx") {
@@ -124,7 +135,7 @@ int RunBuild(const BuildOptions& o) {
 #endif
   // The search space's rule-picked first candidate for the target (what an untuned model
   // step gets): to read or time it without a database.
-  if (o.schedule == "rule") sch = RuleSchedule(*w, *target);
+  if (rule_index >= 0) sch = RuleSchedule(*w, *target, /*gpu_tf32=*/false, rule_index);
   if (!sch.ok()) return Fail(1, "invalid schedule: " + std::string(sch.status().message()));
   if (o.emit == "trace") {
     // The schedule as a trace file (for --trace, bench_built_kernel --trace, or editing).

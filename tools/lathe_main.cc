@@ -50,7 +50,7 @@ int Main(int argc, char** argv) {
   b->add_option("--trace", build.trace_file, "build this schedule trace (JSON) instead");
   b->add_option("--schedule", build.schedule,
                 "'default' builds the untuned schedule, 'rule' the search space's rule-picked "
-                "first candidate (what an untuned model step gets)");
+                "first candidate (what an untuned model step gets), 'rule:N' its N-th");
   b->add_option("--emit", build.emit,
                 "so (default), obj, llvm, lowered (the loop program after lowering), trace (the "
                 "schedule's trace, JSON), cuda, ptx");

@@ -1,5 +1,6 @@
 #include "tools/model_schedules.h"
 
+#include "absl/strings/str_cat.h"
 #include "codegen/host.h"
 #include "tools/cli_db.h"
 #include "tuner/space.h"
@@ -8,14 +9,18 @@
 namespace lathe::tools {
 
 absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const ir::Target& target,
-                                          bool gpu_tf32) {
+                                          bool gpu_tf32, int index) {
   absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> space =
       tuner::CreateSearchSpace(w, target, gpu_tf32);
   if (!space.ok()) return space.status();
-  std::vector<tuner::Candidate> picks = (*space)->Heuristic(1);
-  if (picks.empty()) return absl::NotFoundError("the search space has no rule-picked candidate");
-  if (picks[0].schedule) return *picks[0].schedule;
-  return (*space)->Apply(picks[0]);
+  std::vector<tuner::Candidate> picks = (*space)->Heuristic(index + 1);
+  if (static_cast<int>(picks.size()) <= index) {
+    return absl::NotFoundError(absl::StrCat("the search space has ", picks.size(),
+                                            " rule-picked candidates, not ", index + 1));
+  }
+  const tuner::Candidate& pick = picks[static_cast<size_t>(index)];
+  if (pick.schedule) return *pick.schedule;
+  return (*space)->Apply(pick);
 }
 
 absl::StatusOr<ir::Schedule> DefaultModelSchedule(const ir::Workload& w) {

@@ -20,10 +20,11 @@ namespace lathe::tools {
 
 absl::StatusOr<ir::Schedule> DefaultModelSchedule(const ir::Workload& w);
 
-// The search space's rule-picked first candidate of `w` for `target` (cpu, cuda:sm_90,
-// cuda:0, ...); the space's error, or NotFound when it picks none.
+// The search space's rule-picked candidate `index` (0: the first, what an untuned model step
+// gets) of `w` for `target` (cpu, cuda:sm_90, cuda:0, ...); the space's error, or NotFound when
+// it picks fewer.
 absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const ir::Target& target,
-                                          bool gpu_tf32 = false);
+                                          bool gpu_tf32 = false, int index = 0);
 
 // Opens the database at `path` (empty: the default path) read-only when it exists; a missing
 // database is not an error (*db stays null: every kernel gets its default schedule).

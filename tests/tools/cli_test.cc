@@ -109,7 +109,16 @@ TEST_F(CliTest, BuildTheRulePickedSchedule) {
   EXPECT_EQ(again, text);
   r = Lathe("build --workload matmul:m=8,n=8,k=8 --schedule best --out " + dir_ + "/x.so");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("expected default or rule"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expected default, rule or rule:N"), std::string::npos) << r.out;
+  // rule:N: the N-th rule-picked candidate; past the last one, a clear failure.
+  r = Lathe("build --workload matmul:m=64,n=64,k=64 --schedule rule:2 --emit lowered --out " +
+            dir_ + "/m2.txt");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = Lathe("build --workload matmul:m=64,n=64,k=64 --schedule rule:999 --out " + dir_ + "/m.so");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("rule-picked candidates, not 999"), std::string::npos) << r.out;
+  r = Lathe("build --workload matmul:m=8,n=8,k=8 --schedule rule:0 --out " + dir_ + "/m.so");
+  EXPECT_EQ(r.code, 2) << r.out;
 }
 
 TEST_F(CliTest, BuildFromTheShippedTraceAndEmitLlvm) {
