@@ -1,6 +1,8 @@
 // \file
 // The CPU space's rule: NCHW convolutions vectorized over their output channels
 // (CpuSpace::ApplyChannelsInner). See rule.h for how rules run.
+#include <algorithm>
+#include <array>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -24,7 +26,21 @@ bool ChannelsInnerRule::Propose(RuleContext& c) const {
   // accumulators, the kernel's columns unrolled, parallel over the channel tiles.
   if (c.chan_slot >= 0) {
     const size_t ca = static_cast<size_t>(c.an.chan_axis);
-    const int64_t chan_shapes[][3] = {{2, 1, 4}, {4, 1, 2}, {2, 2, 2}, {1, 2, 4}};
+    // A 1x1 convolution is a GEMM over the pixels: a wider tile, 4 channel vectors x 7 columns
+    // (28 accumulators, 11 loads per 28 FMAs), comes first (plain NCHW 1x1 256->256 at 14x14:
+    // 178 us against 254 for 2 x 4; 64->256 at 56x56: 1241 against 1335; two threads,
+    // AVX-512); windows keep the 2 x 4 tile first (conv 3x3 64: 1311 us against 2801).
+    std::vector<std::array<int64_t, 3>> chan_shapes = {{2, 1, 4}, {4, 1, 2}, {2, 2, 2},
+                                                       {1, 2, 4}, {4, 1, 7}, {2, 1, 14}};
+    int64_t window = 1;
+    {
+      const ir::Tensor* t = c.workload.Find(c.an.cache_write ? c.an.out : c.an.acc);
+      if (t != nullptr) {
+        const std::vector<ir::IterVar>& r = (*t)->reduce_axes();
+        for (size_t i = 1; i < r.size(); ++i) window *= r[i]->extent;
+      }
+    }
+    if (window == 1) std::rotate(chan_shapes.begin(), chan_shapes.begin() + 4, chan_shapes.end());
     for (const auto& cs : chan_shapes) {
       if (c.Full()) break;
       std::vector<int64_t> d = c.Defaults();
