@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --set) set=$2; shift 2 ;;
     --lean) lean=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "gpu-host-bundle: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
