@@ -24,7 +24,6 @@
 #ifdef LATHE_HAVE_CUDA_BACKEND
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/gpu_schedule.h"
-
 #endif
 
 namespace lathe::tools {

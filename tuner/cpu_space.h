@@ -46,6 +46,9 @@ struct Analysis {
   bool cache_write = false;                // acc is created by cache_write(out, local)
   std::vector<std::string> side;           // other stages, consumers first (compute_at or root)
   std::vector<std::string> pack;           // inputs of acc worth packing
+  // Extents of the accumulation's reduce axes, outermost first (a convolution's input channels,
+  // then its window rows and columns); empty without a reduction.
+  std::vector<int64_t> reduce_extents;
   // Per packed input: its innermost index moves with the output's innermost axis (B of a
   // matmul), so a tile walking along that axis reads a panel worth packing.
   std::vector<bool> pack_walks_inner;

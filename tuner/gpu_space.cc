@@ -112,6 +112,11 @@ class GpuSpace : public SearchSpace {
   // The loop-tiling candidate of one output per thread in which every reduction with few
   // outputs and a long reduce axis is a cross-thread reduction; nullopt when none is.
   std::optional<Candidate> CrossCandidate() const;
+  // The untransformed stage that `p` plans.
+  const Stage& WorkloadStage(const StagePlan& p) const {
+    return *std::find_if(workload_stages_.begin(), workload_stages_.end(),
+                         [&](const Stage& x) { return x.name == p.name; });
+  }
 
   struct Variant {
     const char* name;             // the kernel template
@@ -298,7 +303,7 @@ std::vector<Candidate> GpuSpace::ContractionHeuristic(bool mma, int max) const {
   for (const auto& [score, i] : order) {
     if (static_cast<int>(out.size()) >= max) break;
     Candidate c;
-    c.sketch = 1;
+    c.sketch = kContractionSketch;
     c.decisions = {i};
     auto f = Finish(std::move(c));
     if (f.ok()) out.push_back(std::move(*f));
@@ -449,7 +454,7 @@ absl::StatusOr<Candidate> GpuSpace::Sample(std::mt19937_64& rng) const {
     }
     if (!variants_.empty() && std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
       Candidate c;
-      c.sketch = 1;
+      c.sketch = kContractionSketch;
       c.decisions = {std::uniform_int_distribution<int64_t>(
           0, static_cast<int64_t>(variants_.size()) - 1)(rng)};
       auto f = Finish(std::move(c));
@@ -504,7 +509,7 @@ absl::StatusOr<Candidate> GpuSpace::Mutate(const Candidate& base, std::mt19937_6
     absl::Status last;
     for (int attempt = 0; attempt < 8; ++attempt) {
       Candidate c;
-      c.sketch = 1;
+      c.sketch = kContractionSketch;
       const int64_t n = static_cast<int64_t>(variants_.size());
       c.decisions = {(base.decisions[0] + std::uniform_int_distribution<int64_t>(1, n - 1)(rng)) %
                      n};
@@ -640,7 +645,7 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
   for (const Variant& v : kVariants) {
     if (static_cast<int>(out.size()) >= max) break;
     Candidate c;
-    c.sketch = 0;
+    c.sketch = kTiledSketch;
     for (const Slot& slot : slots_) c.decisions.push_back(slot.choices.front());
     auto set = [&](int slot, int64_t want) {
       if (slot >= 0) c.decisions[slot] = Closest(slots_[slot].choices, want);
@@ -653,8 +658,7 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
       }
       c.decisions[p.kind_slot] = kLocal;
       const size_t nsp = p.spatial.size();
-      const Stage& st = *std::find_if(workload_stages_.begin(), workload_stages_.end(),
-                                      [&](const Stage& x) { return x.name == p.name; });
+      const Stage& st = WorkloadStage(p);
       const size_t second = GemmPartnerAxis(st);
       for (size_t a = 0; a < nsp; ++a) {
         set(p.vt[a], 1);
@@ -745,8 +749,7 @@ std::optional<Candidate> GpuSpace::CrossCandidate() const {
       set(p.inner_slot, 1);
       continue;
     }
-    const Stage& st = *std::find_if(workload_stages_.begin(), workload_stages_.end(),
-                                    [&](const Stage& x) { return x.name == p.name; });
+    const Stage& st = WorkloadStage(p);
     int64_t reduce = 1;
     for (size_t r = p.spatial.size(); r < st.root_loops.size(); ++r) {
       reduce *= st.loops.at(st.root_loops[r]).extent;

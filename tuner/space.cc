@@ -118,6 +118,9 @@ absl::Status CpuSpace::Init() {
   const Stage* acc_def =
       an_.cache_write ? out : (an_.acc.empty() ? nullptr : sch.FindStage(an_.acc));
   if (acc_def) {
+    for (const ir::IterVar& r : acc_def->tensor->reduce_axes()) {
+      an_.reduce_extents.push_back(r->extent);
+    }
     for (const std::string& t : ir::ReadTensors(acc_def->tensor->body)) {
       const ir::Tensor* tt = workload_->Find(t);
       if (tt && (*tt)->is_placeholder() && (*tt)->shape.size() >= 2) an_.pack.push_back(t);
@@ -191,13 +194,7 @@ absl::Status CpuSpace::Init() {
   // Multiply-adds: the output's elements times the accumulator's reduction.
   double macs = 1;
   for (int64_t e : out->tensor->shape) macs *= static_cast<double>(e);
-  {
-    const ir::Tensor* acc_tensor = workload_->Find(an_.cache_write ? an_.out : an_.acc);
-    if (acc_tensor != nullptr) {
-      for (const ir::IterVar& r : (*acc_tensor)->reduce_axes())
-        macs *= static_cast<double>(r->extent);
-    }
-  }
+  for (int64_t e : an_.reduce_extents) macs *= static_cast<double>(e);
   for (const std::string& s : an_.pad_stages) {
     pad_slot_.push_back(
         AddSlot("root." + s, transform ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 1}));

@@ -33,13 +33,7 @@ bool ChannelsInnerRule::Propose(RuleContext& c) const {
     std::vector<std::array<int64_t, 3>> chan_shapes = {{2, 1, 4}, {4, 1, 2}, {2, 2, 2},
                                                        {1, 2, 4}, {4, 1, 7}, {2, 1, 14}};
     int64_t window = 1;
-    {
-      const ir::Tensor* t = c.workload.Find(c.an.cache_write ? c.an.out : c.an.acc);
-      if (t != nullptr) {
-        const std::vector<ir::IterVar>& r = (*t)->reduce_axes();
-        for (size_t i = 1; i < r.size(); ++i) window *= r[i]->extent;
-      }
-    }
+    for (size_t i = 1; i < c.an.reduce_extents.size(); ++i) window *= c.an.reduce_extents[i];
     if (window == 1) std::rotate(chan_shapes.begin(), chan_shapes.begin() + 4, chan_shapes.end());
     for (const auto& cs : chan_shapes) {
       if (c.Full()) break;

@@ -52,13 +52,7 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
   // The innermost reduce axis (a convolution's kernel columns): unrolled whole when short, so
   // that no unrolled copy runs guarded past its end (a 5x5 window unrolled by 4 runs a second,
   // mostly guarded copy: depthwise 5x5 NCHW, 240 channels at 28x28).
-  int64_t inner_reduce = 0;
-  {
-    const ir::Tensor* t = c.workload.Find(c.an.cache_write ? c.an.out : c.an.acc);
-    if (t != nullptr && !(*t)->reduce_axes().empty()) {
-      inner_reduce = (*t)->reduce_axes().back()->extent;
-    }
-  }
+  const int64_t inner_reduce = c.an.reduce_extents.empty() ? 0 : c.an.reduce_extents.back();
   for (const Shape& sh : shapes) {
     if (c.Full()) break;
     std::vector<int64_t> d = c.Defaults();
