@@ -84,16 +84,10 @@ class Printer {
       case ExprKind::kMod:
         return absl::StrCat("lathe_floormod<int>(", E(e->operands[0]), ", ", E(e->operands[1]),
                             ")");
-      case ExprKind::kMin:
-      case ExprKind::kMax: {
-        bool mn = e->kind == ExprKind::kMin;
-        if (e->type.is_float()) {
-          return absl::StrCat(mn ? "fminf(" : "fmaxf(", E(e->operands[0]), ", ", E(e->operands[1]),
-                              ")");
-        }
-        return absl::StrCat(mn ? "lathe_min<int>(" : "lathe_max<int>(", E(e->operands[0]), ", ",
-                            E(e->operands[1]), ")");
-      }
+      case ExprKind::kMin:  // integers (CudaOperatorText prints float ones)
+      case ExprKind::kMax:
+        return absl::StrCat(e->kind == ExprKind::kMin ? "lathe_min<int>(" : "lathe_max<int>(",
+                            E(e->operands[0]), ", ", E(e->operands[1]), ")");
       case ExprKind::kCast:
         if (e->type.is_float()) return absl::StrCat("((float)(", E(e->operands[0]), "))");
         if (e->type.is_bool()) return absl::StrCat("((bool)(", E(e->operands[0]), "))");

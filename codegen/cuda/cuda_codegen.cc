@@ -90,6 +90,11 @@ std::optional<std::string> CudaOperatorText(const Expr& e,
       return bin("||");
     case ExprKind::kNot:
       return absl::StrCat("(!", sub(e->operands[0]), ")");
+    case ExprKind::kMin:
+    case ExprKind::kMax:
+      if (!e->type.is_float()) return std::nullopt;  // integer helpers name the emitter's type
+      return absl::StrCat(e->kind == ExprKind::kMin ? "fminf(" : "fmaxf(", sub(e->operands[0]),
+                          ", ", sub(e->operands[1]), ")");
     case ExprKind::kSelect:
       return absl::StrCat("(", sub(e->operands[0]), " ? ", sub(e->operands[1]), " : ",
                           sub(e->operands[2]), ")");
@@ -245,16 +250,10 @@ std::string Emitter::E(const Expr& e) {
       }
       return absl::StrCat("lathe_floormod<", IdxType(), ">(", E(e->operands[0]), ", ",
                           E(e->operands[1]), ")");
-    case ExprKind::kMin:
-    case ExprKind::kMax: {
-      bool mn = e->kind == ExprKind::kMin;
-      if (e->type.is_float()) {
-        return absl::StrCat(mn ? "fminf(" : "fmaxf(", E(e->operands[0]), ", ", E(e->operands[1]),
-                            ")");
-      }
-      return absl::StrCat(mn ? "lathe_min<" : "lathe_max<", TypeName(e->type), ">(",
-                          E(e->operands[0]), ", ", E(e->operands[1]), ")");
-    }
+    case ExprKind::kMin:  // integers (CudaOperatorText prints float ones)
+    case ExprKind::kMax:
+      return absl::StrCat(e->kind == ExprKind::kMin ? "lathe_min<" : "lathe_max<",
+                          TypeName(e->type), ">(", E(e->operands[0]), ", ", E(e->operands[1]), ")");
     case ExprKind::kCast:
       return absl::StrCat("((", TypeName(e->type), ")(", E(e->operands[0]), "))");
     case ExprKind::kCall:  // one CudaOperatorText has no CUDA function for

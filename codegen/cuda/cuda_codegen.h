@@ -28,9 +28,9 @@ namespace lathe::codegen::cuda {
 std::string CudaFloatLiteral(double v);
 
 // CUDA C of the nodes whose text depends only on their operands' text (`sub` prints an
-// operand): + - *, comparisons, && || !, select (?: evaluates only the chosen side, as Select
-// requires) and calls of the compute language's math functions. nullopt for any other node,
-// and for a call with no CUDA function. Shared by the lowered-program emitter and the kernel
+// operand): + - *, comparisons, && || !, float min/max, select (?: evaluates only the chosen side,
+// as Select requires) and calls of the compute language's math functions. nullopt for any other
+// node, and for a call with no CUDA function. Shared by the lowered-program emitter and the kernel
 // templates (contraction.cc), which differ in variables, memory accesses and index types.
 std::optional<std::string> CudaOperatorText(const ir::Expr& e,
                                             const std::function<std::string(const ir::Expr&)>& sub);
