@@ -182,33 +182,25 @@ void InstallHandlers() {
   });
 }
 
-void Barrier(int line) {
+// The current thread waits (`wait`: for its block or its warp) at `what` on `line`; a kernel
+// emulated without barriers reports it instead.
+void WaitAt(int line, Run wait, const char* what) {
   Launch* l = t_launch;
   if (l->direct) {
     l->reported = true;
-    l->report = absl::StrCat("__syncthreads() on line ", line,
-                             " was reached in a kernel emulated without barriers");
+    l->report =
+        absl::StrCat(what, " on line ", line, " was reached in a kernel emulated without barriers");
     siglongjmp(l->jmp, 2);
   }
   Fiber& f = l->fibers[l->current];
-  f.run = Run::kWaiting;
+  f.run = wait;
   f.line = line;
   Switch(&f.ctx, &l->sched);
 }
 
-void WarpBarrier(int line) {
-  Launch* l = t_launch;
-  if (l->direct) {
-    l->reported = true;
-    l->report = absl::StrCat("a warp-level mma on line ", line,
-                             " was reached in a kernel emulated without barriers");
-    siglongjmp(l->jmp, 2);
-  }
-  Fiber& f = l->fibers[l->current];
-  f.run = Run::kWarpWaiting;
-  f.line = line;
-  Switch(&f.ctx, &l->sched);
-}
+void Barrier(int line) { WaitAt(line, Run::kWaiting, "__syncthreads()"); }
+
+void WarpBarrier(int line) { WaitAt(line, Run::kWarpWaiting, "a warp-level mma"); }
 
 // Ends the running CUDA thread after a report (l->report set): the launch stops there.
 [[noreturn]] void EndThread(Launch* l) {

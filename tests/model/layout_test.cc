@@ -6,6 +6,7 @@
 // unfused form on the same inputs.
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -160,27 +161,34 @@ TEST(LayoutTest, AHeavyConvReblocksAnInputHeldInASmallerBlock) {
   ExpectClose(RunProgram(*blocked), RunProgram(*CompileGraph(g)));
 }
 
-// Compiles `g` unfused (the expected output) and then fused, plain (lanes 0) and in blocks of
-// 8: `check` sees each fused program and its kernel specs (one per line), whose output must match.
-void CheckFusedAgainstUnfused(
-    const Graph& g,
-    const std::function<void(const Program&, const std::string& specs, int64_t lanes)>& check) {
-  CompileOptions unfused;
-  unfused.fuse = false;
-  absl::StatusOr<Program> want = CompileGraph(g, unfused);
+using ProgramCheck = std::function<void(const Program&, const std::string& specs, int64_t lanes)>;
+
+// Compiles `g` with `reference` (the expected output) and then with the default options in
+// blocks of each of `lanes` (0: plain): `check` sees each program and its kernel specs (one per
+// line), whose output must match the reference's.
+void CheckAgainstReference(const Graph& g, const CompileOptions& reference,
+                           std::initializer_list<int64_t> lanes, const ProgramCheck& check) {
+  absl::StatusOr<Program> want = CompileGraph(g, reference);
   ASSERT_TRUE(want.ok()) << want.status();
   const std::vector<float> expected = RunProgram(*want);
-  for (int64_t lanes : {0, 8}) {
-    SCOPED_TRACE(lanes);
+  for (int64_t l : lanes) {
+    SCOPED_TRACE(l);
     CompileOptions o;
-    o.block_lanes = lanes;
+    o.block_lanes = l;
     absl::StatusOr<Program> p = CompileGraph(g, o);
     ASSERT_TRUE(p.ok()) << p.status();
     std::string specs;
     for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
-    check(*p, specs, lanes);
+    check(*p, specs, l);
     ExpectClose(RunProgram(*p), expected);
   }
+}
+
+// Unfused as the reference, fused plain and in blocks of 8.
+void CheckFusedAgainstUnfused(const Graph& g, const ProgramCheck& check) {
+  CompileOptions unfused;
+  unfused.fuse = false;
+  CheckAgainstReference(g, unfused, {0, 8}, check);
 }
 
 // A nearest resize by integer factors read only by a binary elementwise kernel (an FPN's
@@ -445,18 +453,11 @@ TEST(LayoutTest, ATransposeReadsTheBlockedFormDirectly) {
       y = b.Op("Transpose", {y}, {{"perm", Ints({0, 2, 3, 1})}});  // NHWC
     }
     Graph g = b.Finish(y);
-    const std::vector<float> want = RunProgram(*CompileGraph(g));
-    for (int64_t lanes : {8, 16}) {
-      SCOPED_TRACE(lanes);
-      CompileOptions o;
-      o.block_lanes = lanes;
-      absl::StatusOr<Program> p = CompileGraph(g, o);
-      ASSERT_TRUE(p.ok()) << p.status();
-      std::string specs;
-      for (const KernelCall& k : p->kernels) specs += k.spec + "\n";
-      EXPECT_EQ(Count(*p, "transpose"), 2) << specs;  // the input's conversion, the transpose
-      ExpectClose(RunProgram(*p), want);
-    }
+    CheckAgainstReference(g, CompileOptions(), {8, 16},
+                          [&](const Program& p, const std::string& specs, int64_t) {
+                            // The input's conversion, the transpose.
+                            EXPECT_EQ(Count(p, "transpose"), 2) << specs;
+                          });
   }
 }
 
