@@ -17,6 +17,11 @@ namespace {
 using Result = lathe::testing::CliResult;
 using lathe::testing::Lathe;
 
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -88,8 +93,7 @@ TEST_F(CliTest, BuildTheRulePickedSchedule) {
       "--emit lowered --db " +
       dir_ + "/none.db --out " + dir_ + "/dw.txt");
   ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream in(dir_ + "/dw.txt");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ReadText(dir_ + "/dw.txt");
   EXPECT_NE(text.find("parallel"), std::string::npos) << text;
   EXPECT_NE(text.find("ramp("), std::string::npos) << text;
   EXPECT_NE(text.find("unrolled Y.local.rx.1 in 0..5"), std::string::npos) << text;
@@ -104,8 +108,7 @@ TEST_F(CliTest, BuildTheRulePickedSchedule) {
   r = Lathe("build --workload conv2d:n=1,c=24,h=28,w=28,k=24,r=5,s=5,pad=2,groups=24 --trace " +
             dir_ + "/dw.json --emit lowered --out " + dir_ + "/dw2.txt");
   ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream in2(dir_ + "/dw2.txt");
-  std::string again((std::istreambuf_iterator<char>(in2)), std::istreambuf_iterator<char>());
+  const std::string again = ReadText(dir_ + "/dw2.txt");
   EXPECT_EQ(again, text);
   r = Lathe("build --workload matmul:m=8,n=8,k=8 --schedule best --out " + dir_ + "/x.so");
   EXPECT_EQ(r.code, 2) << r.out;
@@ -126,8 +129,7 @@ TEST_F(CliTest, BuildFromTheShippedTraceAndEmitLlvm) {
                    "/examples/traces/matmul-1024.json --emit llvm --out " +
                    dir_ + "/g.ll");
   ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream in(dir_ + "/g.ll");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ReadText(dir_ + "/g.ll");
   EXPECT_NE(text.find("define"), std::string::npos);
   EXPECT_NE(text.find("lathe_parallel_for"), std::string::npos);
 }
@@ -139,8 +141,7 @@ TEST_F(CliTest, EmitLoweredPrintsTheLoopProgram) {
                    "/examples/traces/matmul-1024.json --emit lowered --name mm --out " +
                    dir_ + "/g.txt");
   ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream in(dir_ + "/g.txt");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ReadText(dir_ + "/g.txt");
   EXPECT_EQ(text.rfind("func mm(", 0), 0u) << text.substr(0, 200);
   EXPECT_NE(text.find("parallel "), std::string::npos);
   EXPECT_NE(text.find("ramp("), std::string::npos);
@@ -200,16 +201,14 @@ TEST_F(CliTest, CudaBuildsWithoutAGpu) {
       "--schedule default --out " +
       dir_ + "/mm.ptx");
   ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream in(dir_ + "/mm.ptx");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ReadText(dir_ + "/mm.ptx");
   EXPECT_NE(text.find(".target sm_80"), std::string::npos) << text.substr(0, 400);
   r = Lathe(
       "build --workload softmax:m=8,n=40 --target cuda:sm_90 --emit cuda --schedule default "
       "--out " +
       dir_ + "/sm.cu");
   ASSERT_EQ(r.code, 0) << r.out;
-  std::ifstream cu(dir_ + "/sm.cu");
-  std::string src((std::istreambuf_iterator<char>(cu)), std::istreambuf_iterator<char>());
+  const std::string src = ReadText(dir_ + "/sm.cu");
   EXPECT_NE(src.find("__global__"), std::string::npos);
   r = Lathe(
       "build --workload matmul:m=8,n=8,k=8 --target cuda:sm_80 --emit so --schedule default "
