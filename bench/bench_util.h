@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,24 @@ struct KernelTiming {
   double compile_ms = 0;
   bool correct = false;
   std::string error;
+};
+
+// The workload's arguments at `offset` bytes past an `align`-byte boundary.
+// Benchmarks time lathe's kernels where the tuner times them (codegen::kTimedBufferOffset)
+// and their baselines on the libraries' own (64-byte-aligned) buffers.
+struct Placed {
+  std::vector<std::unique_ptr<char, void (*)(void*)>> blocks;
+  std::vector<void*> ptrs;
+  Placed(const std::vector<std::vector<float>>& args, size_t align, size_t offset) {
+    for (const std::vector<float>& a : args) {
+      size_t bytes = (a.size() * 4 + offset + align - 1) / align * align;
+      char* block = static_cast<char*>(std::aligned_alloc(align, bytes));
+      blocks.emplace_back(block, std::free);
+      float* p = reinterpret_cast<float*>(block + offset);
+      std::copy(a.begin(), a.end(), p);
+      ptrs.push_back(p);
+    }
+  }
 };
 
 // Times `fn` after one warm-up call until at least `min_seconds` passed (and at least 3
@@ -77,14 +97,15 @@ inline KernelTiming TimeSchedule(const ir::Schedule& sch, double min_seconds = 0
   ir::FillRandomInputs(args, 7);
   auto ref = args;
   (void)ir::ComputeReference(w, ref);
-  std::vector<void*> ptrs;
-  for (auto& a : args) ptrs.push_back(a.data());
-  int n = static_cast<int>(ptrs.size());
-  (*k)->Run(ptrs.data(), n);
+  Placed placed(args, 64, codegen::kTimedBufferOffset);
+  const int n = static_cast<int>(placed.ptrs.size());
+  (*k)->Run(placed.ptrs.data(), n);
+  std::copy_n(static_cast<const float*>(placed.ptrs.back()), args.back().size(),
+              args.back().begin());
   absl::Status st = ir::CheckOutput(args.back(), ref.back(), w.output()->shape);
   r.correct = st.ok();
   if (!st.ok()) r.error = st.ToString();
-  r.median_s = MedianOf(Repeat([&] { (*k)->Run(ptrs.data(), n); }, min_seconds));
+  r.median_s = MedianOf(Repeat([&] { (*k)->Run(placed.ptrs.data(), n); }, min_seconds));
   r.gflops = w.flops / r.median_s * 1e-9;
   return r;
 }

@@ -18,13 +18,16 @@ namespace lathe::codegen {
 // returns 0, or non-zero without touching memory when num_args is wrong.
 using KernelFn = int (*)(void* const* args, int num_args);
 
-// Where a kernel's buffers start when it is timed, relative to a 64-byte line: 16 bytes past
-// one, where malloc, std::vector and numpy put a user's buffers (the C ABI asks only for each
-// element's alignment). The measurement child times every record so, and a compiled model
-// places its arena values so, that each step runs as its record was timed: some kernels are
-// far from indifferent (det's conv 3x3/96->24 at 160x160 timed 19-21 ms with its input 64-byte
-// aligned and 10-10.7 ms at 4-80 bytes past a line, AVX2 Zen 3).
-inline constexpr size_t kTimedBufferOffset = 16;
+// Where a kernel's buffers start when it is timed, relative to a 64-byte line: on one, where a
+// compiled model places its arena values and weights (and oneDNN, ONNX Runtime and PyTorch
+// their tensors), so that each step runs as its record was timed. The C ABI asks only for each
+// element's alignment, but an AVX-512 kernel on buffers 16 bytes past a line (malloc's large
+// blocks) splits every vector access across two lines: conv 1x1/256/14x14 nchw16c 154 us
+// against 114 us aligned; PP-OCR cls, rec and det 11-15 % faster with their arenas aligned
+// (Ice Lake, 2 threads, session 19). Until session 19 records were timed 16 bytes past a line,
+// after det's conv 3x3/96->24 at 160x160 had timed 19-21 ms 64-byte aligned against 10-10.7 ms
+// off the line (AVX2 Zen 3, session 8); the tuner now avoids such a schedule where it runs.
+inline constexpr size_t kTimedBufferOffset = 0;
 
 // A JIT-compiled kernel; owns its code. Run() may be called from several threads at once.
 class CpuKernel {

@@ -3,7 +3,8 @@
 // lives (the activation arena at a fixed offset, the weights blob, a caller's input or output
 // buffer), the distinct workloads to compile, the weights packed into one blob, and the size
 // of the arena. Values whose lifetimes do not overlap share arena space (greedy first fit,
-// largest first, each 16 bytes past a 64-byte line as the records were timed); reshapes and
+// largest first, each where the records were timed: codegen::kTimedBufferOffset past a 64-byte
+// line); reshapes and
 // identities are views, never copies.
 #ifndef LATHE_MODEL_PLAN_H_
 #define LATHE_MODEL_PLAN_H_

@@ -37,6 +37,12 @@ struct Slot {
 // current x86 cores).
 constexpr int64_t kMaxChunkedTileBytes = 32 * 1024;
 
+// The most weight bytes a register-tiled convolution's channel tile may read where several
+// pixel tiles pass over them: they should stay in the L2 cache between the passes (5/8 of the
+// 1 MiB L2 of the smallest AVX-512 cores, Skylake-SP and Zen 4; Ice Lake has 1.25, Sapphire
+// Rapids 2), leaving room for the input rows each pass streams.
+constexpr int64_t kMaxTileWeightBytes = 640 * 1024;
+
 // The structure of a workload that the sketch rules found.
 struct Analysis {
   std::vector<std::string> inline_stages;  // injective, not the output
