@@ -23,10 +23,11 @@ using KernelFn = int (*)(void* const* args, int num_args);
 // their tensors), so that each step runs as its record was timed. The C ABI asks only for each
 // element's alignment, but an AVX-512 kernel on buffers 16 bytes past a line (malloc's large
 // blocks) splits every vector access across two lines: conv 1x1/256/14x14 nchw16c 154 us
-// against 114 us aligned; PP-OCR cls, rec and det 11-15 % faster with their arenas aligned
-// (Ice Lake, 2 threads, session 19). Until session 19 records were timed 16 bytes past a line,
-// after det's conv 3x3/96->24 at 160x160 had timed 19-21 ms 64-byte aligned against 10-10.7 ms
-// off the line (AVX2 Zen 3, session 8); the tuner now avoids such a schedule where it runs.
+// against 114 us aligned (Ice Lake, 2 threads, session 19; whole PP-OCR models read 11-15 %
+// faster aligned in one alternated run, within noise in the next). Until session 19 records were
+// timed 16 bytes past a line, after det's conv 3x3/96->24 at 160x160 had timed 19-21 ms 64-byte
+// aligned against 10-10.7 ms off the line (AVX2 Zen 3, session 8); the tuner now avoids such a
+// schedule where it runs.
 inline constexpr size_t kTimedBufferOffset = 0;
 
 // A JIT-compiled kernel; owns its code. Run() may be called from several threads at once.
