@@ -199,7 +199,7 @@ TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
   // (Unchunked ones: a dense 3x3 conv's first candidate is chunked, SpaceChunkTest.)
   std::vector<std::string> rules = UnchunkedRuleTexts(conv16, Avx512TwoCores(), 4);
   ASSERT_GE(rules.size(), 3u);
-  // (First: 4 channel blocks x 4 columns, padding at root and then inlined,
+  // (First: 4 channel blocks x 6 columns, padding at root and then inlined,
   // OneByOneConvsGetFourBlocksBySixColumnsOnAvx512.)
   EXPECT_NE(rules[0].find("split(Y, [k], {4})"), std::string::npos) << rules[0];
   EXPECT_EQ(rules[0].find("[rc], {"), std::string::npos) << rules[0];  // not chunked first
@@ -263,14 +263,31 @@ TEST(SpaceHeuristicTest, AnOddWholeChannelBlockIsVectorized) {
 
 // A dense conv with whole-vector blocks on AVX-512: 4 channel blocks x up to 6 columns first
 // (oneDNN's tile shape), the blocks unrolled so that the 24 accumulators stay in registers,
-// and not chunked (a 3x3 conv too); on AVX2 (16 registers) the rules are unchanged.
+// and not chunked (a 3x3 conv too); half the blocks by twice the columns where the row has no
+// divisor near 6 and 6 columns would waste more than a tenth of it (7 and 14 columns: 2 x 7);
+// fewer blocks where their weights would not stay in L2 between the pixel tiles (3x3/512 at
+// 7x7: 1.2 MB for 4 blocks); on AVX2 (16 registers) the rules are unchanged.
 TEST(SpaceHeuristicTest, OneByOneConvsGetFourBlocksBySixColumnsOnAvx512) {
   std::vector<std::string> rules =
-      RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw16c", Avx512TwoCores(), 1);
+      RuleTexts("conv2d:n=1,c=256,h=56,w=56,k=256,r=1,s=1,layout=nchw16c", Avx512TwoCores(), 1);
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_NE(rules[0].find("split(Y, [k], {4})"), std::string::npos) << rules[0];
   EXPECT_NE(rules[0].find("split(Y, [x], {6})"), std::string::npos) << rules[0];
   EXPECT_NE(rules[0].find("unroll(Y.local, [k])"), std::string::npos) << rules[0];
+  rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw16c", Avx512TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("split(Y, [k], {2})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("split(Y, [x], {7})"), std::string::npos) << rules[0];
+  // 2 blocks of 512 x 9 input channels: 590 KB of weights (4 blocks: 1.2 MB); 4 blocks of 1024 x
+  // 1: 262 KB.
+  for (const auto& [spec, blocks] : std::vector<std::pair<std::string, std::string>>{
+           {"conv2d:n=1,c=512,h=7,w=7,k=512,r=3,s=3,pad=1,layout=nchw16c", "2"},
+           {"conv2d:n=1,c=1024,h=28,w=28,k=256,r=1,s=1,layout=nchw16c", "4"}}) {
+    rules = RuleTexts(spec, Avx512TwoCores(), 1);
+    ASSERT_EQ(rules.size(), 1u);
+    EXPECT_NE(rules[0].find("split(Y, [k], {" + blocks + "})"), std::string::npos)
+        << spec << ": " << rules[0];
+  }
   // 30 output blocks: 5 blocks (a divisor) x 4 columns.
   rules = RuleTexts("conv2d:n=1,c=240,h=12,w=80,k=480,r=1,s=1,layout=nchw16c", Avx512TwoCores(), 1);
   ASSERT_EQ(rules.size(), 1u);
@@ -279,7 +296,7 @@ TEST(SpaceHeuristicTest, OneByOneConvsGetFourBlocksBySixColumnsOnAvx512) {
   rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=3,s=3,pad=1,layout=nchw16c",
                     Avx512TwoCores(), 1);
   ASSERT_EQ(rules.size(), 1u);
-  EXPECT_NE(rules[0].find("split(Y, [k], {4})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("split(Y, [k], {2})"), std::string::npos) << rules[0];
   EXPECT_EQ(rules[0].find("[rc], {"), std::string::npos) << rules[0];
   rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
   ASSERT_EQ(rules.size(), 1u);
