@@ -14,7 +14,7 @@ namespace {
 
 bool UsesTf32(const ir::Schedule& s) {
   for (const ir::Instruction& i : s.trace().instructions) {
-    if (i.kind == "tensorize" && i.tag == codegen::cuda::kContractionMmaTf32) return true;
+    if (i.kind == "tensorize" && codegen::cuda::IsTf32ContractionTemplate(i.tag)) return true;
   }
   return false;
 }
