@@ -122,6 +122,11 @@ class GpuSpace : public SearchSpace {
     const char* name;             // the kernel template
     std::vector<int64_t> params;  // its tile shape
   };
+  // A cp.async template (contraction_*_async).
+  static bool IsAsync(const Variant& v) {
+    return v.name == std::string(codegen::cuda::kContractionMmaTf32Async) ||
+           v.name == std::string(codegen::cuda::kContractionFmaAsync);
+  }
   std::vector<Variant> variants_;  // empty: no contraction sketch
   std::string contraction_stage_;
   int64_t gemm_m_ = 0, gemm_n_ = 0, gemm_k_ = 0, gemm_batches_ = 1;
@@ -229,6 +234,25 @@ constexpr int64_t kMmaTiles[][6] = {
     {64, 64, 8, 2, 2, 0},    {32, 64, 16, 1, 2, 0},  {64, 32, 16, 2, 1, 0},  {32, 32, 8, 1, 1, 0},
     {128, 128, 16, 2, 4, 1}, {128, 64, 16, 2, 2, 1}, {64, 64, 16, 2, 2, 1}};
 
+// The pipelined templates (cp.async, sm_80 and later): {BM, BN, BK, x, y, STAGES}.
+// MMA: 64x64 warp tiles (4x8 m16n8k8 MMAs per k-step, CUTLASS's TF32 shape) in 128x128 and
+// 128x256 blocks first; ptxas (sm_90) for 128x128x32 x3: 216 registers, no spills, 105 KiB
+// shared, 2 blocks/SM. Smaller ones for problems that would not fill the SMs.
+constexpr int64_t kMmaAsyncTiles[][6] = {{128, 128, 32, 2, 2, 3}, {128, 256, 32, 2, 4, 3},
+                                         {256, 128, 32, 4, 2, 3}, {128, 128, 16, 2, 2, 4},
+                                         {128, 64, 32, 2, 2, 3},  {64, 128, 32, 2, 2, 3},
+                                         {64, 64, 32, 2, 2, 3},   {64, 64, 16, 1, 1, 4}};
+// FMA: 8x8 register tiles read as float4s; ptxas (sm_90) for 128x128x16 x3 (no tails): 128
+// registers, no spills, 54 KiB shared, 2 blocks/SM.
+constexpr int64_t kFmaAsyncTiles[][6] = {{128, 128, 16, 8, 8, 3}, {128, 128, 8, 8, 8, 4},
+                                         {128, 64, 16, 8, 8, 3},  {64, 128, 16, 8, 8, 3},
+                                         {64, 64, 16, 4, 4, 3},   {64, 64, 16, 8, 8, 3}};
+
+// The compute capability of an architecture name ("sm_90" -> 90; 0 when it is not one).
+int ComputeCapability(const std::string& arch) {
+  return arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
+}
+
 void GpuSpace::InitContraction() {
   Schedule sch(workload_, "cuda");
   std::string stage;
@@ -257,6 +281,21 @@ void GpuSpace::InitContraction() {
   for (const auto& t : kFmaTiles) {
     variants_.push_back({codegen::cuda::kContractionFma, {t[0], t[1], t[2], t[3], t[4], t[5]}});
   }
+  // The pipelined ones after those: a trace's decision is the index of its variant.
+  const bool async =
+      ComputeCapability(target_.arch) >= 80 && codegen::cuda::CheckAsyncOperands(sch, *shape).ok();
+  if (target_.tf32 && async) {
+    for (const auto& t : kMmaAsyncTiles) {
+      variants_.push_back(
+          {codegen::cuda::kContractionMmaTf32Async, {t[0], t[1], t[2], t[3], t[4], t[5]}});
+    }
+  }
+  if (async) {
+    for (const auto& t : kFmaAsyncTiles) {
+      variants_.push_back(
+          {codegen::cuda::kContractionFmaAsync, {t[0], t[1], t[2], t[3], t[4], t[5]}});
+    }
+  }
 }
 
 absl::StatusOr<Schedule> GpuSpace::ApplyContraction(const Candidate& c) const {
@@ -282,21 +321,27 @@ int64_t GpuSpace::ContractionBlocks(const std::vector<int64_t>& p) const {
 // H100 took 0.222 ms in 128x128 tiles, 49 blocks, and 0.151 ms in 64x64 tiles, 196 blocks;
 // cuDNN 0.111), then the least padded work; within 10% of each other the larger tile (more
 // reuse per staged element), the deeper k-tile (SGEMM 4096: 3.74 ms with 16-deep k-tiles,
-// 3.98 with 8-deep), then the unpipelined one (fewer registers).
+// 3.98 with 8-deep), then the unpipelined one (fewer registers). The cp.async templates come
+// before the register-staged ones of about the same padding (up to 1.4x the padded work): the
+// session-18 TF32 kernel (register-staged, one shared buffer) ran at 62 TFLOP/s, 0.17x
+// cuBLAS, bound by its global loads; the pipelined one keeps 2 k-tiles in flight per block and
+// reads fragments without bank conflicts (argued from ptxas and the SASS, not yet measured).
 std::vector<Candidate> GpuSpace::ContractionHeuristic(bool mma, int max) const {
   std::vector<std::pair<double, int>> order;
   for (size_t i = 0; i < variants_.size(); ++i) {
     const Variant& v = variants_[i];
-    if ((v.name == std::string(codegen::cuda::kContractionMmaTf32)) != mma) continue;
+    if (codegen::cuda::IsTf32ContractionTemplate(v.name) != mma) continue;
+    const bool async = IsAsync(v);
     const int64_t bm = v.params[0], bn = v.params[1];
     const double padded = static_cast<double>((gemm_m_ + bm - 1) / bm * bm) *
                           static_cast<double>((gemm_n_ + bn - 1) / bn * bn);
     const double waste = padded / (static_cast<double>(gemm_m_) * static_cast<double>(gemm_n_));
     const bool fills = ContractionBlocks(v.params) >= target_.sm_count;
-    order.push_back(
-        {(fills ? 0.0 : 100.0) + std::ceil(waste * 10) - 1e-6 * static_cast<double>(bm * bn) -
-             1e-8 * static_cast<double>(v.params[2]) + 1e-9 * static_cast<double>(v.params[5]),
-         static_cast<int>(i)});
+    order.push_back({(fills ? 0.0 : 100.0) + std::ceil(waste * 10) - (async ? 4.0 : 0.0) -
+                         1e-6 * static_cast<double>(bm * bn) -
+                         1e-8 * static_cast<double>(v.params[2]) +
+                         1e-9 * static_cast<double>(v.params[5]),
+                     static_cast<int>(i)});
   }
   std::sort(order.begin(), order.end());
   std::vector<Candidate> out;
@@ -388,12 +433,16 @@ absl::Status GpuSpace::CheckLimits(const Candidate& c, const Schedule& sch) cons
     // Accumulators and one k-step's operands per thread.
     const Variant& v = variants_[c.decisions[0]];
     const std::vector<int64_t>& p = v.params;
-    const bool mma = v.name == std::string(codegen::cuda::kContractionMmaTf32);
+    const bool mma = codegen::cuda::IsTf32ContractionTemplate(v.name);
     const int64_t tm = mma ? p[0] / p[3] / 16 : p[3], tn = mma ? p[1] / p[4] / 8 : p[4];
     const int64_t threads = mma ? 32 * p[3] * p[4] : p[0] / p[3] * (p[1] / p[4]);
-    const int64_t prefetch = p[5] ? (p[0] + p[1]) * p[2] / threads : 0;
-    const int64_t regs =
-        (mma ? tm * tn * 4 + tm * 4 + tn * 2 : tm * tn + tm + tn) + prefetch + kBaseRegisters;
+    // Register-staged: the pipelined one holds the next k-tile; cp.async: none, but two
+    // k-steps of fragments (mma) or four k of operands (fma, read as float4s).
+    const bool async = IsAsync(v);
+    const int64_t prefetch = !async && p[5] ? (p[0] + p[1]) * p[2] / threads : 0;
+    const int64_t operands =
+        mma ? (async ? 2 : 1) * (tm * 4 + tn * 2) : (async ? 4 : 1) * (tm + tn);
+    const int64_t regs = (mma ? tm * tn * 4 : tm * tn) + operands + prefetch + kBaseRegisters;
     if (regs > target_.limits.max_regs_per_thread) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the contraction needs about ", regs, " registers per thread"));
@@ -702,7 +751,7 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
 bool GpuSpace::LargeContraction() const {
   if (variants_.empty() || std::min(gemm_m_, gemm_n_) < 64 || gemm_k_ < 256) return false;
   for (const Variant& v : variants_) {
-    if (v.name == std::string(codegen::cuda::kContractionFma) &&
+    if (!codegen::cuda::IsTf32ContractionTemplate(v.name) &&
         ContractionBlocks(v.params) >= target_.sm_count) {
       return true;
     }

@@ -40,13 +40,20 @@ bool IsArgumentRead(const ir::Workload& w, const Expr& e) {
   return t && (*t)->is_placeholder();
 }
 
-// True when 4 consecutive values of the flattened `vars` (the innermost varying fastest) read
-// 4 consecutive, 16-byte aligned floats of `read`, for a flat position that is a multiple of
-// 4: the read's innermost indices are exactly the innermost of `vars` in order, over the same
-// extents, with a product that is a multiple of 4, and no other index uses them.
-bool Contiguous4(const ir::Workload& w, const Expr& read,
-                 const std::vector<const ir::ExprNode*>& vars,
-                 const std::vector<int64_t>& extents) {
+bool Uses(const Expr& e, const ir::ExprNode* var) {
+  bool uses = false;
+  ir::Visit(e, [&](const Expr& x) { uses = uses || x.get() == var; });
+  return uses;
+}
+
+// How many of the innermost `vars` 4 consecutive values of the flattened `vars` (the innermost
+// varying fastest), from a flat position that is a multiple of 4, run through while reading 4
+// consecutive, 16-byte aligned floats of `read`: the read's innermost indices are exactly those
+// vars in order, over the same extents, with a product that is a multiple of 4, and no other
+// index uses them. 0 when there are none such.
+size_t Contiguous4(const ir::Workload& w, const Expr& read,
+                   const std::vector<const ir::ExprNode*>& vars,
+                   const std::vector<int64_t>& extents) {
   const ir::Tensor* t = w.Find(read->name);
   const std::vector<int64_t>& shape = (*t)->shape;
   const size_t nd = read->operands.size(), nv = vars.size();
@@ -61,15 +68,13 @@ bool Contiguous4(const ir::Workload& w, const Expr& read,
     run *= extents[nv - 1 - used];
     ++used;
   }
-  if (used == 0 || run % 4 != 0) return false;
+  if (used == 0 || run % 4 != 0) return 0;
   for (size_t i = 0; i + used < nd; ++i) {
     for (size_t v = nv - used; v < nv; ++v) {
-      bool uses = false;
-      ir::Visit(read->operands[i], [&](const Expr& x) { uses = uses || x.get() == vars[v]; });
-      if (uses) return false;
+      if (Uses(read->operands[i], vars[v])) return 0;
     }
   }
-  return true;
+  return used;
 }
 
 absl::StatusOr<AsyncOperand> MatchAsyncOperand(const ir::Schedule& sch, const ir::Tensor& t,
@@ -104,16 +109,24 @@ absl::StatusOr<AsyncOperand> MatchAsyncOperand(const ir::Schedule& sch, const ir
     avars.push_back(t->axes[a]->var.get());
     aext.push_back(t->shape[a]);
   }
+  // k-fast when the innermost index runs along K only (a GEMM's A, a convolution's weights,
+  // NHWC input channels); a gathered NCHW input (its columns and window both in the innermost
+  // index) runs along the columns: longer runs (the image's width) for the copies to coalesce.
   if (!o.read->operands.empty()) {
-    for (const ir::ExprNode* r : rvars) {
-      bool uses = false;
-      ir::Visit(o.read->operands.back(), [&](const Expr& x) { uses = uses || x.get() == r; });
-      o.k_fast = o.k_fast || uses;
-    }
+    bool reduce = false, own = false;
+    for (const ir::ExprNode* r : rvars) reduce = reduce || Uses(o.read->operands.back(), r);
+    for (const ir::ExprNode* a : avars) own = own || Uses(o.read->operands.back(), a);
+    o.k_fast = reduce && !own;
   }
-  if (!o.cond && Contiguous4(w, o.read, o.k_fast ? rvars : avars, o.k_fast ? rext : aext)) {
-    o.vec = 4;
+  const std::vector<const ir::ExprNode*>& fast = o.k_fast ? rvars : avars;
+  const size_t run = Contiguous4(w, o.read, fast, o.k_fast ? rext : aext);
+  // 16-byte copies where 4 elements are contiguous and share the guard (a padding that does
+  // not depend on the vars they run through: an NHWC input's channels).
+  bool shared_guard = true;
+  for (size_t v = fast.size() - run; v < fast.size() && o.cond; ++v) {
+    shared_guard = shared_guard && !Uses(o.cond, fast[v]);
   }
+  if (run > 0 && shared_guard) o.vec = 4;
   return o;
 }
 

@@ -35,6 +35,11 @@ bool Tensorized(const ir::Trace& t, const std::string& tmpl) {
   return false;
 }
 
+// Tensorized with a TF32 tensor-core template (register-staged or pipelined).
+bool UsesTf32(const ir::Trace& t) {
+  return Tensorized(t, cuda::kContractionMmaTf32) || Tensorized(t, cuda::kContractionMmaTf32Async);
+}
+
 std::unique_ptr<SearchSpace> Space(const ir::Workload& w, bool tf32) {
   GpuTarget t;
   t.tf32 = tf32;
@@ -73,7 +78,7 @@ double VerifyAllVariants(const std::string& spec, bool tf32) {
     auto src = cuda::BuildCudaSource(*sch, "v" + std::to_string(v));
     EXPECT_TRUE(src.ok()) << spec << " variant " << v << ": " << src.status();
     if (!src.ok()) continue;
-    is_mma.push_back(Tensorized(sch->trace(), cuda::kContractionMmaTf32));
+    is_mma.push_back(UsesTf32(sch->trace()));
     kernels += src->kernels;
     sources.push_back(std::move(*src));
   }
@@ -188,25 +193,26 @@ TEST(ContractionTest, Tf32IsOfferedOnlyWhenAllowed) {
   for (int i = 0; i < 60; ++i) {
     auto c = fp32->Sample(rng);
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_FALSE(Tensorized(c->trace, cuda::kContractionMmaTf32));
-    contractions += Tensorized(c->trace, cuda::kContractionFma);
+    EXPECT_FALSE(UsesTf32(c->trace));
+    contractions += Tensorized(c->trace, cuda::kContractionFma) ||
+                    Tensorized(c->trace, cuda::kContractionFmaAsync);
   }
   EXPECT_GT(contractions, 0);
   // The fp32 rules never use tensor cores; with TF32 the tensor-core GEMM is among them, and
   // first for a GEMM large enough to fill the GPU with its tiles.
-  for (const Candidate& c : fp32->Heuristic(8)) {
-    EXPECT_FALSE(Tensorized(c.trace, cuda::kContractionMmaTf32));
-  }
+  for (const Candidate& c : fp32->Heuristic(8)) EXPECT_FALSE(UsesTf32(c.trace));
   auto tf32 = Space(*w, true);
   bool offered = false;
   for (const Candidate& c : tf32->Heuristic(4)) {
-    offered = offered || Tensorized(c.trace, cuda::kContractionMmaTf32);
+    offered = offered || UsesTf32(c.trace);
   }
   EXPECT_TRUE(offered);
   auto large = ir::MakeWorkload("matmul:m=2048,n=2048,k=2048");
   ASSERT_TRUE(large.ok());
   const Candidate rule = Space(*large, true)->Heuristic(1).at(0);
-  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionMmaTf32)) << ir::TraceToText(rule.trace);
+  // The pipelined (cp.async) template: a GEMM's operands are reads of its arguments.
+  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionMmaTf32Async))
+      << ir::TraceToText(rule.trace);
   // A TF32 trace is not a candidate of the fp32 space.
   EXPECT_FALSE(Space(*large, false)->FromTrace(rule.trace).ok());
 }
@@ -215,10 +221,13 @@ TEST(ContractionTest, TheRuleOfAConvolutionIsTheImplicitGemm) {
   auto w = ir::MakeWorkload("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
   ASSERT_TRUE(w.ok());
   const Candidate rule = Space(*w, false)->Heuristic(1).at(0);
-  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionFma)) << ir::TraceToText(rule.trace);
+  // The pipelined FMA template: the weights copied 16 bytes, the gathered (padded) input 4
+  // bytes at a time.
+  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionFmaAsync)) << ir::TraceToText(rule.trace);
   auto src = cuda::BuildCudaSource(*rule.schedule, "conv");
   ASSERT_TRUE(src.ok()) << src.status();
   EXPECT_EQ(src->plan.kernels.at(0).threads_per_block(), 256);
+  EXPECT_NE(src->kernels.find("A k-fast x4, B n-fast x1"), std::string::npos) << src->kernels;
 }
 
 TEST(ContractionTest, Tf32GemmUsesMmaSync) {
@@ -234,6 +243,10 @@ TEST(ContractionTest, Tf32GemmUsesMmaSync) {
   ASSERT_TRUE(ptx.ok()) << ptx.status();
   EXPECT_NE(ptx->find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
   EXPECT_NE(ptx->find("cvt.rna.tf32.f32"), std::string::npos);
+  // Both operands copied 16 bytes at a time, global -> shared, STAGES - 2 groups in flight.
+  EXPECT_NE(ptx->find("cp.async.cg.shared.global"), std::string::npos);
+  EXPECT_NE(ptx->find("cp.async.wait_group 1"), std::string::npos);
+  EXPECT_EQ(ptx->find("cp.async.ca.shared.global"), std::string::npos);
 }
 
 class ContractionVariantsTest : public ::testing::TestWithParam<std::string> {};
