@@ -189,10 +189,12 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
   };
 
   // Shared tiles, per stage. k-major ([k][rows], rows contiguous) or rows-major ([rows][k]).
-  // Row lengths: mma fragments are read by lanes 4g+t at (row g, k t): a [k][rows] row of
-  // 8 mod 32 floats, a [rows][k] row of 4 mod 8 with an odd number of float4s puts the 32
-  // lanes in 32 banks. fma reads float4s: along rows (consecutive threads, any length) or, for
-  // a [rows][k] tile, rows ty + TY*i (an odd number of float4s per row: distinct bank groups).
+  // Row lengths, for reads without bank conflicts. mma (lane 4g+t, k pairs 2t, 2t+1 below): a
+  // [rows][k] tile is read in 8-byte pairs at (row g, k 2t), a half-warp's 16 lanes over rows
+  // g = 0..3: a row length of 8 or 24 mod 32 floats puts them in 32 banks; a [k][rows] tile
+  // at (k 2t, row g or 2g): a row length of 4 mod 16 does. fma reads float4s: along rows
+  // (consecutive threads, any length) or, for a [rows][k] tile, rows ty + TY*i (an odd number
+  // of float4s per row: distinct bank groups).
   struct Tile {
     const AsyncOperand* op;
     const char* smem;
@@ -204,10 +206,10 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
                        int64_t len, int64_t extent, const char* origin) {
     Tile tl{&op, smem, &axes, len, extent, 0, 0, origin};
     if (op.k_fast) {
-      tl.ld = (bk / 4) % 2 == 1 ? bk : bk + 4;
+      tl.ld = mma ? (bk % 16 == 8 ? bk : bk + 8) : (bk / 4) % 2 == 1 ? bk : bk + 4;
       tl.floats = len * tl.ld;
     } else {
-      tl.ld = mma ? len + (8 - len % 32 + 32) % 32 : len;
+      tl.ld = mma ? len + (4 - len % 16 + 16) % 16 : len;
       tl.floats = bk * tl.ld;
     }
     return tl;
@@ -286,6 +288,7 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
 
   // The accumulators and the compute of one k-tile from stage `rd`.
   int64_t mt, nt;
+  bool pair_b = false;  // mma: B's n8 tiles interleaved in pairs (see below)
   std::string compute;
   std::string rows_of_i, cols_of_j;  // the output row / column of accumulator (i, j) (fma)
   if (mma) {
@@ -295,49 +298,79 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
     absl::StrAppend(&k,
                     "  const int warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;\n",
                     "  const int wm = warp / ", p[4], ", wn = warp % ", p[4], ";\n");
-    // Per-thread fragment bases; the offsets below are constants.
+    // Fragments. Within a k-step the MMA's k order is free as long as A and B agree: logical k
+    // t and t+4 (a0/a2 and a1/a3 of lane 4g+t; b0/b1) sit at physical k 2t and 2t+1, so a
+    // [rows][k] tile gives each lane its pair in one 8-byte load. A [k][columns] B pairs n8
+    // tiles instead: tiles 2j' and 2j'+1 interleave their columns (column n of tile j at
+    // 16*(j/2) + 2n + j%2), one 8-byte load per pair of tiles and k; the epilogue maps back.
+    // TF32 rounding: +0x1000 to the bits (half an ulp of the 10-bit mantissa), the tensor core
+    // reading only the top 19 bits: round to nearest, ties away (cvt.rna's result for finite
+    // values) in one integer add instead of cvt.rna's four instructions on sm_90.
     const Tile& ta = tiles[0];
     const Tile& tb = tiles[1];
+    pair_b = !b_op->k_fast && nt % 2 == 0;
     if (a_op->k_fast) {
       absl::StrAppend(&k, "  const float* const a_frag = As + (wm * ", wtm, " + g) * ", ta.ld,
-                      " + t;\n");
+                      " + 2 * t;\n");
     } else {
-      absl::StrAppend(&k, "  const float* const a_frag = As + t * ", ta.ld, " + wm * ", wtm,
+      absl::StrAppend(&k, "  const float* const a_frag = As + 2 * t * ", ta.ld, " + wm * ", wtm,
                       " + g;\n");
     }
     if (b_op->k_fast) {
       absl::StrAppend(&k, "  const float* const b_frag = Bs + (wn * ", wtn, " + g) * ", tb.ld,
-                      " + t;\n");
+                      " + 2 * t;\n");
     } else {
-      absl::StrAppend(&k, "  const float* const b_frag = Bs + t * ", tb.ld, " + wn * ", wtn,
-                      " + g;\n");
+      absl::StrAppend(&k, "  const float* const b_frag = Bs + 2 * t * ", tb.ld, " + wn * ", wtn,
+                      pair_b ? " + 2 * g;\n" : " + g;\n");
     }
     absl::StrAppend(&k, "  float acc[", mt, "][", nt, "][4];\n");
-    // A fragment (16 x 8 at row i*16, k ks): a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4).
-    auto a_at = [&](const std::string& row, const std::string& kk) {
-      return a_op->k_fast ? absl::StrCat("(", row, ") * ", ta.ld, " + ", kk)
-                          : absl::StrCat("(", kk, ") * ", ta.ld, " + ", row);
-    };
-    auto b_at = [&](const std::string& col, const std::string& kk) {
-      return b_op->k_fast ? absl::StrCat("(", col, ") * ", tb.ld, " + ", kk)
-                          : absl::StrCat("(", kk, ") * ", tb.ld, " + ", col);
+    auto bits = [](const std::string& x) {
+      return absl::StrCat("__float_as_uint(", x, ") + 0x1000u");
     };
     auto frags = [&](const std::string& buf, const std::string& ks) {
       std::string s;
+      const std::string af = absl::StrCat("af[", buf, "][i]"), bf = absl::StrCat("bf[", buf, "]");
       absl::StrAppend(&s, "#pragma unroll\n      for (int i = 0; i < ", mt, "; ++i) {\n");
-      const char* dr[4] = {"0", "8", "0", "8"};
-      for (int q = 0; q < 4; ++q) {
-        absl::StrAppend(
-            &s, "        af[", buf, "][i][", q, "] = lathe_cvt_tf32(a_st[",
-            a_at(absl::StrCat("i * 16 + ", dr[q]), absl::StrCat(ks, q >= 2 ? " + 4" : "")),
-            "]);\n");
-      }
-      absl::StrAppend(&s, "      }\n#pragma unroll\n      for (int j = 0; j < ", nt, "; ++j) {\n");
-      for (int q = 0; q < 2; ++q) {
-        absl::StrAppend(&s, "        bf[", buf, "][j][", q, "] = lathe_cvt_tf32(b_st[",
-                        b_at("j * 8", absl::StrCat(ks, q ? " + 4" : "")), "]);\n");
+      if (a_op->k_fast) {
+        absl::StrAppend(&s, "        const float2 lo = *(const float2*)&a_st[i * ", 16 * ta.ld,
+                        " + ", ks, "];\n", "        const float2 hi = *(const float2*)&a_st[i * ",
+                        16 * ta.ld, " + ", 8 * ta.ld, " + ", ks, "];\n");
+        absl::StrAppend(&s, "        ", af, "[0] = ", bits("lo.x"), "; ", af,
+                        "[2] = ", bits("lo.y"), ";\n", "        ", af, "[1] = ", bits("hi.x"), "; ",
+                        af, "[3] = ", bits("hi.y"), ";\n");
+      } else {
+        for (int q = 0; q < 4; ++q) {
+          absl::StrAppend(&s, "        ", af, "[", q, "] = ",
+                          bits(absl::StrCat("a_st[(", ks, q >= 2 ? " + 1" : "", ") * ", ta.ld,
+                                            " + i * 16", q % 2 ? " + 8" : "", "]")),
+                          ";\n");
+        }
       }
       absl::StrAppend(&s, "      }\n");
+      if (b_op->k_fast) {
+        absl::StrAppend(&s, "#pragma unroll\n      for (int j = 0; j < ", nt, "; ++j) {\n",
+                        "        const float2 v = *(const float2*)&b_st[j * ", 8 * tb.ld, " + ", ks,
+                        "];\n", "        ", bf, "[j][0] = ", bits("v.x"), "; ", bf,
+                        "[j][1] = ", bits("v.y"), ";\n      }\n");
+      } else if (pair_b) {
+        absl::StrAppend(&s, "#pragma unroll\n      for (int j = 0; j < ", nt / 2, "; ++j) {\n",
+                        "        const float2 v0 = *(const float2*)&b_st[(", ks, ") * ", tb.ld,
+                        " + j * 16];\n", "        const float2 v1 = *(const float2*)&b_st[(", ks,
+                        " + 1) * ", tb.ld, " + j * 16];\n");
+        absl::StrAppend(&s, "        ", bf, "[2 * j][0] = ", bits("v0.x"), "; ", bf,
+                        "[2 * j + 1][0] = ", bits("v0.y"), ";\n", "        ", bf,
+                        "[2 * j][1] = ", bits("v1.x"), "; ", bf, "[2 * j + 1][1] = ", bits("v1.y"),
+                        ";\n      }\n");
+      } else {
+        absl::StrAppend(&s, "#pragma unroll\n      for (int j = 0; j < ", nt, "; ++j) {\n");
+        for (int q = 0; q < 2; ++q) {
+          absl::StrAppend(
+              &s, "        ", bf, "[j][", q,
+              "] = ", bits(absl::StrCat("b_st[(", ks, q ? " + 1" : "", ") * ", tb.ld, " + j * 8]")),
+              ";\n");
+        }
+        absl::StrAppend(&s, "      }\n");
+      }
       return s;
     };
     const int64_t steps = bk / 8;
@@ -435,7 +468,9 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
     absl::StrAppend(&k, "#pragma unroll\n      for (int q = 0; q < 4; ++q) {\n",
                     "        const int x = m0 + wm * ", bm / p[3],
                     " + i * 16 + g + (q >= 2 ? 8 : 0);\n", "        const int y = n0 + wn * ",
-                    bn / p[4], " + j * 8 + 2 * t + (q & 1);\n",
+                    bn / p[4],
+                    pair_b ? " + j / 2 * 16 + 2 * (2 * t + (q & 1)) + j % 2;\n"
+                           : " + j * 8 + 2 * t + (q & 1);\n",
                     "        const float v = acc[i][j][q];\n");
   } else {
     absl::StrAppend(&k, "      {\n        const int x = m0 + ", rows_of_i, ";\n",
