@@ -109,6 +109,7 @@ class GpuSpace : public SearchSpace {
   int64_t ContractionBlocks(const std::vector<int64_t>& params) const;
   // Whether the contraction is large enough for the register-tiled rules to pay (see Heuristic).
   bool LargeContraction() const;
+  bool SplitContraction() const;
   // The loop-tiling candidate of one output per thread in which every reduction with few
   // outputs and a long reduce axis is a cross-thread reduction; nullopt when none is.
   std::optional<Candidate> CrossCandidate() const;
@@ -123,6 +124,7 @@ class GpuSpace : public SearchSpace {
     std::vector<int64_t> params;  // its tile shape
   };
   // A cp.async template (contraction_*_async).
+  static int64_t Splits(const Variant& v) { return v.params.size() > 6 ? v.params[6] : 1; }
   static bool IsAsync(const Variant& v) {
     return v.name == std::string(codegen::cuda::kContractionMmaTf32Async) ||
            v.name == std::string(codegen::cuda::kContractionFmaAsync);
@@ -248,6 +250,18 @@ constexpr int64_t kFmaAsyncTiles[][6] = {{128, 128, 16, 8, 8, 3}, {128, 128, 8, 
                                          {128, 64, 16, 8, 8, 3},  {64, 128, 16, 8, 8, 3},
                                          {64, 64, 16, 4, 4, 3},   {64, 64, 16, 8, 8, 3}};
 
+// Split-K tiles (a 7th parameter SPLITS is added): small, so that few outputs still make
+// several blocks per split.
+constexpr int64_t kMmaSplitTiles[][6] = {{64, 64, 32, 2, 2, 3}, {32, 32, 32, 1, 1, 3}};
+constexpr int64_t kFmaSplitTiles[][6] = {{64, 64, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
+// Split-K is offered from this long a reduction, and is the rule's first candidate for at most
+// kSplitMaxOutputs outputs of a reduction of at least kSplitRuleMinReduce (PP-OCR rec's 1x3
+// convolutions over 960 and 480 channels: 2400 outputs of 2880 and 1440 products; on an H100
+// the flat mapping took 0.21 ms for the first, one thread per output; unmeasured split).
+constexpr int64_t kSplitMinReduce = 256;
+constexpr int64_t kSplitMaxOutputs = 64 * 1024;
+constexpr int64_t kSplitRuleMinReduce = 1024;
+
 // The compute capability of an architecture name ("sm_90" -> 90; 0 when it is not one).
 int ComputeCapability(const std::string& arch) {
   return arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
@@ -296,6 +310,21 @@ void GpuSpace::InitContraction() {
           {codegen::cuda::kContractionFmaAsync, {t[0], t[1], t[2], t[3], t[4], t[5]}});
     }
   }
+  // Split-K, for reductions of at least kSplitMinReduce: SPLITS in powers of two from 2 while
+  // every split keeps at least two k-tiles.
+  if (async && gemm_k_ >= kSplitMinReduce) {
+    auto splits = [&](const auto& tiles, const char* name, bool on) {
+      if (!on) return;
+      for (const auto& t : tiles) {
+        const int64_t k_tiles = (gemm_k_ + t[2] - 1) / t[2];
+        for (int64_t s = 2; s <= 64 && k_tiles >= 2 * s; s *= 2) {
+          variants_.push_back({name, {t[0], t[1], t[2], t[3], t[4], t[5], s}});
+        }
+      }
+    };
+    splits(kMmaSplitTiles, codegen::cuda::kContractionMmaTf32Async, target_.tf32);
+    splits(kFmaSplitTiles, codegen::cuda::kContractionFmaAsync, true);
+  }
 }
 
 absl::StatusOr<Schedule> GpuSpace::ApplyContraction(const Candidate& c) const {
@@ -313,7 +342,8 @@ absl::StatusOr<Schedule> GpuSpace::ApplyContraction(const Candidate& c) const {
 }
 
 int64_t GpuSpace::ContractionBlocks(const std::vector<int64_t>& p) const {
-  return (gemm_m_ + p[0] - 1) / p[0] * ((gemm_n_ + p[1] - 1) / p[1]) * gemm_batches_;
+  return (gemm_m_ + p[0] - 1) / p[0] * ((gemm_n_ + p[1] - 1) / p[1]) * gemm_batches_ *
+         (p.size() > 6 ? p[6] : 1);
 }
 
 // The contraction's tile shapes: those that launch at least a block per SM first (a tile too
@@ -336,12 +366,16 @@ std::vector<Candidate> GpuSpace::ContractionHeuristic(bool mma, int max) const {
     const double padded = static_cast<double>((gemm_m_ + bm - 1) / bm * bm) *
                           static_cast<double>((gemm_n_ + bn - 1) / bn * bn);
     const double waste = padded / (static_cast<double>(gemm_m_) * static_cast<double>(gemm_n_));
-    const bool fills = ContractionBlocks(v.params) >= target_.sm_count;
-    order.push_back({(fills ? 0.0 : 100.0) + std::ceil(waste * 10) - (async ? 4.0 : 0.0) -
-                         1e-6 * static_cast<double>(bm * bn) -
-                         1e-8 * static_cast<double>(v.params[2]) +
-                         1e-9 * static_cast<double>(v.params[5]),
-                     static_cast<int>(i)});
+    const double blocks = static_cast<double>(ContractionBlocks(v.params));
+    const bool fills = blocks >= target_.sm_count;
+    // Split-K costs a pass over the partial sums: the fewest splits that fill the SMs.
+    // Of those that do not fill the SMs, the closest to filling them.
+    order.push_back(
+        {(fills ? 0.0 : 100.0 - 5.0 * blocks / target_.sm_count) + std::ceil(waste * 10) -
+             (async ? 4.0 : 0.0) + 0.25 * std::log2(static_cast<double>(Splits(v))) -
+             1e-6 * static_cast<double>(bm * bn) - 1e-8 * static_cast<double>(v.params[2]) +
+             1e-9 * static_cast<double>(v.params[5]),
+         static_cast<int>(i)});
   }
   std::sort(order.begin(), order.end());
   std::vector<Candidate> out;
@@ -676,6 +710,11 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
   // over 6625 classes 15.96 ms against 0.22; det's global average pools 1.27 ms flat, 0.31
   // tiled).
   const bool large = LargeContraction();
+  // Few outputs of a long reduction: split-K before the flat mapping (one thread per output
+  // walks the whole reduction).
+  if (!large && SplitContraction()) {
+    for (Candidate& c : ContractionHeuristic(target_.tf32, max)) add(std::move(c));
+  }
   if (!large) {
     if (std::optional<Candidate> c = CrossCandidate()) add(*std::move(c));
     if (std::optional<Candidate> c = flat()) add(*std::move(c));
@@ -689,6 +728,15 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
     }
     if (workload_.spec.op == "conv2d") {
       for (Candidate& c : ContractionHeuristic(false, max)) add(std::move(c));
+    }
+    // A large matmul: the pipelined FMA template before the loop-tiling rule. ptxas (sm_90) at
+    // SGEMM 4096: its k-tile loop is 1024 FFMA of 1197 instructions (86%), 64 LDS.128, one
+    // barrier, 128 registers, 2 blocks/SM; the tiling rule's (0.71x cuBLAS, session 18) 64
+    // FFMA of 136 (47%) with two barriers and its global loads unoverlapped. Unmeasured.
+    if (large && !target_.tf32 && workload_.spec.op != "conv2d") {
+      for (Candidate& c : ContractionHeuristic(false, 1)) {
+        if (IsAsync(variants_[c.decisions[0]])) add(std::move(c));
+      }
     }
   }
   for (const Variant& v : kVariants) {
@@ -751,10 +799,21 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
 bool GpuSpace::LargeContraction() const {
   if (variants_.empty() || std::min(gemm_m_, gemm_n_) < 64 || gemm_k_ < 256) return false;
   for (const Variant& v : variants_) {
-    if (!codegen::cuda::IsTf32ContractionTemplate(v.name) &&
+    if (!codegen::cuda::IsTf32ContractionTemplate(v.name) && Splits(v) == 1 &&
         ContractionBlocks(v.params) >= target_.sm_count) {
       return true;
     }
+  }
+  return false;
+}
+
+// Split-K first: few outputs of a long reduction, a split variant at hand.
+bool GpuSpace::SplitContraction() const {
+  if (gemm_k_ < kSplitRuleMinReduce || gemm_m_ * gemm_n_ * gemm_batches_ > kSplitMaxOutputs) {
+    return false;
+  }
+  for (const Variant& v : variants_) {
+    if (Splits(v) > 1) return true;
   }
   return false;
 }

@@ -67,10 +67,13 @@ absl::Status CheckContractionParams(const std::string& name, const std::vector<i
     return absl::InvalidArgumentError("unknown kernel template '" + name + "'");
   }
   const bool async = name == kContractionFmaAsync || name == kContractionMmaTf32Async;
-  if (async && (p.size() != 6 || p[5] < 2 || p[5] > 8)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": expects 6 parameters {BM, BN, BK, x, y, STAGES} with STAGES in [2, 8], got {",
-        absl::StrJoin(p, ","), "}"));
+  if (async && (p.size() < 6 || p.size() > 7 || p[5] < 2 || p[5] > 8 ||
+                (p.size() == 7 && (p[6] < 1 || p[6] > 64)))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name,
+                     ": expects {BM, BN, BK, x, y, STAGES[, SPLITS]} with STAGES in [2, 8] and "
+                     "SPLITS in [1, 64], got {",
+                     absl::StrJoin(p, ","), "}"));
   }
   if (!async && p.size() != 5 && p.size() != 6) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -79,7 +82,7 @@ absl::Status CheckContractionParams(const std::string& name, const std::vector<i
   if (!async && p.size() == 6 && p[5] != 0 && p[5] != 1) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": pipelined is 0 or 1, got ", p[5]));
   }
-  for (int64_t v : std::vector<int64_t>(p.begin(), p.begin() + 5)) {
+  for (int64_t v : std::vector<int64_t>(p.begin(), p.begin() + std::min<size_t>(5, p.size()))) {
     if (v < 1 || v > 256) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": parameter ", v, " out of [1, 256]"));
     }

@@ -35,6 +35,9 @@
 //   they are read, double-buffered in registers across the k-steps of a tile;
 // - "contraction_fma_async": TM x TN fp32 register tiles read as float4s (BM, BN, BK, TM
 //   and TN multiples of 4).
+// An optional 7th parameter SPLITS > 1 splits K (few outputs of a long reduction: a grid of
+// batches x SPLITS in z, each split's partial sums in a temporary of the plan, then a second
+// kernel `<name>_k1` sums the splits in a fixed order and applies the epilogue).
 #ifndef LATHE_CODEGEN_CUDA_CONTRACTION_H_
 #define LATHE_CODEGEN_CUDA_CONTRACTION_H_
 

@@ -218,6 +218,11 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
                          make_tile(*b_op, "Bs", c.cols, bn, c.n, "n0")};
   const int64_t stage_floats = tiles[0].floats + tiles[1].floats;
   const int64_t k_tiles = (c.k + bk - 1) / bk;
+  // Split-K (7th parameter): the grid's z runs over batches x splits, each split reducing a
+  // run of k-tiles into a temporary; a second kernel sums the splits and applies the epilogue.
+  const int64_t split_tiles = (k_tiles + (p.size() > 6 ? p[6] : 1) - 1) / (p.size() > 6 ? p[6] : 1);
+  const int64_t splits = (k_tiles + split_tiles - 1) / split_tiles;
+  const std::string temp = name + "_splits";
 
   const std::string kname = name + "_k0";
   std::string k;
@@ -229,15 +234,22 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
   for (size_t i = 0; i < w.args.size(); ++i) {
     absl::StrAppend(&k, i ? ", " : "", "float* __restrict__ p", i);
   }
+  if (splits > 1) absl::StrAppend(&k, ", float* __restrict__ ptmp");
   absl::StrAppend(&k, ") {\n");
   absl::StrAppend(&k, "  LATHE_DYNAMIC_SHARED(lathe_smem, ", stages * stage_floats, ");\n",
                   "  float* const As = lathe_smem;\n", "  float* const Bs = lathe_smem + ",
                   stages * tiles[0].floats, ";\n");
   absl::StrAppend(&k, "  const int tid = threadIdx.x;\n");
   absl::StrAppend(&k, "  const int m0 = blockIdx.y * ", bm, ", n0 = blockIdx.x * ", bn, ";\n");
+  if (splits > 1) {
+    absl::StrAppend(&k, "  const int z = blockIdx.z / ", splits, ", kz = blockIdx.z % ", splits,
+                    ";\n", "  const int kt0 = kz * ", split_tiles, ", kt_n = lathe_min<int>(",
+                    split_tiles, ", ", k_tiles, " - kt0);\n");
+  } else {
+    absl::StrAppend(&k, "  const int z = blockIdx.z, kt0 = 0, kt_n = ", k_tiles, ";\n");
+  }
   if (!c.batch.empty()) {
-    absl::StrAppend(&k, "  const int z = blockIdx.z;\n",
-                    Decompose("  ", "z", names_of(c.batch), extents_of(c.batch)));
+    absl::StrAppend(&k, Decompose("  ", "z", names_of(c.batch), extents_of(c.batch)));
   }
 
   // Copies one operand's k-tile at `kbase` into stage `stage`.
@@ -438,14 +450,13 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
   // k-tile: wait for its group, one barrier (its data visible to all; every thread done with
   // the stage the next copy refills), issue the copy STAGES - 1 tiles ahead, compute.
   absl::StrAppend(&k, "#pragma unroll\n  for (int s = 0; s < ", stages - 1, "; ++s) {\n",
-                  "    if (s < ", k_tiles, ") {\n",
-                  load(tiles[0], "s", "s * " + std::to_string(bk)),
-                  load(tiles[1], "s", "s * " + std::to_string(bk)), "    }\n",
+                  "    if (s < kt_n) {\n", load(tiles[0], "s", "(kt0 + s) * " + std::to_string(bk)),
+                  load(tiles[1], "s", "(kt0 + s) * " + std::to_string(bk)), "    }\n",
                   "    lathe_cp_async_commit();\n  }\n");
-  absl::StrAppend(&k, "  int rd = 0, wr = ", stages - 1, ";\n", "  for (int kt = 0; kt < ", k_tiles,
-                  "; ++kt) {\n", "    lathe_cp_async_wait(", stages - 2, ");\n",
-                  "    __syncthreads();\n", "    if (kt + ", stages - 1, " < ", k_tiles, ") {\n",
-                  "      const int k_next = (kt + ", stages - 1, ") * ", bk, ";\n",
+  absl::StrAppend(&k, "  int rd = 0, wr = ", stages - 1, ";\n",
+                  "  for (int kt = 0; kt < kt_n; ++kt) {\n", "    lathe_cp_async_wait(", stages - 2,
+                  ");\n", "    __syncthreads();\n", "    if (kt + ", stages - 1, " < kt_n) {\n",
+                  "      const int k_next = (kt0 + kt + ", stages - 1, ") * ", bk, ";\n",
                   load(tiles[0], "wr", "k_next"), load(tiles[1], "wr", "k_next"), "    }\n",
                   "    lathe_cp_async_commit();\n", compute, "    rd = rd + 1 == ", stages,
                   " ? 0 : rd + 1;\n", "    wr = wr + 1 == ", stages, " ? 0 : wr + 1;\n", "  }\n");
@@ -480,11 +491,33 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
   std::vector<std::string> out_guards;
   if (c.m % bm != 0) out_guards.push_back(absl::StrCat("x < ", c.m));
   if (c.n % bn != 0) out_guards.push_back(absl::StrCat("y < ", c.n));
-  absl::StrAppend(
-      &k, "        if (", out_guards.empty() ? "true" : absl::StrJoin(out_guards, " && "), ") {\n",
-      Decompose("          ", "x", names_of(c.rows), extents_of(c.rows)),
-      Decompose("          ", "y", names_of(c.cols), extents_of(c.cols)), "          ",
-      pr.ParamName(out->name), "[", index, "] = ", value, ";\n", "        }\n      }\n}\n");
+  const std::string guard = out_guards.empty() ? "true" : absl::StrJoin(out_guards, " && ");
+  const std::string store =
+      absl::StrCat(Decompose("          ", "x", names_of(c.rows), extents_of(c.rows)),
+                   Decompose("          ", "y", names_of(c.cols), extents_of(c.cols)), "          ",
+                   pr.ParamName(out->name), "[", index, "] = ", value, ";\n");
+  const int64_t outputs = c.batches * c.m * c.n;
+  if (splits > 1) {
+    absl::StrAppend(&k, "        if (", guard, ") ptmp[(kz * ", c.batches, " + z) * ", c.m * c.n,
+                    " + x * ", c.n, " + y] = v;\n      }\n}\n");
+    // The sum of the splits, one output per thread.
+    absl::StrAppend(&k, "extern \"C\" __global__ void __launch_bounds__(256) ", name, "_k1(");
+    for (size_t i = 0; i < w.args.size(); ++i) {
+      absl::StrAppend(&k, i ? ", " : "", "float* __restrict__ p", i);
+    }
+    absl::StrAppend(&k, ", const float* __restrict__ ptmp) {\n",
+                    "  const int o = blockIdx.x * 256 + threadIdx.x;\n", "  if (o >= ", outputs,
+                    ") return;\n", "  float v = 0.0f;\n", "#pragma unroll\n",
+                    "  for (int s = 0; s < ", splits, "; ++s) v += ptmp[s * ", outputs, " + o];\n",
+                    "  const int y = o % ", c.n, ", x = o / ", c.n, " % ", c.m, ", z = o / ",
+                    c.m * c.n, ";\n  {\n");
+    if (!c.batch.empty()) {
+      absl::StrAppend(&k, Decompose("    ", "z", names_of(c.batch), extents_of(c.batch)));
+    }
+    absl::StrAppend(&k, store, "  }\n}\n");
+  } else {
+    absl::StrAppend(&k, "        if (", guard, ") {\n", store, "        }\n      }\n}\n");
+  }
   if (!pr.status().ok()) return pr.status();
 
   CudaSource src;
@@ -498,11 +531,23 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
   l.name = kname;
   l.grid[0] = (c.n + bn - 1) / bn;
   l.grid[1] = (c.m + bm - 1) / bm;
-  l.grid[2] = c.batches;
+  l.grid[2] = c.batches * splits;
   l.block[0] = threads;
   l.dynamic_shared_bytes = 4 * stages * stage_floats;
   l.args = src.plan.args;
-  src.plan.kernels.push_back(std::move(l));
+  if (splits > 1) {
+    src.plan.temporaries.push_back({temp, 4 * splits * outputs});
+    l.args.push_back(temp);
+    KernelLaunch sum;
+    sum.name = name + "_k1";
+    sum.grid[0] = (outputs + 255) / 256;
+    sum.block[0] = 256;
+    sum.args = l.args;
+    src.plan.kernels.push_back(std::move(l));
+    src.plan.kernels.push_back(std::move(sum));
+  } else {
+    src.plan.kernels.push_back(std::move(l));
+  }
   return src;
 }
 
