@@ -77,9 +77,11 @@ size_t Contiguous4(const ir::Workload& w, const Expr& read,
   return used;
 }
 
+// `korder`: the reduce axes, outermost first, as K is flattened (empty: their own order).
 absl::StatusOr<AsyncOperand> MatchAsyncOperand(const ir::Schedule& sch, const ir::Tensor& t,
                                                const Expr& e, const std::vector<int>& axes,
-                                               const char* role) {
+                                               const char* role,
+                                               const std::vector<size_t>& korder = {}) {
   const ir::Workload& w = sch.workload();
   AsyncOperand o;
   if (IsArgumentRead(w, e)) {
@@ -101,7 +103,9 @@ absl::StatusOr<AsyncOperand> MatchAsyncOperand(const ir::Schedule& sch, const ir
   }
   std::vector<const ir::ExprNode*> rvars, avars;
   std::vector<int64_t> rext, aext;
-  for (const ir::IterVar& r : t->body->reduce_axes) {
+  const std::vector<ir::IterVar>& reduce = t->body->reduce_axes;
+  for (size_t i = 0; i < reduce.size(); ++i) {
+    const ir::IterVar& r = reduce[korder.empty() ? i : korder[i]];
     rvars.push_back(r->var.get());
     rext.push_back(r->extent);
   }
@@ -155,6 +159,30 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
   if (!a_op.ok()) return a_op.status();
   auto b_op = MatchAsyncOperand(sch, t, c.b, c.cols, "B");
   if (!b_op.ok()) return b_op.status();
+  // The order K is flattened in (any: the sum does not care). A gathered operand staged along
+  // its rows or columns under a guard (an NCHW convolution's padded input: the window r, s in
+  // the guard, the channels not) puts the reduce axes its guard uses outermost: where the
+  // innermost (the channels) is a multiple of BK, a k-tile then shares the guard and the outer
+  // axes, decomposed once per tile, and each copy adds its k offset to the channel. The
+  // weights then run along k with a stride (4-byte copies instead of 16-byte ones).
+  const std::vector<ir::IterVar>& reduce = t->body->reduce_axes;
+  std::vector<size_t> korder;
+  for (size_t r = 0; r < reduce.size(); ++r) korder.push_back(r);
+  for (const AsyncOperand* op : {&*a_op, &*b_op}) {
+    if (!op->cond || op->k_fast) continue;
+    std::vector<size_t> outer, inner;
+    for (size_t r : korder) (Uses(op->cond, reduce[r]->var.get()) ? outer : inner).push_back(r);
+    if (outer.empty() || inner.empty() || reduce[inner.back()]->extent % bk != 0) continue;
+    korder = outer;
+    korder.insert(korder.end(), inner.begin(), inner.end());
+    a_op = MatchAsyncOperand(sch, t, c.a, c.rows, "A", korder);
+    b_op = MatchAsyncOperand(sch, t, c.b, c.cols, "B", korder);
+    if (!a_op.ok()) return a_op.status();
+    if (!b_op.ok()) return b_op.status();
+    break;
+  }
+  // A k-tile shares every reduce axis but the innermost, decomposed once per tile.
+  const bool tile_shares_outer = reduce[korder.back()]->extent % bk == 0;
 
   // C names of the variables.
   std::map<const ir::ExprNode*, std::string> vars;
@@ -163,12 +191,12 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
     sp_names.push_back(absl::StrCat("s", a));
     vars[t->axes[a]->var.get()] = sp_names.back();
   }
-  std::vector<std::string> r_names;
+  std::vector<std::string> r_names;  // in K's order, outermost first
   std::vector<int64_t> r_ext;
-  for (size_t r = 0; r < t->body->reduce_axes.size(); ++r) {
+  for (size_t r : korder) {
     r_names.push_back(absl::StrCat("r", r));
-    r_ext.push_back(t->body->reduce_axes[r]->extent);
-    vars[t->body->reduce_axes[r]->var.get()] = r_names.back();
+    r_ext.push_back(reduce[r]->extent);
+    vars[reduce[r]->var.get()] = r_names.back();
   }
   const ir::Stage* epi = c.epilogue.empty() ? nullptr : sch.FindStage(c.epilogue);
   if (epi) {
@@ -258,29 +286,48 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
     const int64_t per_row = op.k_fast ? bk / op.vec : tl.len / op.vec;  // copies per smem row
     const int64_t copies = bk * tl.len / op.vec;
     const int64_t per_thread = (copies + threads - 1) / threads;
-    std::string s;
+    std::string s = "    {\n";
+    // The tile's outer reduce axes, once (the innermost: its base, plus each copy's offset).
+    if (tile_shares_outer) {
+      std::vector<std::string> names = r_names;
+      names.back() += "_base";
+      absl::StrAppend(&s, "      const int kt_base = ", kbase, ";\n",
+                      Decompose("      ", "kt_base", names, r_ext));
+    }
     absl::StrAppend(&s, "#pragma unroll\n    for (int q = 0; q < ", per_thread, "; ++q) {\n",
                     "      const int e = tid + q * ", threads, ";\n");
     if (copies % threads != 0) absl::StrAppend(&s, "      if (e < ", copies, ") {\n");
-    // (row, k) of the copy's first element in the tile, and its place in shared memory.
+    // (row, k) of the copy's first element in the tile, and its place in shared memory; where
+    // the threads cover whole smem rows, the position along the row is the same for every q
+    // (so is what is computed from it: the compiler keeps it out of the loops).
+    const std::string along = threads % per_row == 0 ? absl::StrCat("(tid % ", per_row, ")")
+                                                     : absl::StrCat("(e % ", per_row, ")");
+    const std::string across =
+        threads % per_row == 0 ? absl::StrCat("(tid / ", per_row, " + q * ", threads / per_row, ")")
+                               : absl::StrCat("(e / ", per_row, ")");
     if (op.k_fast) {
-      absl::StrAppend(&s, "      const int mm = e / ", per_row, ", kk = (e % ", per_row, ") * ",
-                      op.vec, ";\n      float* const dst = ", tl.smem, " + (", stage, ") * ",
-                      tl.floats, " + mm * ", tl.ld, " + kk;\n");
+      absl::StrAppend(&s, "      const int mm = ", across, ", kk = ", along, " * ", op.vec,
+                      ";\n      float* const dst = ", tl.smem, " + (", stage, ") * ", tl.floats,
+                      " + mm * ", tl.ld, " + kk;\n");
     } else {
-      absl::StrAppend(&s, "      const int kk = e / ", per_row, ", mm = (e % ", per_row, ") * ",
-                      op.vec, ";\n      float* const dst = ", tl.smem, " + (", stage, ") * ",
-                      tl.floats, " + kk * ", tl.ld, " + mm;\n");
+      absl::StrAppend(&s, "      const int kk = ", across, ", mm = ", along, " * ", op.vec,
+                      ";\n      float* const dst = ", tl.smem, " + (", stage, ") * ", tl.floats,
+                      " + kk * ", tl.ld, " + mm;\n");
     }
-    absl::StrAppend(&s, "      const int x = ", tl.origin, " + mm, kx = ", kbase, " + kk;\n",
+    absl::StrAppend(&s, "      const int x = ", tl.origin, " + mm;\n",
                     "      const float* src = ", pr.ParamName(op.read->name), ";\n",
                     "      int bytes = 0;\n");
     std::vector<std::string> guards;
     if (tl.extent % tl.len != 0) guards.push_back(absl::StrCat("x < ", tl.extent));
-    if (c.k % bk != 0) guards.push_back(absl::StrCat("kx < ", c.k));
-    std::string inner =
-        absl::StrCat(Decompose("        ", "x", names_of(*tl.axes), extents_of(*tl.axes)),
-                     Decompose("        ", "kx", r_names, r_ext));
+    std::string inner = Decompose("        ", "x", names_of(*tl.axes), extents_of(*tl.axes));
+    if (tile_shares_outer) {
+      absl::StrAppend(&inner, "        const int ", r_names.back(), " = ", r_names.back(),
+                      "_base + kk;\n");
+    } else {
+      absl::StrAppend(&s, "      const int kx = ", kbase, " + kk;\n");
+      if (c.k % bk != 0) guards.push_back(absl::StrCat("kx < ", c.k));
+      absl::StrAppend(&inner, Decompose("        ", "kx", r_names, r_ext));
+    }
     std::string copy =
         absl::StrCat("src = &", pr.ParamName(op.read->name), "[", pr.FlatIndex(op.read), "];\n",
                      "        bytes = ", 4 * op.vec, ";\n");
@@ -294,7 +341,7 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
                     ") {\n", inner, "      }\n", "      ",
                     op.vec == 4 ? "lathe_cp_async16" : "lathe_cp_async4", "(dst, src, bytes);\n");
     if (copies % threads != 0) absl::StrAppend(&s, "      }\n");
-    absl::StrAppend(&s, "    }\n");
+    absl::StrAppend(&s, "    }\n    }\n");
     return s;
   };
 

@@ -224,13 +224,18 @@ TEST(ContractionTest, TheRuleOfAConvolutionIsTheImplicitGemm) {
   auto w = ir::MakeWorkload("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
   ASSERT_TRUE(w.ok());
   const Candidate rule = Space(*w, false)->Heuristic(1).at(0);
-  // The pipelined FMA template: the weights copied 16 bytes, the gathered (padded) input 4
-  // bytes at a time.
+  // The pipelined FMA template, 64x32 tiles (392 blocks spread evenly over 132 SMs, where
+  // 64x64's 196 leave 64 SMs with two). K runs window-outermost (the padding guard and the
+  // window shared by a k-tile of channels), so the gathered input and the weights are both
+  // copied 4 bytes at a time.
   EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionFmaAsync)) << ir::TraceToText(rule.trace);
   auto src = cuda::BuildCudaSource(*rule.schedule, "conv");
   ASSERT_TRUE(src.ok()) << src.status();
-  EXPECT_EQ(src->plan.kernels.at(0).threads_per_block(), 256);
-  EXPECT_NE(src->kernels.find("A k-fast x4, B n-fast x1"), std::string::npos) << src->kernels;
+  const cuda::KernelLaunch& k = src->plan.kernels.at(0);
+  EXPECT_EQ(k.threads_per_block(), 128);
+  EXPECT_EQ(k.grid[0] * k.grid[1] * k.grid[2], 392);
+  EXPECT_NE(src->kernels.find("A k-fast x1, B n-fast x1"), std::string::npos) << src->kernels;
+  EXPECT_NE(src->kernels.find("_base + kk;"), std::string::npos) << src->kernels;
 }
 
 TEST(ContractionTest, Tf32GemmUsesMmaSync) {
