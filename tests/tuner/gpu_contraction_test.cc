@@ -325,6 +325,40 @@ TEST(ContractionTest, PipelinedKernelsFitTwoBlocksPerSm) {
   }
 }
 
+// The emulator proves the pipeline's synchronization, not only its arithmetic: the pipelined
+// TF32 kernel with its wait_group allowing one group too many in flight (a k-tile read before
+// it landed), or without the barrier that ends the reads of a stage before it is refilled,
+// gives a wrong answer (NaN: what a copy's destination holds until its group is waited for).
+TEST(ContractionTest, TheEmulatorCatchesABrokenPipeline) {
+  SKIP_WITHOUT_NVRTC();
+  if (!gpuemu::FindHostCompiler().ok()) GTEST_SKIP() << "no host compiler";
+  auto w = ir::MakeWorkload("matmul:m=64,n=64,k=256");
+  ASSERT_TRUE(w.ok());
+  ir::Schedule sch(*w, "cuda");
+  ASSERT_TRUE(sch.Tensorize("C", cuda::kContractionMmaTf32Async, {64, 64, 32, 2, 2, 3}).ok());
+  auto src = cuda::BuildCudaSource(sch, "pipe");
+  ASSERT_TRUE(src.ok()) << src.status();
+  auto data = gpuemu::MakeReferenceData(*w);
+  ASSERT_TRUE(data.ok()) << data.status();
+  auto verify = [&](const std::string& from, const std::string& to) {
+    cuda::CudaSource broken = *src;
+    const size_t at = broken.kernels.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) broken.kernels.replace(at, from.size(), to);
+    broken.source = broken.prelude + broken.kernels;
+    auto module = gpuemu::EmuModule::Build(broken.source, gpuemu::Signatures(broken.plan));
+    EXPECT_TRUE(module.ok()) << module.status();
+    gpuemu::VerifyOptions vo;
+    vo.tolerance = gpuemu::kTf32Tolerance;
+    return gpuemu::VerifyCompiled(broken, std::move(*module), *data, vo);
+  };
+  EXPECT_TRUE(verify("", "").ok()) << "the kernel as generated";
+  gpuemu::VerifyReport early = verify("lathe_cp_async_wait(1);", "lathe_cp_async_wait(2);");
+  EXPECT_EQ(early.outcome, gpuemu::Outcome::kWrongAnswer) << early.message;
+  gpuemu::VerifyReport unfenced = verify("    __syncthreads();\n", "");
+  EXPECT_EQ(unfenced.outcome, gpuemu::Outcome::kWrongAnswer) << unfenced.message;
+}
+
 class ContractionVariantsTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ContractionVariantsTest, EveryTileShapeAgreesOnTheEmulator) {
