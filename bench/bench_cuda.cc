@@ -9,10 +9,12 @@
 // anywhere; without a GPU it prints "skipped: no GPU (...)" and exits 0. Both libraries run
 // pure fp32 (no TF32): cuBLAS's default math mode, cuDNN's FMA math type.
 //
-// Then the TF32 GEMM (the same --gemm shape): cuBLAS in CUBLAS_TF32_TENSOR_OP_MATH against
-// lathe's GPU space with TF32 allowed (`--gpu-math tf32`: the mma.sync m16n8k8 template of
-// codegen/cuda/contraction.h first), outputs compared with ir/check.h at the TF32 tolerance.
-// --no-tf32 skips it.
+// Then the TF32 GEMM and convolution (the same --gemm and --conv shapes): cuBLAS in
+// CUBLAS_TF32_TENSOR_OP_MATH and cuDNN in CUDNN_DEFAULT_MATH (TF32 allowed) against lathe's
+// GPU space with TF32 allowed (`--gpu-math tf32`: the mma.sync m16n8k8 templates of
+// codegen/cuda/contraction.h first, the cp.async-pipelined one before the register-staged
+// one), outputs compared with ir/check.h at the TF32 tolerance. --no-tf32 skips them. Each
+// rule-picked row names its kernel template and tile.
 //
 // Usage: bench_cuda [--trials N] [--gemm SPEC] [--conv SPEC] [--min-ms MS] [--no-tf32]
 // The search runs candidates in this process: a candidate that faults would end the run
@@ -276,15 +278,14 @@ std::function<absl::Status()> Baseline(const ir::Workload& w, const std::string&
       return absl::OkStatus();
     };
   }
-  if (tf32) {
-    *name = "library (TF32)";
-    *why = "a TF32 baseline only for matmul";
-    return nullptr;
-  }
   if (spec.rfind("conv2d:", 0) == 0) {
-    static Cudnn dnn;
-    static std::string err = dnn.Load();
-    *name = "cuDNN conv (best algo)";
+    // Two handles: fp32 math (CUDNN_FMA_MATH) and, with `tf32`, CUDNN_DEFAULT_MATH (TF32
+    // tensor cores allowed for fp32 data on sm_80 and later).
+    static Cudnn fp32_dnn, tf32_dnn;
+    static std::string fp32_err = fp32_dnn.Load(), tf32_err = tf32_dnn.Load();
+    Cudnn& dnn = tf32 ? tf32_dnn : fp32_dnn;
+    const std::string& err = tf32 ? tf32_err : fp32_err;
+    *name = tf32 ? "cuDNN conv (TF32, best algo)" : "cuDNN conv (best algo)";
     if (!err.empty()) {
       *why = err;
       return nullptr;
@@ -305,7 +306,7 @@ std::function<absl::Status()> Baseline(const ir::Workload& w, const std::string&
               dnn.set_tensor(dnn.y, 0, 0, oshape[0], oshape[1], oshape[2], oshape[3]) == 0 &&
               dnn.set_filter(dnn.w, 0, 0, k, c, r, s) == 0 &&
               dnn.set_conv(dnn.conv, pad, pad, stride, stride, dil, dil, 1, 0) == 0 &&
-              dnn.set_math(dnn.conv, 3 /*CUDNN_FMA_MATH: no TF32*/) == 0;
+              dnn.set_math(dnn.conv, tf32 ? 0 /*CUDNN_DEFAULT_MATH*/ : 3 /*CUDNN_FMA_MATH*/) == 0;
     if (!ok) {
       *why = "cuDNN descriptors refused the shape";
       return nullptr;
@@ -348,7 +349,7 @@ std::function<absl::Status()> Baseline(const ir::Workload& w, const std::string&
     }
     keep.push_back(std::make_unique<cuda::DeviceBuffer>(std::move(*ws)));
     uint64_t wsp = keep.back()->ptr();
-    *name = "cuDNN conv (algo " + std::to_string(best) + ")";
+    *name = (tf32 ? "cuDNN conv (TF32, algo " : "cuDNN conv (algo ") + std::to_string(best) + ")";
     std::vector<uint64_t> p = b.ptrs;
     return [=]() -> absl::Status {
       int rc =
@@ -359,6 +360,7 @@ std::function<absl::Status()> Baseline(const ir::Workload& w, const std::string&
       return absl::OkStatus();
     };
   }
+  *name = tf32 ? "library (TF32)" : "library";
   *why = "no baseline for this op";
   return nullptr;
 }
@@ -427,8 +429,18 @@ int RunCase(const Options& o, const std::string& spec, const cuda::CudaContext& 
   // which shape the rule should put first.
   std::vector<tuner::Candidate> rules = (*space)->Heuristic(6);
   for (size_t r = 0; r < rules.size(); ++r) {
-    char label[64];
-    std::snprintf(label, sizeof(label), r == 0 ? "lathe rule-picked" : "  rule-picked #%zu", r);
+    // Which kernel template (and tile) the candidate is, where it is one.
+    std::string what = rules[r].sketch == 0 ? "loop tiling" : "flat";
+    for (const ir::Instruction& i : rules[r].trace.instructions) {
+      if (i.kind != "tensorize") continue;
+      std::string params;
+      for (int64_t f : i.factors) params += (params.empty() ? "" : ",") + std::to_string(f);
+      what = i.tag + " " + params;
+    }
+    const std::string named =
+        (r == 0 ? std::string("lathe rule-picked") : "  rule-picked #" + std::to_string(r)) + " [" +
+        what + "]";
+    const char* label = named.c_str();
     auto rp = Prepare(ctx, info, *rules[r].schedule, *b, &ref, tol);
     auto rt = rp.ok() ? TimeIt(ctx, flush, r == 0 ? o.min_ms : o.min_ms / 4, launch(rp->get()))
                       : absl::StatusOr<Timing>(rp.status());
@@ -546,8 +558,12 @@ int main(int argc, char** argv) {
   // TF32 tensor cores need sm_80 or later.
   if (o.tf32 && info->cc_major >= 8) {
     rc |= RunCase(o, o.gemm, **ctx, *info, *flush, /*tf32=*/true);
+    // Half the trials: the four cases within gpu-host-check.sh's bench budget.
+    Options half = o;
+    half.trials = o.trials / 2;
+    rc |= RunCase(half, o.conv, **ctx, *info, *flush, /*tf32=*/true);
   } else if (o.tf32) {
-    std::printf("TF32 GEMM skipped: %s has no TF32 tensor cores\n", info->arch().c_str());
+    std::printf("TF32 GEMM and conv skipped: %s has no TF32 tensor cores\n", info->arch().c_str());
   }
   return rc;
 }

@@ -146,6 +146,89 @@ extern "C" __attribute__((visibility("default"))) void lathe_emu_shared(char** b
   *end = __stop_lathe_shared;
 }
 
+// Dynamic shared memory: codegen/cuda declares it with this macro (extern __shared__ for
+// NVRTC); here it is a shared array of the size the launch asks for.
+#define LATHE_DYNAMIC_SHARED(name, floats) \
+  static float name[floats] __attribute__((aligned(16), section("lathe_shared")))
+
+// cp.async (see platform.h). A copy is queued by the thread that issues it, its source read
+// then (kernels never write the operands they copy), its destination filled with NaN bytes
+// until the thread's cp.async.wait_group completes the copy's group: a read of the data
+// before the wait (or of a stage another copy is refilling) sees NaN, not the value.
+struct lathe_emu_cp {
+  char* dst;
+  unsigned char data[16];
+  unsigned bytes, group;
+};
+enum { LATHE_EMU_CP_MAX = 256 };
+struct lathe_emu_cp_state { unsigned pending, committed; };
+// The state lives in function-local statics: a module that never issues a copy has none (and
+// its blocks have no more shared memory to reset).
+static lathe_emu_cp* lathe_emu_cp_queue(unsigned tid) {
+  static lathe_emu_cp queue[1024][LATHE_EMU_CP_MAX];  // [thread][pending copy]
+  return queue[tid];
+}
+static lathe_emu_cp_state* lathe_emu_cp_self(unsigned* tid) {
+  // In shared memory: all bits set before every block, read as "no copy issued yet".
+  static lathe_emu_cp_state threads[1024] __attribute__((section("lathe_shared")));
+  *tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  lathe_emu_cp_state* s = &threads[*tid];
+  if (s->pending == 0xffffffffu) s->pending = s->committed = 0;
+  return s;
+}
+static void lathe_emu_cp_async(void* dst, const void* src, unsigned bytes, unsigned src_bytes,
+                               int line) {
+  char msg[256];
+  char* d = (char*)dst;
+  if (d < __start_lathe_shared || d + bytes > __stop_lathe_shared) {
+    snprintf(msg, sizeof msg, "line %d: cp.async to an address outside shared memory", line);
+    lathe_emu_rt.report(msg);
+  }
+  if (((uintptr_t)dst | (uintptr_t)src) % bytes != 0 || src_bytes > bytes) {
+    snprintf(msg, sizeof msg,
+             "line %d: cp.async of %u bytes (%u from global) needs both addresses aligned to %u",
+             line, bytes, src_bytes, bytes);
+    lathe_emu_rt.report(msg);
+  }
+  unsigned tid;
+  lathe_emu_cp_state* s = lathe_emu_cp_self(&tid);
+  if (s->pending == LATHE_EMU_CP_MAX) {
+    snprintf(msg, sizeof msg, "line %d: more than %d cp.async copies in flight in one thread",
+             line, (int)LATHE_EMU_CP_MAX);
+    lathe_emu_rt.report(msg);
+  }
+  lathe_emu_cp* c = &lathe_emu_cp_queue(tid)[s->pending++];
+  c->dst = d;
+  c->bytes = bytes;
+  c->group = s->committed;
+  memset(c->data, 0, sizeof c->data);
+  if (src_bytes) memcpy(c->data, src, src_bytes);  // the rest zero-filled, as PTX's src-size
+  memset(d, 0xff, bytes);
+}
+static void lathe_emu_cp_commit() {
+  unsigned tid;
+  lathe_emu_cp_self(&tid)->committed++;
+}
+// cp.async.wait_group n: the copies of every committed group but the newest n land.
+static void lathe_emu_cp_wait(unsigned n) {
+  unsigned tid;
+  lathe_emu_cp_state* s = lathe_emu_cp_self(&tid);
+  lathe_emu_cp* q = lathe_emu_cp_queue(tid);
+  unsigned kept = 0;
+  for (unsigned i = 0; i < s->pending; ++i) {
+    if (q[i].group + n < s->committed) {
+      memcpy(q[i].dst, q[i].data, q[i].bytes);
+    } else {
+      q[kept++] = q[i];
+    }
+  }
+  s->pending = kept;
+}
+#define lathe_cp_async16(dst, src, src_bytes) lathe_emu_cp_async(dst, src, 16, src_bytes, __LINE__)
+#define lathe_cp_async4(dst, src, src_bytes) lathe_emu_cp_async(dst, src, 4, src_bytes, __LINE__)
+#define lathe_cp_async_commit() lathe_emu_cp_commit()
+#define lathe_cp_async_wait(n) lathe_emu_cp_wait(n)
+
 // The sanitizer's checks call these (GCC's and clang's common ABI); they are defined here so
 // that the module needs no sanitizer runtime, and report to the emulator.
 struct lathe_ubsan_loc { const char* file; uint32_t line; uint32_t column; };

@@ -25,7 +25,15 @@
 //   gathers the 32 lanes' fragments (the PTX ISA's layout: lane = 4 * groupID +
 //   threadID_in_group) through a per-warp exchange area and a warp barrier (every lane of the
 //   warp must reach the same mma, else the launch reports warp divergence), reads only the
-//   tf32 bits of its inputs and accumulates in fp32.
+//   tf32 bits of its inputs and accumulates in fp32;
+// - cp.async (lathe_cp_async16/4, _commit, _wait(n): cp.async.cg/.ca, commit_group,
+//   wait_group) queues each copy in the issuing thread, fills its shared destination with NaN
+//   bytes at once and writes the data only when wait_group completes the copy's group (all
+//   committed groups but the newest n), so a read before the wait, or of a stage refilled
+//   under its readers, sees NaN; src-size below the copy's size zero-fills the rest; a copy
+//   outside shared memory or misaligned is reported with its line;
+// - dynamic shared memory (LATHE_DYNAMIC_SHARED(name, floats), extern __shared__ for NVRTC) is
+//   a shared array of that size.
 #ifndef LATHE_GPUEMU_PLATFORM_H_
 #define LATHE_GPUEMU_PLATFORM_H_
 

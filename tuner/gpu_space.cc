@@ -109,6 +109,7 @@ class GpuSpace : public SearchSpace {
   int64_t ContractionBlocks(const std::vector<int64_t>& params) const;
   // Whether the contraction is large enough for the register-tiled rules to pay (see Heuristic).
   bool LargeContraction() const;
+  bool SplitContraction() const;
   // The loop-tiling candidate of one output per thread in which every reduction with few
   // outputs and a long reduce axis is a cross-thread reduction; nullopt when none is.
   std::optional<Candidate> CrossCandidate() const;
@@ -122,6 +123,12 @@ class GpuSpace : public SearchSpace {
     const char* name;             // the kernel template
     std::vector<int64_t> params;  // its tile shape
   };
+  // A cp.async template (contraction_*_async).
+  static int64_t Splits(const Variant& v) { return v.params.size() > 6 ? v.params[6] : 1; }
+  static bool IsAsync(const Variant& v) {
+    return v.name == std::string(codegen::cuda::kContractionMmaTf32Async) ||
+           v.name == std::string(codegen::cuda::kContractionFmaAsync);
+  }
   std::vector<Variant> variants_;  // empty: no contraction sketch
   std::string contraction_stage_;
   int64_t gemm_m_ = 0, gemm_n_ = 0, gemm_k_ = 0, gemm_batches_ = 1;
@@ -229,6 +236,38 @@ constexpr int64_t kMmaTiles[][6] = {
     {64, 64, 8, 2, 2, 0},    {32, 64, 16, 1, 2, 0},  {64, 32, 16, 2, 1, 0},  {32, 32, 8, 1, 1, 0},
     {128, 128, 16, 2, 4, 1}, {128, 64, 16, 2, 2, 1}, {64, 64, 16, 2, 2, 1}};
 
+// The pipelined templates (cp.async, sm_80 and later): {BM, BN, BK, x, y, STAGES}.
+// MMA: 64x64 warp tiles (4x8 m16n8k8 MMAs per k-step, CUTLASS's TF32 shape) in 128x128 and
+// 128x256 blocks first; ptxas (sm_90) for 128x128x32 x3: 216 registers, no spills, 105 KiB
+// shared, 2 blocks/SM. Smaller ones for problems that would not fill the SMs.
+constexpr int64_t kMmaAsyncTiles[][6] = {{128, 128, 32, 2, 2, 3}, {128, 256, 32, 2, 4, 3},
+                                         {256, 128, 32, 4, 2, 3}, {128, 128, 16, 2, 2, 4},
+                                         {128, 64, 32, 2, 2, 3},  {64, 128, 32, 2, 2, 3},
+                                         {64, 64, 32, 2, 2, 3},   {64, 64, 16, 1, 1, 4},
+                                         {64, 32, 32, 2, 1, 3},   {32, 64, 32, 1, 2, 3}};
+// FMA: 8x8 register tiles read as float4s; ptxas (sm_90) for 128x128x16 x3 (no tails): 128
+// registers, no spills, 54 KiB shared, 2 blocks/SM.
+constexpr int64_t kFmaAsyncTiles[][6] = {
+    {128, 128, 16, 8, 8, 3}, {128, 128, 8, 8, 8, 4}, {128, 64, 16, 8, 8, 3}, {64, 128, 16, 8, 8, 3},
+    {64, 64, 16, 4, 4, 3},   {64, 64, 16, 8, 8, 3},  {64, 32, 16, 4, 4, 3},  {32, 64, 16, 4, 4, 3}};
+
+// Split-K tiles (a 7th parameter SPLITS is added): small, so that few outputs still make
+// several blocks per split.
+constexpr int64_t kMmaSplitTiles[][6] = {{64, 64, 32, 2, 2, 3}, {32, 32, 32, 1, 1, 3}};
+constexpr int64_t kFmaSplitTiles[][6] = {{64, 64, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
+// Split-K is offered from this long a reduction, and is the rule's first candidate for at most
+// kSplitMaxOutputs outputs of a reduction of at least kSplitRuleMinReduce (PP-OCR rec's 1x3
+// convolutions over 960 and 480 channels: 2400 outputs of 2880 and 1440 products; on an H100
+// the flat mapping took 0.21 ms for the first, one thread per output; unmeasured split).
+constexpr int64_t kSplitMinReduce = 256;
+constexpr int64_t kSplitMaxOutputs = 64 * 1024;
+constexpr int64_t kSplitRuleMinReduce = 1024;
+
+// The compute capability of an architecture name ("sm_90" -> 90; 0 when it is not one).
+int ComputeCapability(const std::string& arch) {
+  return arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
+}
+
 void GpuSpace::InitContraction() {
   Schedule sch(workload_, "cuda");
   std::string stage;
@@ -257,6 +296,36 @@ void GpuSpace::InitContraction() {
   for (const auto& t : kFmaTiles) {
     variants_.push_back({codegen::cuda::kContractionFma, {t[0], t[1], t[2], t[3], t[4], t[5]}});
   }
+  // The pipelined ones after those: a trace's decision is the index of its variant.
+  const bool async =
+      ComputeCapability(target_.arch) >= 80 && codegen::cuda::CheckAsyncOperands(sch, *shape).ok();
+  if (target_.tf32 && async) {
+    for (const auto& t : kMmaAsyncTiles) {
+      variants_.push_back(
+          {codegen::cuda::kContractionMmaTf32Async, {t[0], t[1], t[2], t[3], t[4], t[5]}});
+    }
+  }
+  if (async) {
+    for (const auto& t : kFmaAsyncTiles) {
+      variants_.push_back(
+          {codegen::cuda::kContractionFmaAsync, {t[0], t[1], t[2], t[3], t[4], t[5]}});
+    }
+  }
+  // Split-K, for reductions of at least kSplitMinReduce: SPLITS in powers of two from 2 while
+  // every split keeps at least two k-tiles.
+  if (async && gemm_k_ >= kSplitMinReduce) {
+    auto splits = [&](const auto& tiles, const char* name, bool on) {
+      if (!on) return;
+      for (const auto& t : tiles) {
+        const int64_t k_tiles = (gemm_k_ + t[2] - 1) / t[2];
+        for (int64_t s = 2; s <= 64 && k_tiles >= 2 * s; s *= 2) {
+          variants_.push_back({name, {t[0], t[1], t[2], t[3], t[4], t[5], s}});
+        }
+      }
+    };
+    splits(kMmaSplitTiles, codegen::cuda::kContractionMmaTf32Async, target_.tf32);
+    splits(kFmaSplitTiles, codegen::cuda::kContractionFmaAsync, true);
+  }
 }
 
 absl::StatusOr<Schedule> GpuSpace::ApplyContraction(const Candidate& c) const {
@@ -274,7 +343,8 @@ absl::StatusOr<Schedule> GpuSpace::ApplyContraction(const Candidate& c) const {
 }
 
 int64_t GpuSpace::ContractionBlocks(const std::vector<int64_t>& p) const {
-  return (gemm_m_ + p[0] - 1) / p[0] * ((gemm_n_ + p[1] - 1) / p[1]) * gemm_batches_;
+  return (gemm_m_ + p[0] - 1) / p[0] * ((gemm_n_ + p[1] - 1) / p[1]) * gemm_batches_ *
+         (p.size() > 6 ? p[6] : 1);
 }
 
 // The contraction's tile shapes: those that launch at least a block per SM first (a tile too
@@ -282,21 +352,41 @@ int64_t GpuSpace::ContractionBlocks(const std::vector<int64_t>& p) const {
 // H100 took 0.222 ms in 128x128 tiles, 49 blocks, and 0.151 ms in 64x64 tiles, 196 blocks;
 // cuDNN 0.111), then the least padded work; within 10% of each other the larger tile (more
 // reuse per staged element), the deeper k-tile (SGEMM 4096: 3.74 ms with 16-deep k-tiles,
-// 3.98 with 8-deep), then the unpipelined one (fewer registers).
+// 3.98 with 8-deep), then the unpipelined one (fewer registers). The cp.async templates come
+// before the register-staged ones of about the same padding (up to 1.4x the padded work): the
+// session-18 TF32 kernel (register-staged, one shared buffer) ran at 62 TFLOP/s, 0.17x
+// cuBLAS, bound by its global loads; the pipelined one keeps 2 k-tiles in flight per block and
+// reads fragments without bank conflicts (argued from ptxas and the SASS, not yet measured).
 std::vector<Candidate> GpuSpace::ContractionHeuristic(bool mma, int max) const {
   std::vector<std::pair<double, int>> order;
   for (size_t i = 0; i < variants_.size(); ++i) {
     const Variant& v = variants_[i];
-    if ((v.name == std::string(codegen::cuda::kContractionMmaTf32)) != mma) continue;
+    if (codegen::cuda::IsTf32ContractionTemplate(v.name) != mma) continue;
+    const bool async = IsAsync(v);
     const int64_t bm = v.params[0], bn = v.params[1];
     const double padded = static_cast<double>((gemm_m_ + bm - 1) / bm * bm) *
                           static_cast<double>((gemm_n_ + bn - 1) / bn * bn);
     const double waste = padded / (static_cast<double>(gemm_m_) * static_cast<double>(gemm_n_));
-    const bool fills = ContractionBlocks(v.params) >= target_.sm_count;
-    order.push_back(
-        {(fills ? 0.0 : 100.0) + std::ceil(waste * 10) - 1e-6 * static_cast<double>(bm * bn) -
-             1e-8 * static_cast<double>(v.params[2]) + 1e-9 * static_cast<double>(v.params[5]),
-         static_cast<int>(i)});
+    const double blocks = static_cast<double>(ContractionBlocks(v.params));
+    const bool fills = blocks >= target_.sm_count;
+    // How evenly the blocks spread over the SMs: ResNet's 3x3 convolution at n=8 (N = 6272
+    // pixels, M = 128 channels) makes 196 blocks of 64x64 (64 SMs do two, 68 one: 74%) and 392
+    // of 64x32 (99%); a block's k-loop is issue-bound (ptxas sm_90: 456 instructions per 256
+    // FFMA), so the SMs with more blocks set the time.
+    const double sms = static_cast<double>(target_.sm_count);
+    const double spread = blocks / (std::ceil(blocks / sms) * sms);
+    // Split-K costs a pass over the partial sums and a launch: the fewest splits that fill the
+    // SMs, and none only to even out the blocks. Of
+    // those that do not fill the SMs, the closest to filling them. Larger tiles reuse each
+    // staged element more (half a point per doubling: 128x128 beats 64x32 at 4096^3, whose
+    // tails differ by 1.5%, but not a 26% tail).
+    order.push_back({(fills ? 5.0 * (1.0 - spread) : 100.0 - 5.0 * blocks / sms) +
+                         std::ceil(waste * 10) - (async ? 4.0 : 0.0) +
+                         (fills ? 1.5 : 0.25) * std::log2(static_cast<double>(Splits(v))) -
+                         0.5 * std::log2(static_cast<double>(bm * bn) / 4096.0) -
+                         1e-8 * static_cast<double>(v.params[2]) +
+                         1e-9 * static_cast<double>(v.params[5]),
+                     static_cast<int>(i)});
   }
   std::sort(order.begin(), order.end());
   std::vector<Candidate> out;
@@ -388,12 +478,16 @@ absl::Status GpuSpace::CheckLimits(const Candidate& c, const Schedule& sch) cons
     // Accumulators and one k-step's operands per thread.
     const Variant& v = variants_[c.decisions[0]];
     const std::vector<int64_t>& p = v.params;
-    const bool mma = v.name == std::string(codegen::cuda::kContractionMmaTf32);
+    const bool mma = codegen::cuda::IsTf32ContractionTemplate(v.name);
     const int64_t tm = mma ? p[0] / p[3] / 16 : p[3], tn = mma ? p[1] / p[4] / 8 : p[4];
     const int64_t threads = mma ? 32 * p[3] * p[4] : p[0] / p[3] * (p[1] / p[4]);
-    const int64_t prefetch = p[5] ? (p[0] + p[1]) * p[2] / threads : 0;
-    const int64_t regs =
-        (mma ? tm * tn * 4 + tm * 4 + tn * 2 : tm * tn + tm + tn) + prefetch + kBaseRegisters;
+    // Register-staged: the pipelined one holds the next k-tile; cp.async: none, but two
+    // k-steps of fragments (mma) or four k of operands (fma, read as float4s).
+    const bool async = IsAsync(v);
+    const int64_t prefetch = !async && p[5] ? (p[0] + p[1]) * p[2] / threads : 0;
+    const int64_t operands =
+        mma ? (async ? 2 : 1) * (tm * 4 + tn * 2) : (async ? 4 : 1) * (tm + tn);
+    const int64_t regs = (mma ? tm * tn * 4 : tm * tn) + operands + prefetch + kBaseRegisters;
     if (regs > target_.limits.max_regs_per_thread) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the contraction needs about ", regs, " registers per thread"));
@@ -627,6 +721,11 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
   // over 6625 classes 15.96 ms against 0.22; det's global average pools 1.27 ms flat, 0.31
   // tiled).
   const bool large = LargeContraction();
+  // Few outputs of a long reduction: split-K before the flat mapping (one thread per output
+  // walks the whole reduction).
+  if (!large && SplitContraction()) {
+    for (Candidate& c : ContractionHeuristic(target_.tf32, max)) add(std::move(c));
+  }
   if (!large) {
     if (std::optional<Candidate> c = CrossCandidate()) add(*std::move(c));
     if (std::optional<Candidate> c = flat()) add(*std::move(c));
@@ -640,6 +739,15 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
     }
     if (workload_.spec.op == "conv2d") {
       for (Candidate& c : ContractionHeuristic(false, max)) add(std::move(c));
+    }
+    // A large matmul: the pipelined FMA template before the loop-tiling rule. ptxas (sm_90) at
+    // SGEMM 4096: its k-tile loop is 1024 FFMA of 1197 instructions (86%), 64 LDS.128, one
+    // barrier, 128 registers, 2 blocks/SM; the tiling rule's (0.71x cuBLAS, session 18) 64
+    // FFMA of 136 (47%) with two barriers and its global loads unoverlapped. Unmeasured.
+    if (large && !target_.tf32 && workload_.spec.op != "conv2d") {
+      for (Candidate& c : ContractionHeuristic(false, 1)) {
+        if (IsAsync(variants_[c.decisions[0]])) add(std::move(c));
+      }
     }
   }
   for (const Variant& v : kVariants) {
@@ -702,10 +810,21 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
 bool GpuSpace::LargeContraction() const {
   if (variants_.empty() || std::min(gemm_m_, gemm_n_) < 64 || gemm_k_ < 256) return false;
   for (const Variant& v : variants_) {
-    if (v.name == std::string(codegen::cuda::kContractionFma) &&
+    if (!codegen::cuda::IsTf32ContractionTemplate(v.name) && Splits(v) == 1 &&
         ContractionBlocks(v.params) >= target_.sm_count) {
       return true;
     }
+  }
+  return false;
+}
+
+// Split-K first: few outputs of a long reduction, a split variant at hand.
+bool GpuSpace::SplitContraction() const {
+  if (gemm_k_ < kSplitRuleMinReduce || gemm_m_ * gemm_n_ * gemm_batches_ > kSplitMaxOutputs) {
+    return false;
+  }
+  for (const Variant& v : variants_) {
+    if (Splits(v) > 1) return true;
   }
   return false;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/cuda/contraction_text.h"
 #include "codegen/cuda/cuda_codegen.h"
 #include "ir/functor.h"
 
@@ -15,6 +16,8 @@ namespace lathe::codegen::cuda {
 
 namespace {
 
+using internal::Decompose;
+using internal::Printer;
 using ir::Expr;
 using ir::ExprKind;
 
@@ -48,148 +51,49 @@ bool ReadsAtOwnIndices(const Expr& e, const std::string& tensor, const ir::Tenso
   return ok;
 }
 
-// Prints tensor-level expressions as CUDA C: variables by the names given, tensor reads as
-// flat row-major accesses of the kernel parameters, `replace` (a read of the reduction in an
-// epilogue) as the accumulator's value.
-class Printer {
- public:
-  Printer(const ir::Workload& w, std::map<const ir::ExprNode*, std::string> vars)
-      : w_(w), vars_(std::move(vars)) {}
-  void Replace(std::string tensor, std::string with) {
-    replace_ = std::move(tensor);
-    with_ = std::move(with);
-  }
-  absl::Status status() const { return status_; }
-
-  std::string E(const Expr& e) {
-    if (auto text = CudaOperatorText(e, [&](const Expr& x) { return E(x); })) return *text;
-    auto bin = [&](const char* op) {
-      return absl::StrCat("(", E(e->operands[0]), " ", op, " ", E(e->operands[1]), ")");
-    };
-    switch (e->kind) {
-      case ExprKind::kIntImm:
-        if (e->type.is_bool()) return e->int_value ? "true" : "false";
-        return e->int_value < 0 ? absl::StrCat("(", e->int_value, ")") : absl::StrCat(e->int_value);
-      case ExprKind::kFloatImm:
-        return CudaFloatLiteral(e->float_value);
-      case ExprKind::kVar: {
-        auto it = vars_.find(e.get());
-        if (it == vars_.end()) return Fail("variable '" + e->name + "' has no value here");
-        return it->second;
-      }
-      case ExprKind::kDiv:
-        if (e->type.is_float()) return bin("/");
-        return absl::StrCat("lathe_floordiv<int>(", E(e->operands[0]), ", ", E(e->operands[1]),
-                            ")");
-      case ExprKind::kMod:
-        return absl::StrCat("lathe_floormod<int>(", E(e->operands[0]), ", ", E(e->operands[1]),
-                            ")");
-      case ExprKind::kMin:  // integers (CudaOperatorText prints float ones)
-      case ExprKind::kMax:
-        return absl::StrCat(e->kind == ExprKind::kMin ? "lathe_min<int>(" : "lathe_max<int>(",
-                            E(e->operands[0]), ", ", E(e->operands[1]), ")");
-      case ExprKind::kCast:
-        if (e->type.is_float()) return absl::StrCat("((float)(", E(e->operands[0]), "))");
-        if (e->type.is_bool()) return absl::StrCat("((bool)(", E(e->operands[0]), "))");
-        return absl::StrCat("((int)(", E(e->operands[0]), "))");
-      case ExprKind::kCall:  // one CudaOperatorText has no CUDA function for
-        return Fail("no CUDA function for call '" + e->name + "'");
-      case ExprKind::kTensorRead: {
-        if (e->name == replace_) return with_;
-        const ir::Tensor* t = w_.Find(e->name);
-        if (!t || !(*t)->is_placeholder()) return Fail("reads '" + e->name + "', no argument");
-        std::string index;
-        for (size_t i = 0; i < e->operands.size(); ++i) {
-          std::string x = E(e->operands[i]);
-          index = i == 0 ? x : absl::StrCat("(", index, ") * ", (*t)->shape[i], " + ", x);
-        }
-        return absl::StrCat(ParamName(e->name), "[", index.empty() ? "0" : index, "]");
-      }
-      default:
-        return Fail(absl::StrCat("no CUDA for a ", ir::ExprKindName(e->kind), " node"));
-    }
-  }
-
-  std::string ParamName(const std::string& tensor) const {
-    for (size_t i = 0; i < w_.args.size(); ++i) {
-      if (w_.args[i]->name == tensor) return absl::StrCat("p", i);
-    }
-    return "p_missing";
-  }
-
- private:
-  std::string Fail(const std::string& why) {
-    if (status_.ok()) status_ = absl::InvalidArgumentError("contraction codegen: " + why);
-    return "0";
-  }
-  const ir::Workload& w_;
-  std::map<const ir::ExprNode*, std::string> vars_;
-  std::string replace_, with_;
-  absl::Status status_;
-};
-
-// Lines that set the variables `names` (extents `extents`, outermost first) from the flat
-// index `flat` (row-major).
-std::string Decompose(const std::string& indent, const std::string& flat,
-                      const std::vector<std::string>& names, const std::vector<int64_t>& extents) {
-  std::string out;
-  int64_t stride = 1;
-  for (size_t i = names.size(); i-- > 0;) {
-    std::string v = stride == 1 ? flat : absl::StrCat("(", flat, " / ", stride, ")");
-    if (i > 0) v = absl::StrCat(v, " % ", extents[i]);
-    absl::StrAppend(&out, indent, "const int ", names[i], " = ", v, ";\n");
-    stride *= extents[i];
-  }
-  return out;
-}
-
-// The tensor-core helpers, once per translation unit.
-constexpr char kHelpers[] = R"(#ifndef LATHE_TC_HELPERS
-#define LATHE_TC_HELPERS
-#ifndef LATHE_GPU_EMULATOR
-// cvt.rna.tf32.f32: fp32 to tf32 (10 mantissa bits, nearest, ties away from zero).
-__device__ __forceinline__ unsigned lathe_cvt_tf32(float x) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-// d += a * b on the warp's m16n8k8 fragments (PTX ISA layouts), fp32 accumulation.
-__device__ __forceinline__ void lathe_mma_m16n8k8_tf32(float* d, const unsigned* a,
-                                                       const unsigned* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-#endif
-#endif
-)";
-
 }  // namespace
 
 bool IsContractionTemplate(const std::string& name) {
-  return name == kContractionFma || name == kContractionMmaTf32;
+  return name == kContractionFma || name == kContractionMmaTf32 || name == kContractionFmaAsync ||
+         name == kContractionMmaTf32Async;
+}
+
+bool IsTf32ContractionTemplate(const std::string& name) {
+  return name == kContractionMmaTf32 || name == kContractionMmaTf32Async;
 }
 
 absl::Status CheckContractionParams(const std::string& name, const std::vector<int64_t>& p) {
   if (!IsContractionTemplate(name)) {
     return absl::InvalidArgumentError("unknown kernel template '" + name + "'");
   }
-  if (p.size() != 5 && p.size() != 6) {
+  const bool async = name == kContractionFmaAsync || name == kContractionMmaTf32Async;
+  if (async && (p.size() < 6 || p.size() > 7 || p[5] < 2 || p[5] > 8 ||
+                (p.size() == 7 && (p[6] < 1 || p[6] > 64)))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name,
+                     ": expects {BM, BN, BK, x, y, STAGES[, SPLITS]} with STAGES in [2, 8] and "
+                     "SPLITS in [1, 64], got {",
+                     absl::StrJoin(p, ","), "}"));
+  }
+  if (!async && p.size() != 5 && p.size() != 6) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": expects 5 or 6 parameters {BM, BN, BK, x, y[, pipelined]}, got ", p.size()));
   }
-  if (p.size() == 6 && p[5] != 0 && p[5] != 1) {
+  if (!async && p.size() == 6 && p[5] != 0 && p[5] != 1) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": pipelined is 0 or 1, got ", p[5]));
   }
-  for (int64_t v : std::vector<int64_t>(p.begin(), p.begin() + 5)) {
+  for (int64_t v : std::vector<int64_t>(p.begin(), p.begin() + std::min<size_t>(5, p.size()))) {
     if (v < 1 || v > 256) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": parameter ", v, " out of [1, 256]"));
     }
   }
   const int64_t bm = p[0], bn = p[1], bk = p[2];
-  if (name == kContractionFma) {
+  if (name == kContractionFma || name == kContractionFmaAsync) {
+    if (name == kContractionFmaAsync && (bm % 4 || bn % 4 || bk % 4 || p[3] % 4 || p[4] % 4)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": BM, BN, BK, TM and TN must be multiples of 4 (got ",
+                       absl::StrJoin(p, ","), ")"));
+    }
     if (bm % p[3] || bn % p[4]) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": the thread tile ", p[3], "x", p[4],
                                                      " does not divide ", bm, "x", bn));
@@ -280,6 +184,9 @@ absl::StatusOr<CudaSource> GenerateContraction(const ir::Schedule& sch, const st
   if (!shape.ok()) return shape.status();
   const ContractionShape& c = *shape;
   const ir::Workload& w = sch.workload();
+  if (ts->tensorize == kContractionFmaAsync || ts->tensorize == kContractionMmaTf32Async) {
+    return internal::GenerateAsyncContraction(sch, *ts, c, name);
+  }
   const ir::Tensor& t = ts->tensor;
   const bool mma = ts->tensorize == kContractionMmaTf32;
   const std::vector<int64_t>& p = ts->tensorize_params;
@@ -489,7 +396,7 @@ absl::StatusOr<CudaSource> GenerateContraction(const ir::Schedule& sch, const st
 
   CudaSource src;
   src.prelude = CudaPrelude();
-  src.kernels = std::string(kHelpers) + k;
+  src.kernels = std::string(internal::kTensorCoreHelpers) + k;
   src.source = src.prelude + src.kernels;
   src.plan.name = name;
   for (const ir::Tensor& a : w.args) src.plan.args.push_back(a->name);

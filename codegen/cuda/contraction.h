@@ -22,6 +22,22 @@
 // The generated text calls lathe_mma_m16n8k8_tf32 / lathe_cvt_tf32, defined in it as inline
 // PTX for NVRTC (sm_80 and later) and by the GPU emulator's platform (gpuemu/platform.h) for
 // the emulator.
+//
+// The pipelined templates (params {BM, BN, BK, x, y, STAGES}, STAGES in [2, 8]) copy both
+// operands' k-tiles global -> shared with cp.async (sm_80 and later) into a ring of STAGES
+// buffers in dynamic shared memory, STAGES - 1 k-tiles in flight while one is computed, one
+// barrier per k-tile. An operand must be a read of an argument, or one guarded by an inlined
+// padding (zero-filled where the guard fails); it is copied 16 bytes at a time where 4
+// consecutive elements along its fast dimension are contiguous and aligned (a GEMM's rows,
+// a convolution's weights), else 4 bytes at a time (a gathered convolution input).
+// - "contraction_mma_tf32_async": warps of m16n8k8 TF32 MMAs as above (BK a multiple of 8),
+//   fragments read from padded tiles without bank conflicts, rounded with cvt.rna.tf32 as
+//   they are read, double-buffered in registers across the k-steps of a tile;
+// - "contraction_fma_async": TM x TN fp32 register tiles read as float4s (BM, BN, BK, TM
+//   and TN multiples of 4).
+// An optional 7th parameter SPLITS > 1 splits K (few outputs of a long reduction: a grid of
+// batches x SPLITS in z, each split's partial sums in a temporary of the plan, then a second
+// kernel `<name>_k1` sums the splits in a fixed order and applies the epilogue).
 #ifndef LATHE_CODEGEN_CUDA_CONTRACTION_H_
 #define LATHE_CODEGEN_CUDA_CONTRACTION_H_
 
@@ -37,6 +53,8 @@ namespace lathe::codegen::cuda {
 
 inline constexpr char kContractionFma[] = "contraction_fma";
 inline constexpr char kContractionMmaTf32[] = "contraction_mma_tf32";
+inline constexpr char kContractionFmaAsync[] = "contraction_fma_async";
+inline constexpr char kContractionMmaTf32Async[] = "contraction_mma_tf32_async";
 
 // The GEMM view of a contraction stage.
 struct ContractionShape {
@@ -59,6 +77,13 @@ absl::StatusOr<ContractionShape> MatchContraction(const ir::Schedule& sch,
 
 // True for a template name of this file.
 bool IsContractionTemplate(const std::string& name);
+
+// True for the TF32 tensor-core templates (contraction_mma_tf32, contraction_mma_tf32_async).
+bool IsTf32ContractionTemplate(const std::string& name);
+
+// Whether the pipelined templates can copy both operands of `c` (a stage of `sch`) with
+// cp.async; InvalidArgument naming the operand that is no (guarded) read of an argument.
+absl::Status CheckAsyncOperands(const ir::Schedule& sch, const ContractionShape& c);
 
 // Checks `params` of template `name` (see above); InvalidArgument naming the violated rule.
 absl::Status CheckContractionParams(const std::string& name, const std::vector<int64_t>& params);

@@ -854,7 +854,9 @@ std::string ToText(const LaunchPlan& plan) {
   for (const KernelLaunch& k : plan.kernels) {
     absl::StrAppend(&out, "  kernel ", k.name, " grid(", k.grid[0], ", ", k.grid[1], ", ",
                     k.grid[2], ") block(", k.block[0], ", ", k.block[1], ", ", k.block[2],
-                    ") shared ", k.shared_bytes, " args(", absl::StrJoin(k.args, ", "), ")\n");
+                    ") shared ", k.shared_bytes,
+                    k.dynamic_shared_bytes ? absl::StrCat(" dynamic ", k.dynamic_shared_bytes) : "",
+                    " args(", absl::StrJoin(k.args, ", "), ")\n");
   }
   return out;
 }

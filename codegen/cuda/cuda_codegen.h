@@ -37,10 +37,13 @@ std::optional<std::string> CudaOperatorText(const ir::Expr& e,
 
 // One kernel launch of a plan.
 struct KernelLaunch {
-  std::string name;               // the extern "C" symbol
-  int64_t grid[3] = {1, 1, 1};    // blockIdx.{x,y,z} extents
-  int64_t block[3] = {1, 1, 1};   // threadIdx.{x,y,z} extents
-  int64_t shared_bytes = 0;       // static shared memory per block
+  std::string name;              // the extern "C" symbol
+  int64_t grid[3] = {1, 1, 1};   // blockIdx.{x,y,z} extents
+  int64_t block[3] = {1, 1, 1};  // threadIdx.{x,y,z} extents
+  int64_t shared_bytes = 0;      // static shared memory per block
+  // Dynamic shared memory per block (the kernel templates' pipelines; extern __shared__),
+  // passed at launch; over 48 KiB the program opts in per function.
+  int64_t dynamic_shared_bytes = 0;
   std::vector<std::string> args;  // buffer names: function arguments or temporaries
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
 };

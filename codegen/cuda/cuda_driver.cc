@@ -40,6 +40,7 @@ struct DriverApi {
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*cuFuncGetAttribute)(int*, int, CUfunction) = nullptr;
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t) = nullptr;
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
@@ -128,6 +129,7 @@ absl::StatusOr<std::unique_ptr<DriverApi>> LoadApi() {
   need("cuModuleUnload", &api->cuModuleUnload);
   need("cuModuleGetFunction", &api->cuModuleGetFunction);
   need("cuFuncGetAttribute", &api->cuFuncGetAttribute);
+  need("cuFuncSetAttribute", &api->cuFuncSetAttribute);
   need("cuMemAlloc_v2", &api->cuMemAlloc);
   need("cuMemFree_v2", &api->cuMemFree);
   need("cuMemcpyHtoD_v2", &api->cuMemcpyHtoD);
@@ -255,6 +257,7 @@ absl::StatusOr<DeviceInfo> CudaDriver::Describe(int ordinal) const {
   info.limits.max_grid[2] = a[kMaxGridZ];
   // Generated kernels use static shared memory, which is capped at the default limit.
   info.limits.max_shared_per_block = a[kMaxSharedPerBlock];
+  info.limits.max_shared_optin = a[kMaxSharedOptin];
   return info;
 }
 
@@ -367,6 +370,15 @@ absl::StatusOr<std::unique_ptr<CudaProgram>> CudaProgram::Load(const CudaContext
     auto st = d.Check(d.api().cuModuleGetFunction(&fn, m, k.name.c_str()),
                       "cuModuleGetFunction('" + k.name + "')");
     if (!st.ok()) return st;
+    // Dynamic shared memory past the default 48 KiB is an opt-in per function
+    // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8).
+    if (k.dynamic_shared_bytes > 48 * 1024) {
+      constexpr int kMaxDynamicSharedSizeBytes = 8;
+      st = d.Check(d.api().cuFuncSetAttribute(fn, kMaxDynamicSharedSizeBytes,
+                                              static_cast<int>(k.dynamic_shared_bytes)),
+                   "cuFuncSetAttribute('" + k.name + "', dynamic shared memory)");
+      if (!st.ok()) return st;
+    }
     p->functions_.push_back(fn);
   }
   for (const TempBuffer& t : p->plan_.temporaries) {
@@ -424,12 +436,13 @@ absl::Status CudaProgram::Launch(const std::vector<uint64_t>& args, void* stream
     for (const std::string& a : k.args) ptrs.push_back(by_name.at(a));
     std::vector<void*> params;
     for (CUdeviceptr& p : ptrs) params.push_back(&p);
-    auto st = d.Check(d.api().cuLaunchKernel(
-                          functions_[i], static_cast<unsigned>(k.grid[0]),
-                          static_cast<unsigned>(k.grid[1]), static_cast<unsigned>(k.grid[2]),
-                          static_cast<unsigned>(k.block[0]), static_cast<unsigned>(k.block[1]),
-                          static_cast<unsigned>(k.block[2]), 0, stream, params.data(), nullptr),
-                      "cuLaunchKernel('" + k.name + "')");
+    auto st = d.Check(
+        d.api().cuLaunchKernel(
+            functions_[i], static_cast<unsigned>(k.grid[0]), static_cast<unsigned>(k.grid[1]),
+            static_cast<unsigned>(k.grid[2]), static_cast<unsigned>(k.block[0]),
+            static_cast<unsigned>(k.block[1]), static_cast<unsigned>(k.block[2]),
+            static_cast<unsigned>(k.dynamic_shared_bytes), stream, params.data(), nullptr),
+        "cuLaunchKernel('" + k.name + "')");
     if (!st.ok()) return st;
   }
   return absl::OkStatus();

@@ -526,6 +526,13 @@ absl::Status CheckLaunchLimits(const LaunchPlan& plan, const GpuLimits& limits) 
                        " bytes of shared memory per block; the device allows at most ",
                        limits.max_shared_per_block));
     }
+    if (k.dynamic_shared_bytes > 0 &&
+        k.shared_bytes + k.dynamic_shared_bytes > limits.max_shared_optin) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "kernel '", k.name, "' needs ", k.shared_bytes + k.dynamic_shared_bytes,
+          " bytes of shared memory per block (", k.dynamic_shared_bytes,
+          " dynamic); the device allows at most ", limits.max_shared_optin, " with the opt-in"));
+    }
   }
   return absl::OkStatus();
 }

@@ -105,13 +105,14 @@ struct GpuLimits {
   int64_t max_block[3] = {1024, 1024, 64};
   int64_t max_grid[3] = {2147483647, 65535, 65535};
   int64_t max_shared_per_block = 48 * 1024;  // static shared memory; 227 KiB opt-in on sm_90
+  int64_t max_shared_optin = 227 * 1024;     // static + dynamic, with the opt-in (sm_90)
   int64_t max_regs_per_thread = 255;
   int64_t max_regs_per_block = 64 * 1024;
 };
 
 // Checks every kernel of `plan` against `limits`; ResourceExhausted naming the kernel and
 // the limit for the first violation (too many threads, a block or grid dimension too large,
-// too much shared memory).
+// too much static shared memory, or static + dynamic over the opt-in limit).
 absl::Status CheckLaunchLimits(const LaunchPlan& plan, const GpuLimits& limits = {});
 
 }  // namespace lathe::codegen::cuda

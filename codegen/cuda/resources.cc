@@ -107,6 +107,7 @@ absl::StatusOr<SmResources> SmResourcesFor(const std::string& arch) {
   constexpr int64_t kKiB = 1024;
   auto set = [&](int64_t shared_kib, int64_t reserved, int threads, int blocks) {
     r.shared_bytes = shared_kib * kKiB;
+    r.limits.max_shared_optin = (shared_kib - 1) * kKiB;
     r.reserved_shared_per_block = reserved;
     r.max_threads = threads;
     r.max_blocks = blocks;
@@ -182,10 +183,17 @@ absl::Status CheckKernelResources(const LaunchPlan& plan,
                        " bytes of static shared memory (ptxas); the device allows ",
                        sm.limits.max_shared_per_block, " per block"));
     }
-    if (OccupancyOf(sm, threads, r.registers, r.shared_bytes).blocks_per_sm < 1) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "kernel '", k.name, "' (", threads, " threads, ", r.registers, " registers, ",
-          r.shared_bytes, " bytes shared, ptxas) does not fit on one SM"));
+    const int64_t shared = r.shared_bytes + k.dynamic_shared_bytes;
+    if (k.dynamic_shared_bytes > 0 && shared > sm.limits.max_shared_optin) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("kernel '", k.name, "' uses ", shared, " bytes of shared memory (",
+                       k.dynamic_shared_bytes, " dynamic); the device allows ",
+                       sm.limits.max_shared_optin, " per block with the opt-in"));
+    }
+    if (OccupancyOf(sm, threads, r.registers, shared).blocks_per_sm < 1) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("kernel '", k.name, "' (", threads, " threads, ", r.registers,
+                       " registers, ", shared, " bytes shared, ptxas) does not fit on one SM"));
     }
   }
   return absl::OkStatus();
@@ -198,11 +206,12 @@ std::string ResourcesText(const LaunchPlan& plan, const std::vector<KernelResour
     auto it = std::find_if(resources.begin(), resources.end(),
                            [&](const KernelResources& r) { return r.name == k.name; });
     if (it == resources.end()) continue;
-    Occupancy o = OccupancyOf(sm, k.threads_per_block(), it->registers, it->shared_bytes);
+    const int64_t shared = it->shared_bytes + k.dynamic_shared_bytes;
+    Occupancy o = OccupancyOf(sm, k.threads_per_block(), it->registers, shared);
     absl::StrAppend(&out, out.empty() ? "" : "; ", k.name, ": ", k.threads_per_block(),
                     " threads, ", it->registers, " registers, ", it->spill_stores + it->spill_loads,
-                    " bytes spilled, ", it->shared_bytes, " bytes shared, ", o.blocks_per_sm,
-                    " blocks/SM (", o.limited_by, ")");
+                    " bytes spilled, ", shared, " bytes shared, ", o.blocks_per_sm, " blocks/SM (",
+                    o.limited_by, ")");
   }
   return out;
 }

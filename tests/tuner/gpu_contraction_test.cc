@@ -10,13 +10,16 @@
 
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "codegen/cuda/contraction.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/cuda/resources.h"
 #include "gpuemu/host_compiler.h"
 #include "gpuemu/verify.h"
 #include "ir/schedule.h"
@@ -33,6 +36,11 @@ bool Tensorized(const ir::Trace& t, const std::string& tmpl) {
     if (i.kind == "tensorize" && i.tag == tmpl) return true;
   }
   return false;
+}
+
+// Tensorized with a TF32 tensor-core template (register-staged or pipelined).
+bool UsesTf32(const ir::Trace& t) {
+  return Tensorized(t, cuda::kContractionMmaTf32) || Tensorized(t, cuda::kContractionMmaTf32Async);
 }
 
 std::unique_ptr<SearchSpace> Space(const ir::Workload& w, bool tf32) {
@@ -73,7 +81,7 @@ double VerifyAllVariants(const std::string& spec, bool tf32) {
     auto src = cuda::BuildCudaSource(*sch, "v" + std::to_string(v));
     EXPECT_TRUE(src.ok()) << spec << " variant " << v << ": " << src.status();
     if (!src.ok()) continue;
-    is_mma.push_back(Tensorized(sch->trace(), cuda::kContractionMmaTf32));
+    is_mma.push_back(UsesTf32(sch->trace()));
     kernels += src->kernels;
     sources.push_back(std::move(*src));
   }
@@ -188,25 +196,26 @@ TEST(ContractionTest, Tf32IsOfferedOnlyWhenAllowed) {
   for (int i = 0; i < 60; ++i) {
     auto c = fp32->Sample(rng);
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_FALSE(Tensorized(c->trace, cuda::kContractionMmaTf32));
-    contractions += Tensorized(c->trace, cuda::kContractionFma);
+    EXPECT_FALSE(UsesTf32(c->trace));
+    contractions += Tensorized(c->trace, cuda::kContractionFma) ||
+                    Tensorized(c->trace, cuda::kContractionFmaAsync);
   }
   EXPECT_GT(contractions, 0);
   // The fp32 rules never use tensor cores; with TF32 the tensor-core GEMM is among them, and
   // first for a GEMM large enough to fill the GPU with its tiles.
-  for (const Candidate& c : fp32->Heuristic(8)) {
-    EXPECT_FALSE(Tensorized(c.trace, cuda::kContractionMmaTf32));
-  }
+  for (const Candidate& c : fp32->Heuristic(8)) EXPECT_FALSE(UsesTf32(c.trace));
   auto tf32 = Space(*w, true);
   bool offered = false;
   for (const Candidate& c : tf32->Heuristic(4)) {
-    offered = offered || Tensorized(c.trace, cuda::kContractionMmaTf32);
+    offered = offered || UsesTf32(c.trace);
   }
   EXPECT_TRUE(offered);
   auto large = ir::MakeWorkload("matmul:m=2048,n=2048,k=2048");
   ASSERT_TRUE(large.ok());
   const Candidate rule = Space(*large, true)->Heuristic(1).at(0);
-  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionMmaTf32)) << ir::TraceToText(rule.trace);
+  // The pipelined (cp.async) template: a GEMM's operands are reads of its arguments.
+  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionMmaTf32Async))
+      << ir::TraceToText(rule.trace);
   // A TF32 trace is not a candidate of the fp32 space.
   EXPECT_FALSE(Space(*large, false)->FromTrace(rule.trace).ok());
 }
@@ -215,10 +224,18 @@ TEST(ContractionTest, TheRuleOfAConvolutionIsTheImplicitGemm) {
   auto w = ir::MakeWorkload("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
   ASSERT_TRUE(w.ok());
   const Candidate rule = Space(*w, false)->Heuristic(1).at(0);
-  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionFma)) << ir::TraceToText(rule.trace);
+  // The pipelined FMA template, 64x32 tiles (392 blocks spread evenly over 132 SMs, where
+  // 64x64's 196 leave 64 SMs with two). K runs window-outermost (the padding guard and the
+  // window shared by a k-tile of channels), so the gathered input and the weights are both
+  // copied 4 bytes at a time.
+  EXPECT_TRUE(Tensorized(rule.trace, cuda::kContractionFmaAsync)) << ir::TraceToText(rule.trace);
   auto src = cuda::BuildCudaSource(*rule.schedule, "conv");
   ASSERT_TRUE(src.ok()) << src.status();
-  EXPECT_EQ(src->plan.kernels.at(0).threads_per_block(), 256);
+  const cuda::KernelLaunch& k = src->plan.kernels.at(0);
+  EXPECT_EQ(k.threads_per_block(), 128);
+  EXPECT_EQ(k.grid[0] * k.grid[1] * k.grid[2], 392);
+  EXPECT_NE(src->kernels.find("A k-fast x1, B n-fast x1"), std::string::npos) << src->kernels;
+  EXPECT_NE(src->kernels.find("_base + kk;"), std::string::npos) << src->kernels;
 }
 
 TEST(ContractionTest, Tf32GemmUsesMmaSync) {
@@ -233,7 +250,113 @@ TEST(ContractionTest, Tf32GemmUsesMmaSync) {
   auto ptx = cuda::CompileToPtx(src->source, "sm_90");
   ASSERT_TRUE(ptx.ok()) << ptx.status();
   EXPECT_NE(ptx->find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), std::string::npos);
-  EXPECT_NE(ptx->find("cvt.rna.tf32.f32"), std::string::npos);
+  // Rounded to TF32 by an integer add on the bits (the tensor core truncates), not cvt.rna.
+  EXPECT_EQ(ptx->find("cvt.rna.tf32.f32"), std::string::npos);
+  // Both operands copied 16 bytes at a time, global -> shared, STAGES - 2 groups in flight.
+  EXPECT_NE(ptx->find("cp.async.cg.shared.global"), std::string::npos);
+  EXPECT_NE(ptx->find("cp.async.wait_group 1"), std::string::npos);
+  EXPECT_EQ(ptx->find("cp.async.ca.shared.global"), std::string::npos);
+}
+
+// Few outputs of a long reduction (PP-OCR rec's 1x3 convolution over 960 channels: 2400
+// outputs, K = 2880): the rule splits K (a kernel of partial sums into a temporary, a second
+// one summing them), before the flat mapping; fp32 and TF32 agree with the reference on the
+// emulator, and ptxas (sm_90) reports no spills.
+TEST(ContractionTest, FewOutputsOfALongReductionSplitK) {
+  SKIP_WITHOUT_NVRTC();
+  auto w = ir::MakeWorkload("conv2d:n=1,c=960,h=1,w=40,k=60,r=1,s=3,pad=0x1,epilogue=bias");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto data = gpuemu::MakeReferenceData(*w);
+  ASSERT_TRUE(data.ok()) << data.status();
+  for (bool tf32 : {false, true}) {
+    const Candidate rule = Space(*w, tf32)->Heuristic(1).at(0);
+    ASSERT_EQ(rule.sketch, 1) << ir::TraceToText(rule.trace);
+    auto src = cuda::BuildCudaSource(*rule.schedule, "split");
+    ASSERT_TRUE(src.ok()) << src.status();
+    ASSERT_EQ(src->plan.kernels.size(), 2u) << cuda::ToText(src->plan);
+    ASSERT_EQ(src->plan.temporaries.size(), 1u);
+    EXPECT_GE(
+        src->plan.kernels[0].grid[0] * src->plan.kernels[0].grid[1] * src->plan.kernels[0].grid[2],
+        64)
+        << cuda::ToText(src->plan);
+    gpuemu::VerifyOptions vo;
+    vo.arch = "sm_90";
+    vo.tolerance = tf32 ? gpuemu::kTf32Tolerance : ir::kDefaultTolerance;
+    gpuemu::VerifyReport r = gpuemu::VerifySchedule(*rule.schedule, *data, vo);
+    if (r.outcome == gpuemu::Outcome::kUnavailable) GTEST_SKIP() << r.message;
+    EXPECT_TRUE(r.ok()) << gpuemu::OutcomeName(r.outcome) << ": " << r.message;
+    for (const cuda::KernelResources& k : r.resources) {
+      EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << k.name << " " << r.resources_text;
+    }
+  }
+}
+
+// The rules' pipelined kernels at the sizes bench_cuda measures, as ptxas (sm_90) builds them:
+// no spills, two resident blocks per SM (the register and shared-memory budget of the tiles).
+TEST(ContractionTest, PipelinedKernelsFitTwoBlocksPerSm) {
+  SKIP_WITHOUT_NVRTC();
+  auto sm = cuda::SmResourcesFor("sm_90");
+  ASSERT_TRUE(sm.ok());
+  for (const auto& [spec, tf32, tmpl] : std::vector<std::tuple<std::string, bool, std::string>>{
+           {"matmul:m=4096,n=4096,k=4096", false, cuda::kContractionFmaAsync},
+           {"matmul:m=4096,n=4096,k=4096", true, cuda::kContractionMmaTf32Async},
+           {"conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", false, cuda::kContractionFmaAsync},
+           {"conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", true,
+            cuda::kContractionMmaTf32Async}}) {
+    auto w = ir::MakeWorkload(spec);
+    ASSERT_TRUE(w.ok());
+    const Candidate rule = Space(*w, tf32)->Heuristic(1).at(0);
+    EXPECT_TRUE(Tensorized(rule.trace, tmpl)) << spec << ": " << ir::TraceToText(rule.trace);
+    auto src = cuda::BuildCudaSource(*rule.schedule, "k");
+    ASSERT_TRUE(src.ok()) << src.status();
+    auto cubin = cuda::CompileToCubinWithResources(src->source, "sm_90");
+    ASSERT_TRUE(cubin.ok()) << cubin.status();
+    if (cubin->kernels.empty()) GTEST_SKIP() << "this NVRTC gives no ptxas report";
+    EXPECT_TRUE(cuda::CheckKernelResources(src->plan, cubin->kernels, *sm).ok());
+    const cuda::KernelResources& r = cubin->kernels.at(0);
+    EXPECT_EQ(r.spill_stores + r.spill_loads, 0) << spec << ": " << r.registers << " registers";
+    const cuda::KernelLaunch& k = src->plan.kernels.at(0);
+    const cuda::Occupancy o = cuda::OccupancyOf(*sm, k.threads_per_block(), r.registers,
+                                                r.shared_bytes + k.dynamic_shared_bytes);
+    EXPECT_GE(o.blocks_per_sm, tf32 && spec[0] == 'm' ? 1 : 2)
+        << spec << ": " << cuda::ResourcesText(src->plan, cubin->kernels, *sm);
+    std::cout << spec << (tf32 ? " tf32: " : ": ") << ir::TraceToText(rule.trace)
+              << cuda::ResourcesText(src->plan, cubin->kernels, *sm) << "\n";
+  }
+}
+
+// The emulator proves the pipeline's synchronization, not only its arithmetic: the pipelined
+// TF32 kernel with its wait_group allowing one group too many in flight (a k-tile read before
+// it landed), or without the barrier that ends the reads of a stage before it is refilled,
+// gives a wrong answer (NaN: what a copy's destination holds until its group is waited for).
+TEST(ContractionTest, TheEmulatorCatchesABrokenPipeline) {
+  SKIP_WITHOUT_NVRTC();
+  if (!gpuemu::FindHostCompiler().ok()) GTEST_SKIP() << "no host compiler";
+  auto w = ir::MakeWorkload("matmul:m=64,n=64,k=256");
+  ASSERT_TRUE(w.ok());
+  ir::Schedule sch(*w, "cuda");
+  ASSERT_TRUE(sch.Tensorize("C", cuda::kContractionMmaTf32Async, {64, 64, 32, 2, 2, 3}).ok());
+  auto src = cuda::BuildCudaSource(sch, "pipe");
+  ASSERT_TRUE(src.ok()) << src.status();
+  auto data = gpuemu::MakeReferenceData(*w);
+  ASSERT_TRUE(data.ok()) << data.status();
+  auto verify = [&](const std::string& from, const std::string& to) {
+    cuda::CudaSource broken = *src;
+    const size_t at = broken.kernels.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) broken.kernels.replace(at, from.size(), to);
+    broken.source = broken.prelude + broken.kernels;
+    auto module = gpuemu::EmuModule::Build(broken.source, gpuemu::Signatures(broken.plan));
+    EXPECT_TRUE(module.ok()) << module.status();
+    gpuemu::VerifyOptions vo;
+    vo.tolerance = gpuemu::kTf32Tolerance;
+    return gpuemu::VerifyCompiled(broken, std::move(*module), *data, vo);
+  };
+  EXPECT_TRUE(verify("", "").ok()) << "the kernel as generated";
+  gpuemu::VerifyReport early = verify("lathe_cp_async_wait(1);", "lathe_cp_async_wait(2);");
+  EXPECT_EQ(early.outcome, gpuemu::Outcome::kWrongAnswer) << early.message;
+  gpuemu::VerifyReport unfenced = verify("    __syncthreads();\n", "");
+  EXPECT_EQ(unfenced.outcome, gpuemu::Outcome::kWrongAnswer) << unfenced.message;
 }
 
 class ContractionVariantsTest : public ::testing::TestWithParam<std::string> {};

@@ -20,6 +20,7 @@
 #include <random>
 
 #include "../codegen/op_specs.h"
+#include "codegen/cuda/contraction.h"
 #include "codegen/cuda/cuda_build.h"
 #include "codegen/cuda/cuda_driver.h"
 #include "codegen/cuda/nvrtc.h"
@@ -183,10 +184,11 @@ TEST(GpuSpaceTest, BenchShapesSampleAndCompile) {
   CheckCandidates("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", 4, 2);
 }
 
-// The rule-picked SGEMM 4096 candidate for sm_90 is shaped like a good hand-written kernel
-// (a 128x128 block tile from 16x16 threads of 8x8 outputs in registers, k-tiles of A and B in
-// shared memory fetched with float4), and ptxas compiles it without spills within the
-// registers and shared memory of two blocks per SM.
+// The rule-picked SGEMM 4096 candidates for sm_90: first the pipelined FMA template (128x128
+// block tiles of 8x8 per thread, cp.async k-tiles in 3 stages); then the loop-tiling rule,
+// shaped like a good hand-written kernel (a 128x128 block tile from 16x16 threads of 8x8
+// outputs in registers, k-tiles of A and B in shared memory fetched with float4). ptxas
+// compiles both without spills within the registers and shared memory of two blocks per SM.
 TEST(GpuSpaceTest, RulePickedSgemmIsAHandKernelThatFitsTwoBlocksPerSm) {
   SKIP_WITHOUT_NVRTC();
   auto w = ir::MakeWorkload("matmul:m=4096,n=4096,k=4096");
@@ -195,13 +197,37 @@ TEST(GpuSpaceTest, RulePickedSgemmIsAHandKernelThatFitsTwoBlocksPerSm) {
   ASSERT_TRUE(space.ok()) << space.status();
   std::vector<Candidate> picked = (*space)->Heuristic(4);
   ASSERT_GE(picked.size(), 2u);
-  const ir::Trace& t = picked[0].trace;
+  EXPECT_EQ(picked[0].sketch, 1) << ir::TraceToText(picked[0].trace);
+  EXPECT_TRUE(HasKind(picked[0].trace, "tensorize", codegen::cuda::kContractionFmaAsync))
+      << ir::TraceToText(picked[0].trace);
+  {
+    auto src = codegen::cuda::BuildCudaSource(*picked[0].schedule, "sgemm");
+    ASSERT_TRUE(src.ok()) << src.status();
+    const codegen::cuda::KernelLaunch& k = src->plan.kernels.at(0);
+    EXPECT_EQ(k.threads_per_block(), 256);
+    EXPECT_EQ(k.grid[0] * k.grid[1] * k.grid[2], (4096 / 128) * (4096 / 128));
+    EXPECT_GE(k.dynamic_shared_bytes, 3 * 2 * 128 * 16 * 4);  // 3 stages of 16-deep k-tiles
+    auto cubin = codegen::cuda::CompileToCubinWithResources(src->source, "sm_90");
+    ASSERT_TRUE(cubin.ok()) << cubin.status();
+    ASSERT_EQ(cubin->kernels.size(), 1u);
+    const codegen::cuda::KernelResources& r = cubin->kernels[0];
+    EXPECT_EQ(r.spill_stores + r.spill_loads, 0) << r.registers << " registers";
+    auto sm = codegen::cuda::SmResourcesFor("sm_90");
+    ASSERT_TRUE(sm.ok());
+    EXPECT_GE(
+        codegen::cuda::OccupancyOf(*sm, 256, r.registers, r.shared_bytes + k.dynamic_shared_bytes)
+            .blocks_per_sm,
+        2);
+    std::printf("rule-picked SGEMM 4096 (sm_90), first: %s\n",
+                codegen::cuda::ResourcesText(src->plan, cubin->kernels, *sm).c_str());
+  }
+  const ir::Trace& t = picked[1].trace;
   EXPECT_TRUE(HasKind(t, "cache_write", "local"));
   int staged = 0;
   for (const ir::Instruction& i : t.instructions) staged += i.kind == "cache_read";
   EXPECT_EQ(staged, 2) << ir::TraceToText(t);
   EXPECT_TRUE(HasKind(t, "vectorize")) << ir::TraceToText(t);
-  auto src = codegen::cuda::BuildCudaSource(*picked[0].schedule, "sgemm");
+  auto src = codegen::cuda::BuildCudaSource(*picked[1].schedule, "sgemm");
   ASSERT_TRUE(src.ok()) << src.status();
   ASSERT_EQ(src->plan.kernels.size(), 1u);
   const codegen::cuda::KernelLaunch& k = src->plan.kernels[0];
@@ -220,7 +246,7 @@ TEST(GpuSpaceTest, RulePickedSgemmIsAHandKernelThatFitsTwoBlocksPerSm) {
   codegen::cuda::Occupancy o = codegen::cuda::OccupancyOf(*sm, 256, r.registers, r.shared_bytes);
   EXPECT_GE(o.blocks_per_sm, 2) << r.registers << " registers, " << r.shared_bytes
                                 << " bytes shared: " << o.limited_by;
-  std::printf("rule-picked SGEMM 4096 (sm_90): %s\n",
+  std::printf("rule-picked SGEMM 4096 (sm_90), second: %s\n",
               codegen::cuda::ResourcesText(src->plan, cubin->kernels, *sm).c_str());
 }
 
@@ -345,13 +371,24 @@ TEST(GpuSpaceTest, RuleFitsTheWorkToTheGpu) {
     Candidate c = first(spec);
     EXPECT_TRUE(HasKind(c.trace, "rfactor")) << spec << "\n" << ir::TraceToText(c.trace);
   }
-  for (const char* spec :
-       {"conv2d:n=1,c=24,h=160,w=160,k=96,r=1,s=1",
-        "conv2d:n=1,c=96,h=160,w=160,k=24,r=3,s=3,pad=1", "matmul:m=40,n=120,k=240,epilogue=bias",
-        // Few outputs, but its long reduction runs along the channels.
-        "conv2d:n=1,c=960,h=1,w=40,k=60,r=1,s=3,pad=0x1"}) {
+  for (const char* spec : {"conv2d:n=1,c=24,h=160,w=160,k=96,r=1,s=1",
+                           "conv2d:n=1,c=96,h=160,w=160,k=24,r=3,s=3,pad=1",
+                           "matmul:m=40,n=120,k=240,epilogue=bias"}) {
     Candidate c = first(spec);
     EXPECT_EQ(c.sketch, 2) << spec << ": the flat mapping\n" << ir::TraceToText(c.trace);
+  }
+  // Few outputs of a long reduction along the channels (rec's 1x3 convolution: cross-thread
+  // along the channels lost 8x on the H100, the flat mapping walks 2880 products per thread):
+  // split-K, partial sums of enough blocks to fill the SMs, then their sum.
+  {
+    Candidate c = first("conv2d:n=1,c=960,h=1,w=40,k=60,r=1,s=3,pad=0x1");
+    EXPECT_EQ(c.sketch, 1) << ir::TraceToText(c.trace);
+    ASSERT_NE(c.schedule, nullptr);
+    auto src = codegen::cuda::BuildCudaSource(*c.schedule, "split");
+    ASSERT_TRUE(src.ok()) << src.status();
+    ASSERT_EQ(src->plan.kernels.size(), 2u);
+    const codegen::cuda::KernelLaunch& k = src->plan.kernels[0];
+    EXPECT_GE(k.grid[0] * k.grid[1] * k.grid[2], 132);
   }
   Candidate conv = first("conv2d:n=8,c=128,h=28,w=28,k=128,r=3,s=3,pad=1");
   EXPECT_EQ(conv.sketch, 1) << ir::TraceToText(conv.trace);

@@ -185,7 +185,17 @@ TEST(CudaCodegenTest, LaunchLimitsRejectBeforeMeasurement) {
   hopper.max_shared_per_block = 227 * 1024;
   EXPECT_TRUE(CheckLaunchLimits(plan, hopper).ok());
 
+  // Dynamic shared memory (the pipelined templates): up to the opt-in limit with the static.
   plan.kernels[0].shared_bytes = 0;
+  plan.kernels[0].dynamic_shared_bytes = 160 * 1024;
+  EXPECT_TRUE(CheckLaunchLimits(plan).ok());
+  EXPECT_NE(ToText(plan).find("dynamic 163840"), std::string::npos) << ToText(plan);
+  plan.kernels[0].dynamic_shared_bytes = 228 * 1024;
+  st = CheckLaunchLimits(plan);
+  EXPECT_NE(st.message().find("233472 bytes of shared memory per block (233472 dynamic)"),
+            std::string::npos)
+      << st;
+  plan.kernels[0].dynamic_shared_bytes = 0;
   plan.kernels[0].grid[1] = 70000;
   st = CheckLaunchLimits(plan);
   EXPECT_NE(st.message().find("grid dimension y = 70000"), std::string::npos) << st;
