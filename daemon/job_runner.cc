@@ -333,11 +333,17 @@ class JobRunner::Impl::LeaseRunner : public Runner {
   absl::StatusOr<std::vector<std::string>> Dispatch(std::vector<Trial> trials) override {
     std::vector<std::string> skipped;
     std::map<int, std::vector<v1::Task>> by_workload;
-    for (Trial& t : trials) {
-      // Stored since the driver read its measured set (another job of the workload measured
-      // it): its result would be a duplicate, not a trial of this job.
-      if (auto stored = jdb_.GetByCandidateId(t.candidate_id); stored.ok() && stored->has_value()) {
-        skipped.push_back(t.candidate_id);
+    // Stored since the driver read its measured set (another job of the workload measured
+    // it): its result would be a duplicate, not a trial of this job. One look-up for the
+    // round; when it fails, every trial is queued (a duplicate result is stored once anyway).
+    std::vector<std::string> ids;
+    ids.reserve(trials.size());
+    for (const Trial& t : trials) ids.push_back(t.candidate_id);
+    absl::StatusOr<std::vector<bool>> stored = jdb_.HasCandidates(ids);
+    for (size_t k = 0; k < trials.size(); ++k) {
+      Trial& t = trials[k];
+      if (stored.ok() && (*stored)[k]) {
+        skipped.push_back(std::move(t.candidate_id));
         continue;
       }
       v1::Task task;
