@@ -37,15 +37,18 @@ struct TaskState {
 };
 
 // A round searched on a SearchPool thread: its inputs are copies, so that the driver's thread
-// goes on meanwhile. The search thread also reads the round's seeds from the database and
-// serializes the candidates' traces: per-round and per-candidate work that would otherwise
-// queue on the one driver thread of the job, which every round of every task passes through.
+// goes on meanwhile. The search thread also serializes the candidates' traces: per-candidate
+// work that would otherwise queue on the one driver thread of the job, which every round of
+// every task passes through. (The seeds are read on the driver's side: a niced search thread
+// holding the job's database connection would keep the driver thread, which needs it for every
+// dispatch, waiting behind a low priority.)
 struct BackgroundSearch {
   size_t task = 0;
   int want = 0;
   bool first_round = false;
   std::mt19937_64 rng;
   ProgramSet measured;
+  std::vector<Candidate> seeds;
   std::shared_ptr<const cost_model::CostModel> model;
   absl::StatusOr<std::vector<Candidate>> result = absl::UnknownError("no search ran");
   std::vector<std::string> trace_json;  // of each candidate of `result`, in order
@@ -351,6 +354,8 @@ absl::StatusOr<bool> Driver::DispatchBackground() {
     Heavy([&] {
       FlushModel();
       RefreshSearchModel();
+      search->seeds =
+          SeedsFromDatabase(db_, *t.space, t.workload, o_.device_class, o_.seed_records);
     });
     search->model = search_model_;
     state_[i].searching = true;
@@ -363,11 +368,8 @@ absl::StatusOr<bool> Driver::DispatchBackground() {
       SearchOptions so = o_.search;
       so.threads = threads;
       const DriverTask& task = tasks_[search->task];
-      // db_ serializes its callers: this thread reads while the driver's dispatches.
-      const std::vector<Candidate> seeds =
-          SeedsFromDatabase(db_, *task.space, task.workload, o_.device_class, o_.seed_records);
-      search->result = NextRound(*task.space, *search->model, seeds, search->measured, search->want,
-                                 so, search->rng, search->first_round);
+      search->result = NextRound(*task.space, *search->model, search->seeds, search->measured,
+                                 search->want, so, search->rng, search->first_round);
       if (search->result.ok()) {
         search->trace_json.reserve(search->result->size());
         for (const Candidate& c : *search->result) {

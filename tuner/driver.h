@@ -93,8 +93,7 @@ struct DriverOptions {
   std::function<void(const std::function<void()>&)> run_heavy;
   // Searches rounds in the background, one per task at most, several tasks at once (see the
   // file comment); null: on the driver's thread. Not owned; must outlive RunDriver. A
-  // background round also reads its seeds from the driver's database and serializes its
-  // candidates' traces on the pool's thread (the Database serializes its callers).
+  // background round also serializes its candidates' traces on the pool's thread.
   SearchPool* search_pool = nullptr;
 };
 
