@@ -1,13 +1,12 @@
 // lathe-worker's lifecycle (Create, Run, Stop), its registration and the heartbeat thread
 // (worker_impl.h).
-#include "worker/worker_impl.h"
-
 #include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
 #include "spdlog/spdlog.h"
+#include "worker/worker_impl.h"
 
 #ifndef LATHE_VERSION
 #define LATHE_VERSION "0.1.0"
@@ -86,7 +85,7 @@ absl::Status Worker::Impl::Init() {
   }
   if (absl::Status st = StartMeasurers(); !st.ok()) return st;
   channel_ = ConnectToTuner(opt_);
-  stub_ = WorkerService::NewStub(channel_);
+  stub_ = lathe::v1::WorkerService::NewStub(channel_);
   return absl::OkStatus();
 }
 
@@ -201,8 +200,8 @@ void Worker::Impl::Fatal(absl::Status st) {
 absl::Status Worker::Impl::RefusedToken(const grpc::Status& s, const char* call) {
   absl::Status st(
       static_cast<absl::StatusCode>(s.error_code()),
-      absl::StrCat("the tuner at ", opt_.tuner, " refused this worker's ", call, " (",
-                   Describe(s), "); check --token-file: it must hold the daemon's token"));
+      absl::StrCat("the tuner at ", opt_.tuner, " refused this worker's ", call, " (", Describe(s),
+                   "); check --token-file: it must hold the daemon's token"));
   Fatal(st);
   return st;
 }
@@ -251,8 +250,8 @@ absl::Status Worker::Impl::EnsureRegistered() {
   }
 }
 
-lathe::v1::RegisterRequest Worker::Impl::RegisterRequestOf(const std::string& previous,
-                                             const std::string& previous_secret) const {
+lathe::v1::RegisterRequest Worker::Impl::RegisterRequestOf(
+    const std::string& previous, const std::string& previous_secret) const {
   lathe::v1::RegisterRequest req;
   req.set_hostname(opt_.hostname);
   req.set_lathe_version(LATHE_VERSION);
@@ -269,8 +268,8 @@ void Worker::Impl::Registered(const lathe::v1::RegisterResponse& resp) {
   if (resp.heartbeat_interval_ms() > 0) heartbeat_ms_ = resp.heartbeat_interval_ms();
   registered_ = true;
   ++stats_.registrations;
-  spdlog::info("registered with {} as worker {} ({} device(s), heartbeat every {} ms)",
-               opt_.tuner, worker_id_, opt_.devices.size(), heartbeat_ms_);
+  spdlog::info("registered with {} as worker {} ({} device(s), heartbeat every {} ms)", opt_.tuner,
+               worker_id_, opt_.devices.size(), heartbeat_ms_);
 }
 
 void Worker::Impl::HeartbeatLoop() {
@@ -325,7 +324,6 @@ void Worker::Impl::Heartbeat(bool& was_down) {
   }
   FlushSpool();
 }
-
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
   auto impl = std::make_unique<Impl>(std::move(options));
