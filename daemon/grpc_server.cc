@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -273,6 +274,10 @@ struct GrpcServer::Impl {
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(TunerService* service,
                                                               const GrpcServerOptions& options) {
   if (service == nullptr) return absl::InvalidArgumentError("no service");
+  // Debian's Abseil is built without NDEBUG, so every absl::Mutex (gRPC's own, on every call)
+  // keeps a lock graph for deadlock detection: about 3 % of the daemon's CPU under 1,000
+  // long-polling workers (bench_service part 5). A debugging aid only, off for the process.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError("TLS needs both a certificate and a key");
   }

@@ -56,6 +56,7 @@ class GrpcServer {
  public:
   // Binds and starts serving `service` (not owned; must outlive the server). Unavailable
   // when the address cannot be bound; InvalidArgument for inconsistent TLS or token options.
+  // Turns Abseil's mutex deadlock detection off for the process (see grpc_server.cc).
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(TunerService* service,
                                                            const GrpcServerOptions& options);
   ~GrpcServer();

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
@@ -102,7 +104,38 @@ std::string JobSpecJson(const JobEntry& job) {
   // The re-timing's progress, so that a reloaded job shows it (the records keep the repeats).
   doc["remeasuredCount"] = remeasured;
   doc["remeasureFailedCount"] = remeasure_failed;
+  nlohmann::json history = nlohmann::json::array();
+  for (const v1::ObjectivePoint& p : job.objective_history) {
+    history.push_back({p.at_ms(), p.trials_done(), p.objective_us()});
+  }
+  doc["objectiveHistory"] = std::move(history);
   return doc.dump();
+}
+
+std::vector<v1::ObjectivePoint> ObjectiveHistoryFromSpecJson(const nlohmann::json& doc) {
+  std::vector<v1::ObjectivePoint> points;
+  if (!doc.is_object()) return points;
+  auto it = doc.find("objectiveHistory");
+  if (it == doc.end() || !it->is_array()) return points;
+  for (const nlohmann::json& p : *it) {
+    if (!p.is_array() || p.size() != 3 || !p[0].is_number_integer() || !p[1].is_number_integer() ||
+        !p[2].is_number()) {
+      continue;
+    }
+    const double objective = p[2].get<double>();
+    if (!(objective > 0) || !std::isfinite(objective)) continue;
+    v1::ObjectivePoint point;
+    point.set_at_ms(p[0].get<int64_t>());
+    point.set_trials_done(
+        static_cast<int32_t>(std::clamp<int64_t>(p[1].get<int64_t>(), 0, INT32_MAX)));
+    point.set_objective_us(objective);
+    points.push_back(std::move(point));
+  }
+  if (points.size() > kMaxObjectivePoints) {
+    // Written by a daemon that kept more: the first and the newest points stay.
+    points.erase(points.begin() + 1, points.end() - (kMaxObjectivePoints - 1));
+  }
+  return points;
 }
 
 class JobRunner::Impl {
@@ -156,11 +189,10 @@ class JobRunner::Impl {
 
   // Appends a point to the job's objective history when the objective changed.
   void NoteObjective(JobEntry& job) const {
-    constexpr size_t kMaxPoints = 128;
     const double objective = JobObjective(job);
     std::vector<v1::ObjectivePoint>& h = job.objective_history;
     if (objective <= 0 || (!h.empty() && h.back().objective_us() == objective)) return;
-    if (h.size() >= kMaxPoints) {
+    if (h.size() >= kMaxObjectivePoints) {
       // Every other point of the older ones goes; the first and the newest stay.
       std::vector<v1::ObjectivePoint> kept;
       for (size_t i = 0; i < h.size(); ++i) {
@@ -301,11 +333,17 @@ class JobRunner::Impl::LeaseRunner : public Runner {
   absl::StatusOr<std::vector<std::string>> Dispatch(std::vector<Trial> trials) override {
     std::vector<std::string> skipped;
     std::map<int, std::vector<v1::Task>> by_workload;
-    for (Trial& t : trials) {
-      // Stored since the driver read its measured set (another job of the workload measured
-      // it): its result would be a duplicate, not a trial of this job.
-      if (auto stored = jdb_.GetByCandidateId(t.candidate_id); stored.ok() && stored->has_value()) {
-        skipped.push_back(t.candidate_id);
+    // Stored since the driver read its measured set (another job of the workload measured
+    // it): its result would be a duplicate, not a trial of this job. One look-up for the
+    // round; when it fails, every trial is queued (a duplicate result is stored once anyway).
+    std::vector<std::string> ids;
+    ids.reserve(trials.size());
+    for (const Trial& t : trials) ids.push_back(t.candidate_id);
+    absl::StatusOr<std::vector<bool>> stored = jdb_.HasCandidates(ids);
+    for (size_t k = 0; k < trials.size(); ++k) {
+      Trial& t = trials[k];
+      if (stored.ok() && (*stored)[k]) {
+        skipped.push_back(std::move(t.candidate_id));
         continue;
       }
       v1::Task task;

@@ -59,6 +59,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -122,7 +123,9 @@ struct JobEntry {
   bool cancel = false;
   std::vector<Reported> inbox;
   std::thread thread;
-  // JobStatus.objective_history (kept in memory: a restarted daemon starts it anew).
+  // JobStatus.objective_history: a point each time the objective changed, at most
+  // kMaxObjectivePoints (older ones thinned). Stored with the job's progress (JobSpecJson), so
+  // that a restarted daemon goes on with it.
   std::vector<lathe::v1::ObjectivePoint> objective_history;
 };
 
@@ -140,6 +143,10 @@ struct StoredResult {
   bool remeasure = false;
 };
 
+// The most points a job's objective history keeps: past it, every other older point goes (the
+// first and the newest stay), so the history spans the whole job at a coarser grain.
+inline constexpr size_t kMaxObjectivePoints = 128;
+
 // The trials a job may take in all: a tasks job's JobSpec.trials (at most its tasks' caps
 // together), a workloads job's trials per workload times its workloads.
 int JobBudget(const JobEntry& job);
@@ -150,8 +157,17 @@ int WorkloadTarget(const lathe::v1::JobSpec& spec);
 
 // The spec_json lathed stores for a job: its JobSpec as JSON (every field), plus per workload
 // "baselineMeasured" (traces stored for it when the job was created) and "doneMeasured" (its
-// trials done when this was written). Expects the runner's lock held for a job it runs.
+// trials done when this was written), and "objectiveHistory" (the job's objective_history, one
+// [at_ms, trials_done, objective_us] triple a point). Expects the runner's lock held for a job
+// it runs. Both stores keep it in the jobs table: written with the job's progress (at most once
+// a second while results arrive, and at a graceful stop), so a kill -9 loses at most the last
+// second's points.
 std::string JobSpecJson(const JobEntry& job);
+
+// The objective history of a stored spec_json ("objectiveHistory"), in order: points that are
+// not [at_ms, trials_done, objective_us] with a positive finite objective are skipped, and at
+// most kMaxObjectivePoints are kept (the first and the newest). Empty for older databases.
+std::vector<lathe::v1::ObjectivePoint> ObjectiveHistoryFromSpecJson(const nlohmann::json& doc);
 
 struct JobRunnerOptions {
   std::string db_path;   // each job thread opens its own connection

@@ -32,8 +32,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxDevicesPerWorker = 64;
 constexpr int kMaxLeaseIds = 4096;
-// How often a long-polling Lease looks whether its caller went away.
-constexpr auto kCancelPoll = std::chrono::milliseconds(100);
+// How often a long-polling Lease looks whether its caller went away. A waiter also looks
+// whenever it is woken, and before it takes a task, so this only bounds how long a cancelled
+// call holds its server thread; every look is a wakeup of every waiting call, which 1,000
+// long-polling workers made a storm of futex calls and context switches at 100 ms.
+constexpr auto kCancelPoll = std::chrono::milliseconds(1000);
 // A LeaseResponse's bytes besides its tasks (lease id, deadline), and a task's besides its
 // own (field tag and length), both rounded up.
 constexpr size_t kLeaseFraming = 64;
@@ -138,7 +141,9 @@ class LeaseRegistry::Impl {
 
   LeaseRegistryOptions options;
   std::mutex mu;
-  std::condition_variable work_cv;    // tasks queued, or stopping
+  // Per device class: tasks of it queued, a released request, or stopping. A queued task wakes
+  // one waiter of its class (WakeFor), not every long poll of every class.
+  std::map<std::string, std::condition_variable> work_cvs;
   std::condition_variable reaper_cv;  // stopping
   bool stopping = false;
   bool stopped = false;
@@ -238,7 +243,7 @@ class LeaseRegistry::Impl {
       released_order = std::move(current);
     }
     ForgetReleased(Clock::time_point::min());
-    work_cv.notify_all();
+    WakeAll();
   }
 
   // Forgets the released request ids due by `now`, and the oldest ones past
@@ -262,6 +267,19 @@ class LeaseRegistry::Impl {
     return n;
   }
 
+  // Wakes `n` long polls waiting for tasks of `device_class` (each takes at least one task, so
+  // `n` tasks queued need at most `n`; one that finds nothing left waits again). `mu` held.
+  void WakeFor(const std::string& device_class, int64_t n) {
+    auto it = work_cvs.find(device_class);
+    if (it == work_cvs.end() || n <= 0) return;
+    for (int64_t k = 0; k < n; ++k) it->second.notify_one();
+  }
+
+  // Wakes every long poll (stopping, a released request id). `mu` held.
+  void WakeAll() {
+    for (auto& [dc, cv] : work_cvs) cv.notify_all();
+  }
+
   // Puts the unreported tasks `ids` of lease `lease_id` back at the front of their queues
   // (in their order: they waited longest) and forgets them in the lease; returns how many.
   int Requeue(const std::string& lease_id, LeaseEntry& lease, const std::vector<std::string>& ids) {
@@ -272,10 +290,11 @@ class LeaseRegistry::Impl {
       if (task == tasks.end() || task->second.lease_id != lease_id) continue;
       task->second.lease_id.clear();
       CountQueued(task->second.d, +1);
-      queues[task->second.d.task.device_class()].push_front(*it);
+      const std::string& dc = task->second.d.task.device_class();
+      queues[dc].push_front(*it);
+      WakeFor(dc, 1);
       ++back;
     }
-    if (back > 0) work_cv.notify_all();
     return back;
   }
 
@@ -354,7 +373,7 @@ void LeaseRegistry::Start() {
 void LeaseRegistry::BeginShutdown() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->stopping = true;
-  impl_->work_cv.notify_all();
+  impl_->WakeAll();
   impl_->reaper_cv.notify_all();
 }
 
@@ -496,13 +515,23 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
   v1::LeaseResponse resp;
   std::vector<std::string> taken;
   const size_t max_bytes = static_cast<size_t>(std::max<int64_t>(0, s.options.max_lease_bytes));
+  std::deque<std::string>& q = s.queues[dc];
+  std::condition_variable& work_cv = s.work_cvs[dc];
+  // A call that goes away after a wakeup meant for it hands the wakeup on, so that the tasks
+  // it would have taken do not wait for the next poll.
+  auto hand_on = [&] {
+    if (!q.empty()) work_cv.notify_one();
+  };
   for (;;) {
-    if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the lease");
+    if (cancelled && cancelled()) {
+      hand_on();
+      return absl::CancelledError("the caller cancelled the lease");
+    }
     if (!req.request_id().empty() && s.Released(request)) {
+      hand_on();
       return absl::CancelledError(
           absl::StrCat("request_id '", req.request_id(), "' was released by the worker"));
     }
-    std::deque<std::string>& q = s.queues[dc];
     size_t bytes = kLeaseFraming;
     while (!q.empty() && static_cast<int>(taken.size()) < req.max_tasks()) {
       auto t = s.tasks.find(q.front());
@@ -519,7 +548,7 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
     if (!taken.empty() || s.stopping) break;
     const Clock::time_point before = Clock::now();
     if (before >= deadline) break;
-    s.work_cv.wait_until(lock, cancelled ? std::min(deadline, before + kCancelPoll) : deadline);
+    work_cv.wait_until(lock, cancelled ? std::min(deadline, before + kCancelPoll) : deadline);
     waited += Clock::now() - before;
   }
   if (taken.empty()) return resp;
@@ -658,9 +687,9 @@ int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks,
     }
     s.CountQueued(it->second.d, +1);
     q.push_back(id);
+    s.WakeFor(it->second.d.task.device_class(), 1);
     ++queued;
   }
-  if (queued > 0) s.work_cv.notify_all();
   return queued;
 }
 

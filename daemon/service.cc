@@ -171,6 +171,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       ints("doneMeasured", &done);
       ints("remeasuredCount", &remeasured);
       ints("remeasureFailedCount", &remeasure_failed);
+      job->objective_history = ObjectiveHistoryFromSpecJson(doc);
       auto st = google::protobuf::util::JsonStringToMessage(j.spec_json, &job->spec, po);
       parsed = st.ok() ? absl::OkStatus() : absl::InvalidArgumentError(st.ToString());
     }

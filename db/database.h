@@ -162,6 +162,9 @@ class Database {
                                                       const std::string& device_class);
   // The record with this candidate id, or nullopt.
   absl::StatusOr<std::optional<Record>> GetByCandidateId(const std::string& candidate_id);
+  // Whether a record is stored for each candidate id, in order: one lock and one cached
+  // statement for all of them, reading no record (lathed checks each round it dispatches).
+  absl::StatusOr<std::vector<bool>> HasCandidates(std::span<const std::string> candidate_ids);
   // The canonical spec stored for a workload key, or nullopt when the key is unknown.
   absl::StatusOr<std::optional<std::string>> WorkloadSpecForKey(const std::string& key);
   // Device classes holding at least one ok record for the workload, each with its count.

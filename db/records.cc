@@ -598,6 +598,23 @@ absl::StatusOr<std::optional<Record>> Database::GetByCandidateId(const std::stri
   return std::optional<Record>(std::move(rows->front()));
 }
 
+absl::StatusOr<std::vector<bool>> Database::HasCandidates(
+    std::span<const std::string> candidate_ids) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<bool> out;
+  out.reserve(candidate_ids.size());
+  for (const std::string& id : candidate_ids) {
+    absl::StatusOr<Statement> stmt =
+        impl_->conn->Prepare("SELECT 1 FROM records WHERE candidate_id = ?");
+    if (!stmt.ok()) return stmt.status();
+    stmt->BindText(1, id);
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) return row.status();
+    out.push_back(*row);
+  }
+  return out;
+}
+
 absl::StatusOr<std::optional<std::string>> Database::WorkloadSpecForKey(const std::string& key) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   absl::StatusOr<Statement> stmt = impl_->conn->Prepare("SELECT spec FROM workloads WHERE key = ?");

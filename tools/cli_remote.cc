@@ -102,6 +102,20 @@ json JobJson(const lathe::v1::JobStatus& j) {
     history.push_back(
         {{"at", p.at_ms()}, {"trials_done", p.trials_done()}, {"objective_us", p.objective_us()}});
   }
+  // How far the objective fell since its first point (the daemon keeps the history with the
+  // job, across restarts): `fell` is the fraction of the first objective gone.
+  json summary;
+  if (j.objective_history_size() > 0 && j.objective_history(0).objective_us() > 0) {
+    const lathe::v1::ObjectivePoint& first = j.objective_history(0);
+    const double current =
+        j.objective_us() > 0 ? j.objective_us() : j.objective_history().rbegin()->objective_us();
+    summary = {{"points", j.objective_history_size()},
+               {"first_us", first.objective_us()},
+               {"first_at", first.at_ms()},
+               {"first_trials_done", first.trials_done()},
+               {"current_us", current},
+               {"fell", 1 - current / first.objective_us()}};
+  }
   return {{"id", SafeText(j.job_id())},
           {"state", tuner::JobStateName(j.state())},
           {"device_class", SafeText(j.device_class())},
@@ -112,6 +126,7 @@ json JobJson(const lathe::v1::JobStatus& j) {
           {"trials_budget", j.trials_budget()},
           {"objective_us", j.objective_us() > 0 ? json(j.objective_us()) : json()},
           {"objective_history", history},
+          {"objective_summary", summary},
           {"workloads", workloads}};
 }
 
@@ -125,7 +140,9 @@ void PrintTasksJob(const lathe::v1::JobStatus& j, int top) {
     if (j.objective_history_size() > 1) {
       const lathe::v1::ObjectivePoint& first = j.objective_history(0);
       objective +=
-          fmt::format(" (from {:.1f} us at {} trials)", first.objective_us(), first.trials_done());
+          fmt::format(" ({:.1f}% lower than at {} trials: {:.1f} us; {} points)",
+                      100 * (1 - j.objective_us() / first.objective_us()), first.trials_done(),
+                      first.objective_us(), j.objective_history_size());
     }
   }
   std::printf("%-20s %-10s %-14s %d tasks, objective %s\n", SafeText(j.job_id()).c_str(),

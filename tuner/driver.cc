@@ -37,7 +37,11 @@ struct TaskState {
 };
 
 // A round searched on a SearchPool thread: its inputs are copies, so that the driver's thread
-// goes on meanwhile.
+// goes on meanwhile. The search thread also serializes the candidates' traces: per-candidate
+// work that would otherwise queue on the one driver thread of the job, which every round of
+// every task passes through. (The seeds are read on the driver's side: a niced search thread
+// holding the job's database connection would keep the driver thread, which needs it for every
+// dispatch, waiting behind a low priority.)
 struct BackgroundSearch {
   size_t task = 0;
   int want = 0;
@@ -47,6 +51,7 @@ struct BackgroundSearch {
   std::vector<Candidate> seeds;
   std::shared_ptr<const cost_model::CostModel> model;
   absl::StatusOr<std::vector<Candidate>> result = absl::UnknownError("no search ran");
+  std::vector<std::string> trace_json;  // of each candidate of `result`, in order
 };
 
 class Driver {
@@ -76,11 +81,14 @@ class Driver {
   // Waits until no background search is running (results dropped).
   void DrainSearches();
   // Hands the candidates of a round of task `i` to the runner, those not measured yet.
+  // `trace_json`: the candidates' traces already serialized (a background search's), else
+  // empty.
   struct Dispatched {
     size_t taken = 0;
     size_t skipped = 0;  // stored by someone else meanwhile (Runner::Dispatch)
   };
-  absl::StatusOr<Dispatched> DispatchCandidates(size_t i, std::vector<Candidate> next);
+  absl::StatusOr<Dispatched> DispatchCandidates(size_t i, std::vector<Candidate> next,
+                                                std::vector<std::string> trace_json = {});
   // A round of task `i` found nothing new: exhausted, or stalled until an outcome.
   void MarkDry(size_t i);
   // search_model_: a copy of model_ as last trained (background searches read it).
@@ -254,11 +262,13 @@ absl::StatusOr<bool> Driver::DispatchRounds() {
   }
 }
 
-absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(size_t i,
-                                                              std::vector<Candidate> next) {
+absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(size_t i, std::vector<Candidate> next,
+                                                              std::vector<std::string> trace_json) {
   const DriverTask& t = tasks_[i];
+  const bool serialized = trace_json.size() == next.size();
   std::vector<Trial> trials;
-  for (Candidate& c : next) {
+  for (size_t k = 0; k < next.size(); ++k) {
+    Candidate& c = next[k];
     const ir::ProgramId key = ProgramOf(c);
     if (!state_[i].measured.insert(key).second) continue;
     Trial tr;
@@ -267,7 +277,7 @@ absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(size_t i,
     lathe::v1::MeasureRequest& req = tr.request;
     req.set_candidate_id(tr.candidate_id);
     req.set_workload(t.workload.canonical);
-    req.set_trace_json(traceio::TraceToJson(c.trace));
+    req.set_trace_json(serialized ? std::move(trace_json[k]) : traceio::TraceToJson(c.trace));
     req.set_min_repeat_ms(o_.min_repeat_ms);
     req.set_flush_cache(o_.flush_cache);
     req.set_cold_weights(o_.cold_weights);
@@ -360,6 +370,12 @@ absl::StatusOr<bool> Driver::DispatchBackground() {
       const DriverTask& task = tasks_[search->task];
       search->result = NextRound(*task.space, *search->model, search->seeds, search->measured,
                                  search->want, so, search->rng, search->first_round);
+      if (search->result.ok()) {
+        search->trace_json.reserve(search->result->size());
+        for (const Candidate& c : *search->result) {
+          search->trace_json.push_back(traceio::TraceToJson(c.trace));
+        }
+      }
       {
         std::lock_guard<std::mutex> lock(search_mu_);
         finished_.push_back(std::move(search));
@@ -404,9 +420,13 @@ absl::Status Driver::CollectSearches() {
     const Runner::Counts c = runner_.Progress(static_cast<int>(i));
     if (tasks_[i].cap > 0) room = std::min(room, tasks_[i].cap - c.done - c.outstanding);
     std::vector<Candidate>& next = *s->result;
-    if (static_cast<int>(next.size()) > std::max(0, room)) next.resize(std::max(0, room));
+    if (static_cast<int>(next.size()) > std::max(0, room)) {
+      next.resize(std::max(0, room));
+      s->trace_json.resize(next.size());
+    }
     if (next.empty() && room <= 0) continue;
-    absl::StatusOr<Dispatched> sent = DispatchCandidates(i, std::move(next));
+    absl::StatusOr<Dispatched> sent =
+        DispatchCandidates(i, std::move(next), std::move(s->trace_json));
     if (!sent.ok()) {
       first_error = sent.status();
       continue;

@@ -92,7 +92,8 @@ struct DriverOptions {
   // priority.
   std::function<void(const std::function<void()>&)> run_heavy;
   // Searches rounds in the background, one per task at most, several tasks at once (see the
-  // file comment); null: on the driver's thread. Not owned; must outlive RunDriver.
+  // file comment); null: on the driver's thread. Not owned; must outlive RunDriver. A
+  // background round also serializes its candidates' traces on the pool's thread.
   SearchPool* search_pool = nullptr;
 };
 

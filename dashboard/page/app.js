@@ -186,6 +186,54 @@ function objectiveSpark(job) {
   return ` <svg class="spark" width="${w}" height="${ht}" viewBox="0 0 ${w} ${ht}" role="img" aria-label="${esc(title)}"><title>${esc(title)}</title><polyline fill="none" stroke="currentColor" stroke-width="1.5" points="${pts}"/></svg>`;
 }
 
+// The model in view: the objective (the model's estimated latency, the sum of weight x best
+// latency) over the job's wall-clock time, a step per point of JobStatus.objective_history
+// (the daemon keeps it in the store, so it spans restarts), held until now while the job runs.
+function objectiveChartHtml(job, now) {
+  const h = job.objective_history || [];
+  const head = "<h3>Objective over time: the model's estimated latency (Σ weight × best latency)</h3>";
+  if (!h.length) {
+    return `<div class="chart objective-chart">${head}<div class="note">no objective yet: every task needs an ok record</div></div>`;
+  }
+  const W = 620, H = 200, L = 64, R = 16, T = 14, B = 34;
+  const t0 = Math.min(job.created_at_ms || h[0].at_ms, h[0].at_ms);
+  const live = job.state === "running" || job.state === "queued";
+  const tEnd = Math.max(h[h.length - 1].at_ms, live ? now : job.updated_at_ms || 0, t0 + 1000);
+  const ys = h.map((p) => p.objective_us);
+  let ymin = Math.min(...ys), ymax = Math.max(...ys);
+  if (ymax - ymin < ymax * 0.02) { ymin *= 0.9; ymax *= 1.1; }
+  const pad = (ymax - ymin) * 0.08;
+  ymin = Math.max(0, ymin - pad);
+  ymax += pad;
+  const span = (tEnd - t0) / 1000;  // seconds
+  const unit = span >= 7200 ? [3600, "h"] : span >= 120 ? [60, "min"] : [1, "s"];
+  const x = (ms) => L + ((W - L - R) * (ms - t0)) / (tEnd - t0);
+  const y = (v) => T + ((H - T - B) * (ymax - v)) / (ymax - ymin || 1);
+  let d = "";
+  h.forEach((p, k) => {
+    d += k === 0 ? `M${x(p.at_ms).toFixed(1)},${y(p.objective_us).toFixed(1)}` : `H${x(p.at_ms).toFixed(1)}V${y(p.objective_us).toFixed(1)}`;
+  });
+  d += `H${x(tEnd).toFixed(1)}`;
+  let g = "";
+  for (const v of niceTicks(ymin, ymax, 4)) {
+    g += `<line class="gridline" x1="${L}" x2="${W - R}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}"/>` +
+      `<text x="${L - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${esc(fmtLatency(v))}</text>`;
+  }
+  for (const t of niceTicks(0, span / unit[0], 5)) {
+    g += `<text x="${x(t0 + t * unit[0] * 1000).toFixed(1)}" y="${H - B + 16}" text-anchor="middle">${+t.toFixed(2)}</text>`;
+  }
+  g += `<text x="${(L + W - R) / 2}" y="${H - 4}" text-anchor="middle">${unit[1]} since the job was created</text>`;
+  const dots = h.map((p) => `<circle class="dot" cx="${x(p.at_ms).toFixed(1)}" cy="${y(p.objective_us).toFixed(1)}" r="2.6"><title>${esc(fmtTime(p.at_ms))}: ${esc(fmtLatency(p.objective_us))} after ${fmtInt(p.trials_done)} trials</title></circle>`).join("");
+  const first = h[0], last = h[h.length - 1];
+  const fell = first.objective_us > 0 ? (100 * (first.objective_us - last.objective_us)) / first.objective_us : 0;
+  const note = h.length < 2
+    ? `${esc(fmtLatency(last.objective_us))} since ${esc(fmtTime(last.at_ms))}`
+    : `${esc(fmtLatency(first.objective_us))} at ${fmtInt(first.trials_done)} trials → ${esc(fmtLatency(last.objective_us))} at ${fmtInt(last.trials_done)} trials (${fell.toFixed(1)}% lower, ${h.length} points)`;
+  return `<div class="chart objective-chart">${head}<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="The objective over time">
+      ${g}<line class="axis" x1="${L}" x2="${L}" y1="${T}" y2="${H - B}"/><line class="axis" x1="${L}" x2="${W - R}" y1="${H - B}" y2="${H - B}"/>
+      <path class="curve objective" d="${d}"/>${dots}</svg><div class="note">${note}</div></div>`;
+}
+
 function jobHtml(job, now) {
   const open = isOpen(job);
   const live = job.state === "running" || job.state === "queued";
@@ -215,6 +263,7 @@ function jobHtml(job, now) {
     ${bar(job.trials_done, job.trials_budget, "big-bar")}
     ${job.message ? `<div class="job-message">${esc(job.message)}</div>` : ""}`;
   if (open) {
+    if (job.tasks.length > 1) html += objectiveChartHtml(job, now);
     html += `<div class="wrap tasks"><table>
       <thead><tr><th>Task (workload)</th><th class="num">Weight</th><th>Trials</th><th class="num">Best latency</th><th class="num" title="weight x best latency / objective">Share</th><th class="num">GFLOP/s</th><th>Errors</th><th>Re-timing</th></tr></thead>
       <tbody>${job.tasks.map((t, i) => taskRow(job, t, i)).join("")}</tbody></table></div>`;

@@ -94,12 +94,25 @@ TEST_F(ServiceTasksTest, RestartResumesEveryTaskWithItsOwnTrials) {
   RunWorker(w, job, &seen, 4, /*max_reports=*/5);  // 20 trials, then the daemon goes away
   ASSERT_EQ(seen.size(), 20u);
   v1::JobStatus before = Job(job);
+  ASSERT_GE(before.objective_history_size(), 1) << "20 trials give every task a best";
   StopServer();
   std::map<std::string, int> stored = RecordsByWorkload();
 
   StartServer(Options());
   v1::JobStatus resumed = Job(job);
   ASSERT_EQ(resumed.workloads_size(), 3);
+  // The objective's history is the job's, not the daemon's: a graceful stop stores all of it,
+  // and the restarted daemon goes on from there.
+  ASSERT_GE(resumed.objective_history_size(), before.objective_history_size());
+  for (int k = 0; k < before.objective_history_size(); ++k) {
+    EXPECT_EQ(resumed.objective_history(k).at_ms(), before.objective_history(k).at_ms()) << k;
+    EXPECT_EQ(resumed.objective_history(k).trials_done(), before.objective_history(k).trials_done())
+        << k;
+    EXPECT_DOUBLE_EQ(resumed.objective_history(k).objective_us(),
+                     before.objective_history(k).objective_us())
+        << k;
+  }
+  EXPECT_DOUBLE_EQ(resumed.objective_us(), before.objective_us());
   EXPECT_EQ(resumed.trials_done(), 20);
   EXPECT_EQ(resumed.trials_budget(), 48);
   for (int i = 0; i < 3; ++i) {
@@ -122,6 +135,16 @@ TEST_F(ServiceTasksTest, RestartResumesEveryTaskWithItsOwnTrials) {
   EXPECT_EQ(total, 48);
   EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size())
       << "no candidate measured twice across the restart";
+  // One history from before the restart to the end: it starts where the first daemon's did,
+  // only falls, and ends at the objective.
+  ASSERT_GE(st.objective_history_size(), 1);
+  EXPECT_EQ(st.objective_history(0).at_ms(), before.objective_history(0).at_ms());
+  for (int k = 1; k < st.objective_history_size(); ++k) {
+    EXPECT_LT(st.objective_history(k).objective_us(), st.objective_history(k - 1).objective_us());
+    EXPECT_GE(st.objective_history(k).at_ms(), st.objective_history(k - 1).at_ms());
+  }
+  EXPECT_DOUBLE_EQ(st.objective_history(st.objective_history_size() - 1).objective_us(),
+                   st.objective_us());
 }
 
 }  // namespace

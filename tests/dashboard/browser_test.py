@@ -162,6 +162,14 @@ def test_dashboard_in_a_browser(browser, fleet, shots):
     assert abs(total - 100) < 0.2, (share(b, 0), share(b, 1))
     wait(b, "the objective's line", lambda x: x.find_elements(By.CSS_SELECTOR, f"{card} svg.spark polyline"),
          timeout=60)
+    # The model in view: the objective over time above the task table, a dot per point of the
+    # daemon's history, and how far it fell.
+    chart = f"{card} .objective-chart"
+    wait(b, "the objective's chart over time",
+         lambda x: len(x.find_elements(By.CSS_SELECTOR, f"{chart} svg circle.dot")) >= 2, timeout=60)
+    chart_text = text_of(b, chart)
+    assert "since the job was created" in chart_text and "% lower" in chart_text, chart_text
+    assert b.find_elements(By.CSS_SELECTOR, f"{chart} svg path.objective")
     time.sleep(5.5)  # more trials, and the trials/min behind the estimate of the time left
     assert text_of(b, f"{card} .eta") not in ("", "estimating…"), text_of(b, card)
     b.save_screenshot(os.path.join(shots, "dashboard-light.png"))

@@ -185,6 +185,20 @@ TEST_P(DatabaseTest, SameCandidateIdIsNotDuplicated) {
   EXPECT_EQ((*x)->median_us, 5);
 }
 
+TEST_P(DatabaseTest, HasCandidatesAnswersEachIdInOrder) {
+  auto db = OpenOrDie(Location());
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(db->Insert(MakeRecord("a", "1", kCpu2, 5)).ok());
+  ASSERT_TRUE(db->Insert(MakeRecord("c", "1", kCpu2, 6)).ok());
+  const std::vector<std::string> ids = {"a", "b", "c", "a", ""};
+  absl::StatusOr<std::vector<bool>> has = db->HasCandidates(ids);
+  ASSERT_TRUE(has.ok()) << has.status();
+  EXPECT_EQ(*has, (std::vector<bool>{true, false, true, true, false}));
+  absl::StatusOr<std::vector<bool>> none = db->HasCandidates({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
 TEST_P(DatabaseTest, EmptyCandidateIdGetsAStableOne) {
   auto db = OpenOrDie(Location());
   ASSERT_NE(db, nullptr);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ir/workload.h"
+#include "tests/db/pg_server.h"
 #include "tests/e2e/e2e_util.h"
 
 namespace lathe::e2e {
@@ -200,6 +201,117 @@ TEST(TasksTest, KilledDaemonResumesEveryTaskWithItsOwnTrials) {
     records += static_cast<int>(n.records);
   }
   EXPECT_GE(records, 60);
+}
+
+// The model in view across a crash: a weighted tasks job (what `lathe tune --model` submits)
+// on a real lathed and a real worker. Its objective's history is kept in the store, so the
+// points from before a kill -9 (those more than a persist interval old) are still the start of
+// the history after the restart; `lathe jobs --json` shows the objective, the history, its
+// summary and each task's share, and the plain `lathe jobs` the same in words.
+void CheckObjectiveHistoryAcrossAKill(Cluster& c) {
+  std::vector<std::string> flags = kFastLeases;
+  flags.insert(flags.end(), {"--remeasure-top", "0"});
+  ASSERT_TRUE(c.StartDaemon(flags));
+  const std::string address = c.address();
+  ASSERT_NE(c.StartWorker(), nullptr);
+  auto client = c.Client();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(c.WaitForWorkers(*client, 1));
+  lathe::v1::JobSpec spec;
+  const std::vector<double> weights = {3, 1, 2};
+  for (size_t i = 0; i < kTasks.size(); ++i) {
+    lathe::v1::TaskSpec* t = spec.add_tasks();
+    t->set_workload(kTasks[i]);
+    t->set_weight(weights[i]);
+  }
+  spec.set_target("cpu");
+  spec.set_trials(48);
+  spec.set_batch(4);
+  spec.set_seed(11);
+  spec.set_min_repeat_ms(2);
+  absl::StatusOr<std::string> id = client->SubmitJob(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+
+  // A snapshot once the objective has fallen at least once; the kill comes when results went
+  // on arriving for a while after it (the job's progress, history included, is written at
+  // most once a second while results arrive).
+  std::optional<lathe::v1::JobStatus> snapshot;
+  Clock::time_point snapshot_at;
+  bool restarted = false;
+  absl::StatusOr<lathe::v1::JobStatus> done =
+      WaitForJob(*client, *id, 240, [&](const lathe::v1::JobStatus& s) {
+        if (restarted || lathe::tuner::IsFinal(s.state())) return;
+        if (!snapshot && s.objective_history_size() >= 2) {
+          snapshot = s;
+          snapshot_at = Clock::now();
+          return;
+        }
+        if (snapshot && Clock::now() - snapshot_at > std::chrono::milliseconds(2500) &&
+            s.trials_done() > snapshot->trials_done() + 2) {
+          c.daemon()->Signal(SIGKILL);
+          c.daemon()->Wait(10000);
+          restarted = c.StartDaemon(flags, address);
+        }
+      });
+  ASSERT_TRUE(snapshot.has_value()) << "the objective never fell twice";
+  ASSERT_TRUE(restarted) << "the job ended before the kill";
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), lathe::v1::DONE) << done->message();
+  ASSERT_GE(done->objective_history_size(), snapshot->objective_history_size());
+  for (int k = 0; k < snapshot->objective_history_size(); ++k) {
+    const lathe::v1::ObjectivePoint& a = snapshot->objective_history(k);
+    const lathe::v1::ObjectivePoint& b = done->objective_history(k);
+    EXPECT_EQ(b.at_ms(), a.at_ms()) << "point " << k << " of the history before the kill";
+    EXPECT_EQ(b.trials_done(), a.trials_done()) << k;
+    EXPECT_DOUBLE_EQ(b.objective_us(), a.objective_us()) << k;
+  }
+
+  auto [rc, out] = RunCommand(std::string(LATHE_BIN) + " jobs --json --tuner " + address);
+  ASSERT_EQ(rc, 0) << out;
+  nlohmann::json jobs = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(jobs.is_object() && jobs["jobs"].is_array() && jobs["jobs"].size() == 1) << out;
+  const nlohmann::json& j = jobs["jobs"][0];
+  double objective = 0, shares = 0;
+  for (const nlohmann::json& w : j["workloads"]) {
+    objective += w["weight"].get<double>() * w["best_latency_us"].get<double>();
+    shares += w["share"].get<double>();
+  }
+  ASSERT_TRUE(j["objective_us"].is_number()) << out;
+  EXPECT_NEAR(j["objective_us"].get<double>(), objective, 1e-9 * objective);
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  ASSERT_EQ(j["objective_history"].size(), static_cast<size_t>(done->objective_history_size()));
+  EXPECT_EQ(j["objective_history"][0]["at"], snapshot->objective_history(0).at_ms());
+  const nlohmann::json& sum = j["objective_summary"];
+  ASSERT_TRUE(sum.is_object()) << out;
+  EXPECT_EQ(sum["points"], done->objective_history_size());
+  EXPECT_DOUBLE_EQ(sum["first_us"].get<double>(), snapshot->objective_history(0).objective_us());
+  EXPECT_DOUBLE_EQ(sum["current_us"].get<double>(), j["objective_us"].get<double>());
+  EXPECT_GT(sum["fell"].get<double>(), 0) << "the objective fell at least once";
+
+  auto [trc, text] = RunCommand(std::string(LATHE_BIN) + " jobs --tuner " + address + " 2>&1");
+  ASSERT_EQ(trc, 0) << text;
+  EXPECT_NE(text.find("objective"), std::string::npos) << text;
+  EXPECT_NE(text.find("lower than at"), std::string::npos) << text;
+  for (const std::string& t : kTasks) {
+    EXPECT_NE(text.find(ir::MakeWorkload(t)->canonical), std::string::npos) << text;
+  }
+}
+
+TEST(TasksTest, ObjectiveHistorySurvivesAKilledDaemon) {
+  Cluster c;
+  CheckObjectiveHistoryAcrossAKill(c);
+}
+
+// The same on a PostgreSQL store (a server of the test's own; skipped, saying why, where none
+// starts).
+TEST(TasksTest, ObjectiveHistorySurvivesAKilledDaemonOnPostgres) {
+  absl::StatusOr<db::testing::PgServer*> server = db::testing::PgServer::Get();
+  if (!server.ok()) GTEST_SKIP() << "no PostgreSQL server: " << server.status().message();
+  absl::StatusOr<std::string> url = (*server)->NewDatabase();
+  ASSERT_TRUE(url.ok()) << url.status();
+  Cluster c;
+  c.UseDatabase(*url);
+  CheckObjectiveHistoryAcrossAKill(c);
 }
 
 }  // namespace
