@@ -16,7 +16,10 @@ namespace lathe::codegen::cuda {
 
 namespace {
 
+using internal::ContractionNames;
 using internal::Decompose;
+using internal::NameContraction;
+using internal::Pick;
 using internal::Printer;
 using ir::Expr;
 using ir::ExprKind;
@@ -170,6 +173,32 @@ absl::StatusOr<ContractionShape> MatchContraction(const ir::Schedule& sch,
   return c;
 }
 
+namespace internal {
+
+ContractionNames NameContraction(const ir::Schedule& sch, const ir::Tensor& t,
+                                 const ContractionShape& c, const std::vector<size_t>& korder) {
+  ContractionNames n;
+  for (size_t a = 0; a < t->axes.size(); ++a) {
+    n.spatial.push_back(absl::StrCat("s", a));
+    n.vars[t->axes[a]->var.get()] = n.spatial.back();
+  }
+  const std::vector<ir::IterVar>& reduce = t->body->reduce_axes;
+  for (size_t r : korder) {
+    n.reduce.push_back(absl::StrCat("r", r));
+    n.reduce_extents.push_back(reduce[r]->extent);
+    n.vars[reduce[r]->var.get()] = n.reduce.back();
+  }
+  const ir::Stage* epi = c.epilogue.empty() ? nullptr : sch.FindStage(c.epilogue);
+  if (epi) {
+    for (size_t a = 0; a < epi->tensor->axes.size(); ++a) {
+      n.vars[epi->tensor->axes[a]->var.get()] = n.spatial[a];
+    }
+  }
+  return n;
+}
+
+}  // namespace internal
+
 absl::StatusOr<CudaSource> GenerateContraction(const ir::Schedule& sch, const std::string& name) {
   const ir::Stage* ts = nullptr;
   for (const ir::Stage& s : sch.stages()) {
@@ -198,37 +227,17 @@ absl::StatusOr<CudaSource> GenerateContraction(const ir::Schedule& sch, const st
   auto padded = [&](int64_t x) { return mma ? x + (8 - x % 32 + 32) % 32 : x + 4; };
   const int64_t lda = padded(bm), ldb = padded(bn);
 
-  // C names of the variables.
-  std::map<const ir::ExprNode*, std::string> vars;
-  std::vector<std::string> sp_names;
-  for (size_t a = 0; a < t->axes.size(); ++a) {
-    sp_names.push_back(absl::StrCat("s", a));
-    vars[t->axes[a]->var.get()] = sp_names.back();
-  }
-  std::vector<std::string> r_names;
-  std::vector<int64_t> r_ext;
-  for (size_t r = 0; r < t->body->reduce_axes.size(); ++r) {
-    r_names.push_back(absl::StrCat("r", r));
-    r_ext.push_back(t->body->reduce_axes[r]->extent);
-    vars[t->body->reduce_axes[r]->var.get()] = r_names.back();
-  }
+  std::vector<size_t> korder(t->body->reduce_axes.size());
+  for (size_t r = 0; r < korder.size(); ++r) korder[r] = r;
+  ContractionNames names = NameContraction(sch, t, c, korder);
+  std::map<const ir::ExprNode*, std::string>& vars = names.vars;
+  const std::vector<std::string>& sp_names = names.spatial;
+  const std::vector<std::string>& r_names = names.reduce;
+  const std::vector<int64_t>& r_ext = names.reduce_extents;
   const ir::Stage* epi = c.epilogue.empty() ? nullptr : sch.FindStage(c.epilogue);
-  if (epi) {
-    for (size_t a = 0; a < epi->tensor->axes.size(); ++a) {
-      vars[epi->tensor->axes[a]->var.get()] = sp_names[a];
-    }
-  }
   Printer pr(w, vars);
-  auto names_of = [&](const std::vector<int>& axes) {
-    std::vector<std::string> n;
-    for (int a : axes) n.push_back(sp_names[a]);
-    return n;
-  };
-  auto extents_of = [&](const std::vector<int>& axes) {
-    std::vector<int64_t> e;
-    for (int a : axes) e.push_back(t->shape[a]);
-    return e;
-  };
+  auto names_of = [&](const std::vector<int>& axes) { return Pick(sp_names, axes); };
+  auto extents_of = [&](const std::vector<int>& axes) { return Pick(t->shape, axes); };
 
   const std::string kname = name + "_k0";
   std::string k;

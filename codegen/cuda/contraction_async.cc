@@ -184,37 +184,15 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
   // A k-tile shares every reduce axis but the innermost, decomposed once per tile.
   const bool tile_shares_outer = reduce[korder.back()]->extent % bk == 0;
 
-  // C names of the variables.
-  std::map<const ir::ExprNode*, std::string> vars;
-  std::vector<std::string> sp_names;
-  for (size_t a = 0; a < t->axes.size(); ++a) {
-    sp_names.push_back(absl::StrCat("s", a));
-    vars[t->axes[a]->var.get()] = sp_names.back();
-  }
-  std::vector<std::string> r_names;  // in K's order, outermost first
-  std::vector<int64_t> r_ext;
-  for (size_t r : korder) {
-    r_names.push_back(absl::StrCat("r", r));
-    r_ext.push_back(reduce[r]->extent);
-    vars[reduce[r]->var.get()] = r_names.back();
-  }
+  ContractionNames names = NameContraction(sch, t, c, korder);
+  std::map<const ir::ExprNode*, std::string>& vars = names.vars;
+  const std::vector<std::string>& sp_names = names.spatial;
+  const std::vector<std::string>& r_names = names.reduce;  // in K's order, outermost first
+  const std::vector<int64_t>& r_ext = names.reduce_extents;
   const ir::Stage* epi = c.epilogue.empty() ? nullptr : sch.FindStage(c.epilogue);
-  if (epi) {
-    for (size_t a = 0; a < epi->tensor->axes.size(); ++a) {
-      vars[epi->tensor->axes[a]->var.get()] = sp_names[a];
-    }
-  }
   Printer pr(w, vars);
-  auto names_of = [&](const std::vector<int>& axes) {
-    std::vector<std::string> n;
-    for (int a : axes) n.push_back(sp_names[a]);
-    return n;
-  };
-  auto extents_of = [&](const std::vector<int>& axes) {
-    std::vector<int64_t> e;
-    for (int a : axes) e.push_back(t->shape[a]);
-    return e;
-  };
+  auto names_of = [&](const std::vector<int>& axes) { return Pick(sp_names, axes); };
+  auto extents_of = [&](const std::vector<int>& axes) { return Pick(t->shape, axes); };
 
   // Shared tiles, per stage. k-major ([k][rows], rows contiguous) or rows-major ([rows][k]).
   // Row lengths, for reads without bank conflicts. mma (lane 4g+t, k pairs 2t, 2t+1 below): a

@@ -47,6 +47,25 @@ class Printer {
   absl::Status status_;
 };
 
+// The C names of a contraction's variables: "s<a>" for the output's axes (and for the
+// epilogue's, which index the same output), "r<r>" for the reduce axes in the order `korder`
+// (outermost first), with their extents.
+struct ContractionNames {
+  std::map<const ir::ExprNode*, std::string> vars;
+  std::vector<std::string> spatial, reduce;
+  std::vector<int64_t> reduce_extents;
+};
+ContractionNames NameContraction(const ir::Schedule& sch, const ir::Tensor& t,
+                                 const ContractionShape& c, const std::vector<size_t>& korder);
+
+// The elements of `v` at `axes`, in that order.
+template <typename T>
+std::vector<T> Pick(const std::vector<T>& v, const std::vector<int>& axes) {
+  std::vector<T> out;
+  for (int a : axes) out.push_back(v[a]);
+  return out;
+}
+
 // Lines that set the variables `names` (extents `extents`, outermost first) from the flat
 // index `flat` (row-major).
 std::string Decompose(const std::string& indent, const std::string& flat,
