@@ -18,6 +18,8 @@ namespace {
 
 using internal::ContractionNames;
 using internal::Decompose;
+using internal::EpilogueValue;
+using internal::FlatIndexOf;
 using internal::NameContraction;
 using internal::Pick;
 using internal::Printer;
@@ -197,6 +199,21 @@ ContractionNames NameContraction(const ir::Schedule& sch, const ir::Tensor& t,
   return n;
 }
 
+std::string FlatIndexOf(const std::vector<std::string>& names, const std::vector<int64_t>& shape) {
+  std::string index;
+  for (size_t a = 0; a < names.size(); ++a) {
+    index = a == 0 ? names[a] : absl::StrCat("(", index, ") * ", shape[a], " + ", names[a]);
+  }
+  return index;
+}
+
+std::string EpilogueValue(Printer& pr, const ContractionShape& c, const ir::Stage* epi,
+                          const std::string& acc) {
+  if (epi == nullptr) return acc;
+  pr.Replace(c.stage, acc);
+  return pr.E(epi->tensor->body);
+}
+
 }  // namespace internal
 
 absl::StatusOr<CudaSource> GenerateContraction(const ir::Schedule& sch, const std::string& name) {
@@ -374,16 +391,8 @@ absl::StatusOr<CudaSource> GenerateContraction(const ir::Schedule& sch, const st
   absl::StrAppend(&k, "    __syncthreads();\n  }\n");
   // Epilogue: each output element, guarded, its value through the output stage.
   const ir::Tensor& out = w.output();
-  std::string index;
-  for (size_t a = 0; a < t->axes.size(); ++a) {
-    index =
-        a == 0 ? sp_names[a] : absl::StrCat("(", index, ") * ", t->shape[a], " + ", sp_names[a]);
-  }
-  std::string value = "v";
-  if (epi) {
-    pr.Replace(c.stage, "v");
-    value = pr.E(epi->tensor->body);
-  }
+  const std::string index = FlatIndexOf(sp_names, t->shape);
+  const std::string value = EpilogueValue(pr, c, epi, "v");
   absl::StrAppend(&k, "#pragma unroll\n  for (int i = 0; i < ", mt, "; ++i)\n",
                   "#pragma unroll\n    for (int j = 0; j < ", nt, "; ++j)\n");
   if (mma) {

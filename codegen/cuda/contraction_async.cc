@@ -488,16 +488,8 @@ absl::StatusOr<CudaSource> GenerateAsyncContraction(const ir::Schedule& sch, con
 
   // Epilogue: each output element, guarded, its value through the output stage.
   const ir::Tensor& out = w.output();
-  std::string index;
-  for (size_t a = 0; a < t->axes.size(); ++a) {
-    index =
-        a == 0 ? sp_names[a] : absl::StrCat("(", index, ") * ", t->shape[a], " + ", sp_names[a]);
-  }
-  std::string value = "v";
-  if (epi) {
-    pr.Replace(c.stage, "v");
-    value = pr.E(epi->tensor->body);
-  }
+  const std::string index = FlatIndexOf(sp_names, t->shape);
+  const std::string value = EpilogueValue(pr, c, epi, "v");
   absl::StrAppend(&k, "#pragma unroll\n  for (int i = 0; i < ", mt, "; ++i)\n",
                   "#pragma unroll\n    for (int j = 0; j < ", nt, "; ++j)\n");
   if (mma) {

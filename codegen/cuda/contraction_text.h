@@ -58,6 +58,14 @@ struct ContractionNames {
 ContractionNames NameContraction(const ir::Schedule& sch, const ir::Tensor& t,
                                  const ContractionShape& c, const std::vector<size_t>& korder);
 
+// The row-major flat index of the variables `names` over `shape` (C text).
+std::string FlatIndexOf(const std::vector<std::string>& names, const std::vector<int64_t>& shape);
+
+// The value stored for an output element whose sum is `acc`: the epilogue stage `epi` applied
+// to it, or `acc` itself when there is none.
+std::string EpilogueValue(Printer& pr, const ContractionShape& c, const ir::Stage* epi,
+                          const std::string& acc);
+
 // The elements of `v` at `axes`, in that order.
 template <typename T>
 std::vector<T> Pick(const std::vector<T>& v, const std::vector<int>& axes) {
