@@ -86,7 +86,10 @@ void ConvTransposesAsConvs(Graph& g, Lowered& l);
 
 // Constant row-major weights B [k][n] of matmul kernels packed once into column panels
 // [n/p][k][p] (model/pack.cc; the workload key bpanel=p), p = `panel` or, where that does not
-// divide n, half of it; kernels sharing a weight share its packed copy. panel <= 1: nothing.
+// divide n, half of it; where neither does (and more than one row shares the weights), padded
+// with zero columns to whole panels of `panel`, the kernel's output padded alike and followed
+// by a slice of its n columns. Kernels sharing a weight share its packed copy. panel <= 1:
+// nothing.
 void PackMatmulWeights(Graph& g, Lowered& l, int64_t panel);
 
 // Dense 3x3 stride-1 convolutions in the blocked layout as Winograd F(4x4 or 2x2, 3x3)

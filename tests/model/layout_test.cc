@@ -495,6 +495,37 @@ TEST(PackTest, MatmulWeightsArePackedInColumnPanels) {
 }
 
 // Dense 3x3 stride-1 convolutions with enough channels become winograd_in, a batch_matmul by
+
+// Where no panel of one vector or more divides n, a matmul that several rows share is padded
+// with zero columns to whole panels (its per-column bias too), writes a padded output, and a
+// slice keeps its n columns for the next kernel. A residual tensor (not per column), a single
+// row, or padding of more than 1/16 of the columns keeps B row-major.
+TEST(PackTest, ColumnsThatNoPanelDividesArePaddedToWholePanels) {
+  GraphBuilder b;
+  std::string x = b.Input("x", {6, 24});
+  std::string y = b.Op(
+      "Relu", {b.Op("Add", {b.Op("MatMul", {x, b.Const("w", {24, 500})}), b.Const("b", {500})})});
+  std::string s = b.Op("Softmax", {y}, {{"axis", Attr{Attr::kInt, 1}}});
+  std::string r = b.Op("Add", {b.Op("MatMul", {x, b.Const("w2", {24, 500})}), s});  // residual
+  std::string o = b.Op("MatMul", {r, b.Const("w4", {500, 100})});  // 100 -> 112 is > 1/16
+  std::string row = b.Op("MatMul", {b.Op("Reshape", {o, b.Values("shape", {2}, {1, 600})}),
+                                    b.Const("w3", {600, 1001})});  // one row
+  Graph g = b.Finish(row);
+  absl::StatusOr<Program> plain = CompileGraph(g);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  CompileOptions opts;
+  opts.weight_panel = 16;
+  absl::StatusOr<Program> packed = CompileGraph(g, opts);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  std::string specs;
+  for (const KernelCall& k : packed->kernels) specs += k.spec + "\n";
+  EXPECT_THAT(specs, HasSubstr("matmul:bpanel=16,epilogue=bias_relu,k=24,m=6,n=512"));
+  EXPECT_THAT(specs, HasSubstr("slice:begin=0x0,shape=6x512,size=6x500"));
+  EXPECT_THAT(specs, HasSubstr("matmul:epilogue=res,k=24,m=6,n=500"));
+  EXPECT_THAT(specs, HasSubstr("matmul:epilogue=none,k=500,m=6,n=100"));
+  EXPECT_THAT(specs, HasSubstr("matmul:epilogue=none,k=600,m=1,n=1001"));
+  ExpectClose(RunProgram(*packed), RunProgram(*plain));
+}
 // the transformed weights and winograd_out carrying the epilogue (a residual included); the
 // others stay direct. The program computes what the direct one does.
 TEST(WinogradTest, ThreeByThreeConvsBecomeTransformsAroundABatchMatmul) {
