@@ -43,6 +43,10 @@ constexpr int64_t kMaxChunkedTileBytes = 32 * 1024;
 // Rapids 2), leaving room for the input rows each pass streams.
 constexpr int64_t kMaxTileWeightBytes = 640 * 1024;
 
+// An NCHW convolution vectorized over its output channels (the channels mode 2): its input
+// channels split by this, the inner part innermost of the reduction and unrolled.
+constexpr int64_t kChanUnroll = 4;
+
 // The structure of a workload that the sketch rules found.
 struct Analysis {
   std::vector<std::string> inline_stages;  // injective, not the output

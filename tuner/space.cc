@@ -25,15 +25,15 @@ using ir::Stage;
 // the innermost body. Extents with few divisors (primes) also get a few powers of two.
 // `micro_rows`: the rows of the target's widest register tile of two vectors per row (6 on
 // AVX2, 14 on AVX-512).
-std::vector<int64_t> TileChoices(int64_t e, int lanes, int64_t cap, bool inner,
-                                 int64_t micro_rows) {
+std::vector<int64_t> TileChoices(int64_t e, int lanes, int64_t cap, bool inner, int64_t micro_rows,
+                                 bool micro) {
   std::set<int64_t> c;
   for (int64_t d = 1; d <= std::min<int64_t>(e, cap); ++d) {
     if (e % d == 0) c.insert(d);
   }
   if (c.size() < 4) c.insert({2, 4, 8, 16});
   // Row counts of register micro-kernels (6x16 on AVX2) rarely divide the extent.
-  if (!inner) c.insert({3, 4, 5, 6, 8, micro_rows});
+  if (micro) c.insert({3, 4, 5, 6, 8, micro_rows});
   if (inner) {
     for (int m = 1; m <= 8; ++m) c.insert(static_cast<int64_t>(m) * lanes);
   }
@@ -171,9 +171,12 @@ absl::Status CpuSpace::Init() {
       tile_slot_.push_back(AddSlot("tile." + out_axes_[a], {e}));
       continue;
     }
+    // The rows of a micro-kernel: every axis but the innermost, which is the vector's, except
+    // where the channels are the vector (NCHW convolutions: the columns are the rows).
     tile_slot_.push_back(AddSlot("tile." + out_axes_[a],
                                  TileChoices(e, lanes, inner ? 64 : std::max(32, 4 * lanes), inner,
-                                             std::max(1, (target_.vector_registers - 4) / 2))));
+                                             std::max(1, (target_.vector_registers - 4) / 2),
+                                             !inner || an_.chan_axis >= 0)));
   }
   std::vector<int64_t> par;
   for (size_t p = 1; p <= out_axes_.size(); ++p) par.push_back(static_cast<int64_t>(p));
@@ -214,7 +217,11 @@ absl::Status CpuSpace::Init() {
     }
   }
   // Last, so that traces from before it existed still map to decisions (FromTrace pads 0).
-  if (an_.chan_axis >= 0) chan_slot_ = AddSlot("vectorize." + out_axes_[an_.chan_axis], {0, 1});
+  // 1: vectorized over the output channels; 2: also the input channels split by
+  // kChanUnroll innermost of the reduction, unrolled (CpuSpace::ApplyChannelsInner).
+  if (an_.chan_axis >= 0) {
+    chan_slot_ = AddSlot("vectorize." + out_axes_[an_.chan_axis], {0, 1, 2});
+  }
   // A dense blocked convolution can chunk its input-channel blocks (the first reduce loop):
   // chunk sizes that divide them, below the whole.
   if (an_.dense_blocked_conv && out_axes_.size() == 5 && !an_.acc.empty()) {
@@ -700,6 +707,26 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
 
   // The accumulator per output tile: reduce loops outside, the channel vectors innermost.
   LATHE_TRY(s.ComputeAt(a, o, outer.back()));
+  // Mode 2: the input channels (the first reduce loop) split by kChanUnroll, the inner part
+  // innermost of the reduction and unrolled. Each step then broadcasts kChanUnroll inputs of
+  // different channels at one pixel, where unrolling the kernel's columns broadcasts inputs
+  // that neighbouring columns share: LLVM keeps those live across the unrolled copies, and a
+  // 4-vector x 6-column tile spills (plain conv 3x3 128->128 at 28x28, AVX-512: 4 x 6 with
+  // channels unrolled 1090-1470 us, with columns unrolled 1530; the 2 x 4 tile 1330-1370,
+  // the blocked layout's 930-1250).
+  const bool split_channels = d(chan_slot_) == 2 && !reduce.empty() &&
+                              reduce[0].rfind("rc", 0) == 0 &&
+                              s.FindStage(a)->loops.at(reduce[0]).extent % kChanUnroll == 0 &&
+                              s.FindStage(a)->loops.at(reduce[0]).extent > kChanUnroll;
+  if (d(chan_slot_) == 2 && !split_channels) {
+    return absl::InvalidArgumentError("no input-channel reduce loop to split");
+  }
+  if (split_channels) {
+    LATHE_TRY_VALUE(parts, s.Split(a, reduce[0], {kChanUnroll}));
+    reduce.erase(reduce.begin());
+    reduce.insert(reduce.begin(), parts[0]);
+    reduce.push_back(parts[1]);
+  }
   std::vector<std::string> aorder = reduce;
   for (size_t i = 0; i < n; ++i) {
     if (i != ca) aorder.push_back(spatial[i]);
@@ -712,8 +739,9 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
       if (tile[i] > 1) LATHE_TRY(s.Unroll(a, spatial[i]));
     }
   }
-  // The innermost reduce loop (the kernel's columns) unrolled whole when it is short.
-  if (d(unroll_k_slot_) > 1 && !reduce.empty() &&
+  // The innermost reduce loop (the kernel's columns, or mode 2's input channels) unrolled
+  // whole when it is short.
+  if ((split_channels || d(unroll_k_slot_) > 1) && !reduce.empty() &&
       s.FindStage(a)->loops.at(reduce.back()).extent <= 8) {
     LATHE_TRY(s.Unroll(a, reduce.back()));
   }

@@ -95,10 +95,21 @@ TEST(SpaceHeuristicTest, ConvGetsTheChannelVectorKernelFirst) {
   const std::string text = ir::TraceToText(rules[0].trace);
   EXPECT_NE(text.find("storage_order(Y.local, [n, y, x, k])"), std::string::npos) << text;
   EXPECT_NE(text.find("storage_order(W.global, [ax1, ax2, ax3, ax0])"), std::string::npos) << text;
+  // First: two channel vectors (16 registers) by 6 columns, the input channels split by 4
+  // innermost of the reduction and unrolled (channels mode 2).
   EXPECT_NE(text.find("split(Y, [k], {16})"), std::string::npos) << text;
-  EXPECT_NE(text.find("split(Y, [x], {4})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [x], {6})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y.local, [rc], {4})"), std::string::npos) << text;
+  EXPECT_NE(text.find("reorder(Y.local, [rc.0, ry, rx, rc.1, n, y, x, k])"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("unroll(Y.local, [rc.1])"), std::string::npos) << text;
+  EXPECT_EQ(text.find("unroll(Y.local, [rx])"), std::string::npos) << text;
   EXPECT_NE(text.find("vectorize(Y.local, [k])"), std::string::npos) << text;
   EXPECT_NE(text.find("parallel(Y, [n.0+k.0])"), std::string::npos) << text;
+  // Then the 2 x 4 tile with the window's columns unrolled, and a pixel-vector kernel.
+  const std::string second = ir::TraceToText(rules[1].trace);
+  EXPECT_NE(second.find("split(Y, [x], {4})"), std::string::npos) << second;
+  EXPECT_NE(second.find("unroll(Y.local, [rx])"), std::string::npos) << second;
   bool x_vector_kernel = false;
   for (const Candidate& c : rules) {
     const std::string t = ir::TraceToText(c.trace);
@@ -108,6 +119,36 @@ TEST(SpaceHeuristicTest, ConvGetsTheChannelVectorKernelFirst) {
                        t.find("vectorize(Y.local, [x])") != std::string::npos;
   }
   EXPECT_TRUE(x_vector_kernel);
+}
+
+// On AVX-512, a plain NCHW conv's first tile is four channel vectors by the columns that fill
+// the register file (a divisor of the row one above: 7 of 28), fewer vectors where the channel
+// tile's packed weights would not stay in L2 (512 input channels x 3x3: two vectors, and two
+// rows of a 7-wide map), and one vector where two would not give both cores a tile (40
+// channels: one vector by the whole 15-column row).
+TEST(SpaceHeuristicTest, PlainConvChannelTilesFitTheRegistersAndL2) {
+  struct Case {
+    const char* spec;
+    const char* k;
+    const char* y;
+    const char* x;
+  };
+  for (const Case& c : {Case{"conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", "64", "1", "7"},
+                        Case{"conv2d:n=1,c=512,h=7,w=7,k=512,r=3,s=3,pad=1", "32", "2", "7"},
+                        Case{"conv2d:n=2,c=32,h=31,w=31,k=40,r=5,s=3,stride=2,pad=1,dilation=2",
+                             "16", "1", "15"}}) {
+    auto w = ir::MakeWorkload(c.spec);
+    ASSERT_TRUE(w.ok()) << c.spec;
+    auto space = SearchSpace::Create(*w, Avx512TwoCores());
+    ASSERT_TRUE(space.ok()) << space.status();
+    std::vector<Candidate> rules = (*space)->Heuristic(1);
+    ASSERT_EQ(rules.size(), 1u) << c.spec;
+    const std::string text = ir::TraceToText(rules[0].trace);
+    EXPECT_NE(text.find(absl::StrCat("split(Y, [k], {", c.k, "})")), std::string::npos) << text;
+    EXPECT_NE(text.find(absl::StrCat("split(Y, [y], {", c.y, "})")), std::string::npos) << text;
+    EXPECT_NE(text.find(absl::StrCat("split(Y, [x], {", c.x, "})")), std::string::npos) << text;
+    EXPECT_NE(text.find("split(Y.local, [rc], {4})"), std::string::npos) << text;
+  }
 }
 
 // The search space of `spec` on `target`; null, and a test failure, when either is invalid.

@@ -30,11 +30,43 @@ bool ChannelsInnerRule::Propose(RuleContext& c) const {
     // (28 accumulators, 11 loads per 28 FMAs), comes first (plain NCHW 1x1 256->256 at 14x14:
     // 178 us against 254 for 2 x 4; 64->256 at 56x56: 1241 against 1335; two threads,
     // AVX-512); windows keep the 2 x 4 tile first (conv 3x3 64: 1311 us against 2801).
-    std::vector<std::array<int64_t, 3>> chan_shapes = {{2, 1, 4}, {4, 1, 2}, {2, 2, 2},
-                                                       {1, 2, 4}, {4, 1, 7}, {2, 1, 14}};
+    // (channel vectors, rows, columns, channels mode).
+    std::vector<std::array<int64_t, 4>> chan_shapes = {{2, 1, 4, 1}, {4, 1, 2, 1}, {2, 2, 2, 1},
+                                                       {1, 2, 4, 1}, {4, 1, 7, 1}, {2, 1, 14, 1}};
     int64_t window = 1;
     for (size_t i = 1; i < c.an.reduce_extents.size(); ++i) window *= c.an.reduce_extents[i];
     if (window == 1) std::rotate(chan_shapes.begin(), chan_shapes.begin() + 4, chan_shapes.end());
+    // Windows over enough input channels: first the blocked layout's register tile, the input
+    // channels unrolled innermost instead of the window's columns (mode 2; see
+    // CpuSpace::ApplyChannelsInner): channel vectors up to four (two with 16 registers), fewer
+    // where the channel tiles would not give every core one; then the columns that fill the
+    // rest of the register file: a divisor of the row within one below that, else one above
+    // (one accumulator spilled: conv 3x3 128->128 at 28x28, AVX-512, 4 x 7 1040-1150 us where
+    // 4 x 6 with a tail took 1140-1450), else that with a tail.
+    const int64_t in_channels = c.an.reduce_extents.empty() ? 0 : c.an.reduce_extents[0];
+    if (window > 1 && in_channels > kChanUnroll && in_channels % kChanUnroll == 0) {
+      const int regs = c.target.vector_registers;
+      int64_t vecs =
+          std::clamp<int64_t>(c.VectorsFor(c.shape[ca]) / c.target.cores, 1, regs >= 32 ? 4 : 2);
+      // The channel tile's packed weights stay in L2 across the pixel tiles (conv 3x3
+      // 512->512 at 7x7: 4 vectors, 1.2 MB, 2906 us; the 2 x 4 tile 2256).
+      while (vecs > 1 && in_channels * window * vecs * lanes * 4 > kMaxTileWeightBytes) --vecs;
+      const int64_t fit =
+          std::max<int64_t>(1, std::min((regs - vecs - 1) / vecs, (regs - 4) / vecs));
+      const int64_t width = c.shape[n - 1];
+      int64_t cols = std::min(fit, width);
+      // Rows narrower than the tile: several of them (7x7 maps: 2 x 7).
+      const int64_t rows = ca + 2 < n ? std::max<int64_t>(1, fit / cols) : 1;
+      if (width > fit) {
+        for (int64_t t : {fit, fit - 1, fit + 1}) {
+          if (t >= 1 && width % t == 0 && t * vecs <= regs - 4) {
+            cols = t;
+            break;
+          }
+        }
+      }
+      chan_shapes.insert(chan_shapes.begin(), {vecs, cols < width ? 1 : rows, cols, 2});
+    }
     for (const auto& cs : chan_shapes) {
       if (c.Full()) break;
       std::vector<int64_t> d = c.Defaults();
@@ -48,7 +80,7 @@ bool ChannelsInnerRule::Propose(RuleContext& c) const {
       d[c.parallel_slot] = c.Nearest(c.parallel_slot, static_cast<int64_t>(ca + 1));
       d[c.unroll_slot] = c.Nearest(c.unroll_slot, 1);
       d[c.unroll_k_slot] = c.Nearest(c.unroll_k_slot, 2);
-      d[c.chan_slot] = 1;
+      d[c.chan_slot] = c.Nearest(c.chan_slot, cs[3]);
       c.Emit(std::move(d));
     }
   }
