@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -461,6 +462,22 @@ TEST(LayoutTest, ATransposeReadsTheBlockedFormDirectly) {
   }
 }
 
+// The program of `g` with its matmul weights in panels of 16 (null, and a test failure, where
+// it does not compile), its kernels' specs one per line in `specs`; checks that it computes what
+// the unpacked program does.
+std::optional<Program> CompilePacked(const Graph& g, std::string* specs) {
+  absl::StatusOr<Program> plain = CompileGraph(g);
+  EXPECT_TRUE(plain.ok()) << plain.status();
+  CompileOptions opts;
+  opts.weight_panel = 16;
+  absl::StatusOr<Program> packed = CompileGraph(g, opts);
+  EXPECT_TRUE(packed.ok()) << packed.status();
+  if (!plain.ok() || !packed.ok()) return std::nullopt;
+  for (const KernelCall& k : packed->kernels) *specs += k.spec + "\n";
+  ExpectClose(RunProgram(*packed), RunProgram(*plain));
+  return *std::move(packed);
+}
+
 // Constant matmul weights packed once into column panels (PackMatmulWeights): two vectors of
 // columns where they divide n, one vector where only that does, row-major otherwise; a weight
 // two kernels share is packed once. The packed program agrees with the row-major one.
@@ -474,14 +491,9 @@ TEST(PackTest, MatmulWeightsArePackedInColumnPanels) {
                        {{"transB", Attr{Attr::kInt, 1}}});       // n=40: panels of 8
   std::string o = b.Op("MatMul", {z, b.Const("w3", {40, 20})});  // n=20: too narrow
   Graph g = b.Finish(o);
-  absl::StatusOr<Program> plain = CompileGraph(g);
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  CompileOptions opts;
-  opts.weight_panel = 16;
-  absl::StatusOr<Program> packed = CompileGraph(g, opts);
-  ASSERT_TRUE(packed.ok()) << packed.status();
   std::string specs;
-  for (const KernelCall& k : packed->kernels) specs += k.spec + "\n";
+  std::optional<Program> packed = CompilePacked(g, &specs);
+  ASSERT_TRUE(packed.has_value());
   EXPECT_THAT(specs, HasSubstr("matmul:bpanel=16,epilogue=bias_relu_res,k=24,m=5,n=48"));
   EXPECT_THAT(specs, HasSubstr("matmul:bpanel=16,epilogue=none,k=24,m=5,n=48"));
   EXPECT_THAT(specs, HasSubstr("bpanel=8,epilogue=none,k=48,m=5,n=40"));
@@ -491,10 +503,7 @@ TEST(PackTest, MatmulWeightsArePackedInColumnPanels) {
     if (v.constant && name.find("@panel") != std::string::npos) ++panels;
   }
   EXPECT_EQ(panels, 2) << specs;  // w once, w2 once
-  ExpectClose(RunProgram(*packed), RunProgram(*plain));
 }
-
-// Dense 3x3 stride-1 convolutions with enough channels become winograd_in, a batch_matmul by
 
 // Where no panel of one vector or more divides n, a matmul that several rows share is padded
 // with zero columns to whole panels (its per-column bias too), writes a padded output, and a
@@ -511,21 +520,17 @@ TEST(PackTest, ColumnsThatNoPanelDividesArePaddedToWholePanels) {
   std::string row = b.Op("MatMul", {b.Op("Reshape", {o, b.Values("shape", {2}, {1, 600})}),
                                     b.Const("w3", {600, 1001})});  // one row
   Graph g = b.Finish(row);
-  absl::StatusOr<Program> plain = CompileGraph(g);
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  CompileOptions opts;
-  opts.weight_panel = 16;
-  absl::StatusOr<Program> packed = CompileGraph(g, opts);
-  ASSERT_TRUE(packed.ok()) << packed.status();
   std::string specs;
-  for (const KernelCall& k : packed->kernels) specs += k.spec + "\n";
+  std::optional<Program> packed = CompilePacked(g, &specs);
+  ASSERT_TRUE(packed.has_value());
   EXPECT_THAT(specs, HasSubstr("matmul:bpanel=16,epilogue=bias_relu,k=24,m=6,n=512"));
   EXPECT_THAT(specs, HasSubstr("slice:begin=0x0,shape=6x512,size=6x500"));
   EXPECT_THAT(specs, HasSubstr("matmul:epilogue=res,k=24,m=6,n=500"));
   EXPECT_THAT(specs, HasSubstr("matmul:epilogue=none,k=500,m=6,n=100"));
   EXPECT_THAT(specs, HasSubstr("matmul:epilogue=none,k=600,m=1,n=1001"));
-  ExpectClose(RunProgram(*packed), RunProgram(*plain));
 }
+
+// Dense 3x3 stride-1 convolutions with enough channels become winograd_in, a batch_matmul by
 // the transformed weights and winograd_out carrying the epilogue (a residual included); the
 // others stay direct. The program computes what the direct one does.
 TEST(WinogradTest, ThreeByThreeConvsBecomeTransformsAroundABatchMatmul) {
