@@ -7,7 +7,7 @@
 // record's latency.
 //
 // Usage: bench_built_kernel (--db PATH [--workload SPEC ...] | --trace FILE ...) [--rounds N]
-//                           [--seconds S]
+//                           [--seconds S] [--cold-weights]
 //   --workload  workloads to look up (default: every workload with an ok record on this
 //               machine's device class)
 //   --trace     time this schedule trace (JSON, as `lathe build --trace` reads) instead of a
@@ -15,6 +15,10 @@
 //   --rounds    alternations of the two placements (default 5); the figure is the median of
 //               the rounds' medians
 //   --seconds   time per placement and round (default 0.3)
+//   --cold-weights  a third column: page-aligned, the parameters (measure::ParameterArgs: W,
+//               packed B, bias, scale, shift, ...) evicted from every cache level before each
+//               call (not timed), as a model's weights arrive when their step comes round again
+//               and as `lathe tune --weights cold` times them
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -29,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
 #include "codegen/cpu_kernel.h"
 #include "codegen/host.h"
@@ -38,7 +43,12 @@
 #include "ir/schedule.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "measure/measure_child.h"
 #include "proto/trace_io.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace lathe::bench {
 namespace {
@@ -57,11 +67,36 @@ double MedianTime(KernelFn fn, Placed& p, double seconds) {
   return MedianOf(t);
 }
 
+// The median time of calls with the arguments `params` of `p` (element counts `sizes`) evicted
+// from every cache level before each call; the eviction is not timed.
+double ColdTime(KernelFn fn, Placed& p, const std::vector<size_t>& params,
+                const std::vector<size_t>& sizes, double seconds) {
+  auto evict = [&] {
+#if defined(__x86_64__)
+    for (size_t i : params) {
+      const char* b = static_cast<const char*>(p.ptrs[i]);
+      for (size_t off = 0; off < sizes[i] * sizeof(float); off += 64) _mm_clflush(b + off);
+    }
+    _mm_mfence();
+#endif
+  };
+  std::vector<double> t;
+  const auto start = Clock::now();
+  while (t.size() < 3 || std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+    evict();
+    const auto a = Clock::now();
+    (void)fn(p.ptrs.data(), static_cast<int>(p.ptrs.size()));
+    t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
+  }
+  return MedianOf(t);
+}
+
 int Main(int argc, char** argv) {
   std::string db_path;
   std::vector<std::string> specs, trace_files;
   int rounds = 5;
   double seconds = 0.3;
+  bool cold = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -81,10 +116,12 @@ int Main(int argc, char** argv) {
       rounds = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--seconds") {
       seconds = std::atof(value().c_str());
+    } else if (a == "--cold-weights") {
+      cold = true;
     } else {
       std::fprintf(stderr,
                    "usage: bench_built_kernel (--db PATH [--workload SPEC ...] | --trace FILE "
-                   "...) [--rounds N] [--seconds S]\n");
+                   "...) [--rounds N] [--seconds S] [--cold-weights]\n");
       return 2;
     }
   }
@@ -139,7 +176,8 @@ int Main(int argc, char** argv) {
               dc.c_str(), rounds, seconds);
   std::printf(
       "| workload | record us | built, 16 B past a line us | built, page-aligned us | "
-      "16 B / record | page / record |\n|---|---|---|---|---|---|\n");
+      "16 B / record | page / record |%s\n|---|---|---|---|---|---|%s\n",
+      cold ? " page-aligned, weights evicted us |" : "", cold ? "---|" : "");
   int status = 0;
   for (const std::string& spec : specs) {
     absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec);
@@ -179,18 +217,25 @@ int Main(int argc, char** argv) {
     std::vector<std::vector<float>> args = ir::AllocateArgs(*w);
     ir::FillRandomInputs(args, /*seed=*/7);
     Placed user(args, 64, kMallocOffset), page(args, 4096, codegen::kTimedBufferOffset);
-    std::vector<double> user_s, page_s;
+    const std::vector<size_t> params = measure::ParameterArgs(*w);
+    std::vector<size_t> sizes;
+    for (const std::vector<float>& a : args) sizes.push_back(a.size());
+    std::vector<double> user_s, page_s, cold_s;
     for (int r = 0; r < rounds; ++r) {
       user_s.push_back(MedianTime(fn, user, seconds));
       page_s.push_back(MedianTime(fn, page, seconds));
+      if (cold) cold_s.push_back(ColdTime(fn, page, params, sizes, seconds));
     }
     const double rec = job.record_us;
     const double u = MedianOf(user_s) * 1e6, pg = MedianOf(page_s) * 1e6;
+    const std::string cold_col =
+        cold ? absl::StrFormat(" %.1f |", MedianOf(cold_s) * 1e6) : std::string();
     if (rec > 0) {
-      std::printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", job.label.c_str(), rec, u, pg,
-                  u / rec, pg / rec);
+      std::printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |%s\n", job.label.c_str(), rec, u, pg,
+                  u / rec, pg / rec, cold_col.c_str());
     } else {
-      std::printf("| %s | - | %.1f | %.1f | - | - |\n", job.label.c_str(), u, pg);
+      std::printf("| %s | - | %.1f | %.1f | - | - |%s\n", job.label.c_str(), u, pg,
+                  cold_col.c_str());
     }
     std::fflush(stdout);
     dlclose(h);
