@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/niced_runner.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -284,7 +285,12 @@ class LeaseReactor final : public grpc::ServerUnaryReactor {
 class WorkQueue {
  public:
   explicit WorkQueue(int threads) {
-    for (int i = 0; i < std::max(1, threads); ++i) pool_.emplace_back([this] { Loop(); });
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      pool_.emplace_back([this] {
+        NameThisThread("lathe-report");
+        Loop();
+      });
+    }
   }
   // Runs what is posted already, then joins the threads.
   ~WorkQueue() {

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "daemon/log_text.h"
 #include "daemon/metrics.h"
+#include "daemon/niced_runner.h"
 #include "spdlog/spdlog.h"
 #include "tuner/tune_common.h"
 
@@ -458,40 +459,40 @@ class LeaseRegistry::Impl {
     }
   }
 
+  // One round of the reaper (see the header): expired leases, released request ids, lost and
+  // forgotten workers, the gauges. `mu` held.
   void ReapOnce(Clock::time_point now) {
-    {
-      for (auto it = leases.begin(); it != leases.end();) {
-        if (it->second.deadline > now) {
-          ++it;
-          continue;
-        }
-        std::vector<std::string> ids(it->second.tasks.begin(), it->second.tasks.end());
-        const int back = Requeue(it->first, it->second, ids);
-        spdlog::warn("event=lease_expired lease={} worker={} requeued={}", it->first,
-                     it->second.worker_id, back);
-        it = EraseLease(it);
-      }
-      ForgetReleased(now);
-      const auto lost_after = std::chrono::milliseconds(int64_t{options.heartbeat_interval_ms} *
-                                                        std::max(1, options.lost_after_heartbeats));
-      const auto forget_after = std::chrono::milliseconds(options.forget_lost_after_ms);
-      for (auto it = workers.begin(); it != workers.end();) {
-        WorkerEntry& w = it->second;
-        if (!w.lost && now - w.last_seen > lost_after) {
-          w.lost = true;
-          spdlog::warn("event=worker_lost worker={} hostname=\"{}\" last_seen_ms={}", it->first,
-                       LogText(w.hostname), w.last_seen_ms);
-        }
-        if (w.lost && now - w.last_seen > forget_after) {
-          spdlog::info("event=worker_forgotten worker={} hostname=\"{}\"", it->first,
-                       LogText(w.hostname));
-          it = workers.erase(it);
-          continue;
-        }
+    for (auto it = leases.begin(); it != leases.end();) {
+      if (it->second.deadline > now) {
         ++it;
+        continue;
       }
-      UpdateGauges();
+      std::vector<std::string> ids(it->second.tasks.begin(), it->second.tasks.end());
+      const int back = Requeue(it->first, it->second, ids);
+      spdlog::warn("event=lease_expired lease={} worker={} requeued={}", it->first,
+                   it->second.worker_id, back);
+      it = EraseLease(it);
     }
+    ForgetReleased(now);
+    const auto lost_after = std::chrono::milliseconds(int64_t{options.heartbeat_interval_ms} *
+                                                      std::max(1, options.lost_after_heartbeats));
+    const auto forget_after = std::chrono::milliseconds(options.forget_lost_after_ms);
+    for (auto it = workers.begin(); it != workers.end();) {
+      WorkerEntry& w = it->second;
+      if (!w.lost && now - w.last_seen > lost_after) {
+        w.lost = true;
+        spdlog::warn("event=worker_lost worker={} hostname=\"{}\" last_seen_ms={}", it->first,
+                     LogText(w.hostname), w.last_seen_ms);
+      }
+      if (w.lost && now - w.last_seen > forget_after) {
+        spdlog::info("event=worker_forgotten worker={} hostname=\"{}\"", it->first,
+                     LogText(w.hostname));
+        it = workers.erase(it);
+        continue;
+      }
+      ++it;
+    }
+    UpdateGauges();
   }
 };
 
@@ -525,7 +526,10 @@ LeaseRegistry::~LeaseRegistry() { Stop(); }
 
 void LeaseRegistry::Start() {
   Impl* s = impl_.get();
-  s->reaper = std::thread([s] { s->Reap(); });
+  s->reaper = std::thread([s] {
+    NameThisThread("lathe-reaper");
+    s->Reap();
+  });
 }
 
 void LeaseRegistry::BeginShutdown() {

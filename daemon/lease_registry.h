@@ -8,8 +8,10 @@
 // Register returns an id, the heartbeat interval and the lease duration. Lease hands out
 // queued tasks of the requested device class (a long poll up to wait_ms; at most max_tasks and
 // max_lease_bytes, the rest stays at the front of the queue) and records a lease with a
-// deadline. Heartbeat extends the listed leases. Release hands back a lease's tasks
-// that were not measured (a worker stopping) to the front of their queue at once. A Lease
+// deadline. A waiting long poll is an entry of the registry, not a thread (StartLease): tasks
+// queued go to the waiting calls of their class at once, the oldest first. Heartbeat extends
+// the listed leases. Release hands back a lease's tasks that were not measured (a worker
+// stopping) to the front of their queue at once. A Lease
 // call may carry a worker-chosen request id: a worker that gave up on the call before its
 // answer arrived releases by that id the lease the call was granted, or, when the call has
 // not been answered yet, makes it take nothing (the id is remembered for max_wait_ms plus a
