@@ -225,8 +225,9 @@ class TunerImpl final : public v1::Tuner::Service {
 };
 
 // A Lease call on gRPC's callback API: its long poll holds no thread while it waits (on the
-// synchronous server, 1,000 long-polling workers held 1,000 server threads, and their wakeups
-// and context switches were most of the daemon's CPU: bench_service part 5). The answer is
+// synchronous server, 1,000 long-polling workers held 1,000 server threads, made and ended as
+// calls came and went: with their wakeups, a large share of the daemon's CPU in bench_service
+// part 5). The answer is
 // sent from whichever thread ends the wait (TunerService::StartLease). A worker that stops
 // mid-call (SIGTERM cancels its long poll) is not handed tasks it will never see: OnCancel
 // ends the long poll, and a lease granted just as the call went away is released at once
