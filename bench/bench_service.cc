@@ -55,6 +55,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -747,10 +748,34 @@ double ProcessCpuSeconds() {
          u.ru_stime.tv_usec * 1e-6;
 }
 
+// CPU seconds (user + system) of this process's threads so far, summed by thread name (lathed's
+// threads are named: lathe-job, lathe-search, lathe-report, ...; gRPC's nexting_thread, ...).
+std::map<std::string, double> ThreadCpuByName() {
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::map<std::string, double> by_name;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::ifstream stat(it->path().string() + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    for (int k = 3; k <= 13 && rest >> field; ++k) {
+    }
+    long long ut = 0, st = 0;
+    if (rest >> ut >> st) by_name[line.substr(open + 1, close - open - 1)] += (ut + st) / tick;
+  }
+  return by_name;
+}
+
 struct ModelJobFigures {
   bool ok = false;
   SimFigures sim;
   double daemon_cpu_s = 0;
+  std::map<std::string, double> cpu_by_thread;  // in the window, by thread name
   double wall_s = 0;
   double first_task_s = 0;  // from the job's submission to its first queued task
 };
@@ -823,6 +848,7 @@ ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& t
   }
   // The window starts when every worker has registered (the child logs "go").
   double cpu0 = -1;
+  std::map<std::string, double> threads0;
   Clock::time_point t0;
   for (auto until = Clock::now() + std::chrono::seconds(180); Clock::now() < until;) {
     std::ifstream in(log);
@@ -831,6 +857,7 @@ ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& t
     while (std::getline(in, line)) go = go || line == "go";
     if (go) {
       cpu0 = ProcessCpuSeconds();
+      threads0 = ThreadCpuByName();
       t0 = Clock::now();
       break;
     }
@@ -848,6 +875,7 @@ ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& t
   waitpid(child->pid, &status, 0);
   child->pid = -1;
   fig.daemon_cpu_s = ProcessCpuSeconds() - cpu0;
+  for (const auto& [name, s] : ThreadCpuByName()) fig.cpu_by_thread[name] = s - threads0[name];
   fig.wall_s = Seconds(Clock::now() - t0);
   std::ifstream in(out);
   SimFigures& s = fig.sim;
@@ -915,6 +943,20 @@ void ModelJob(int n, int seconds, const std::string& tasks_file) {
   row("daemon CPU (s) in the window",
       [&](const ModelJobFigures& g) { return fmt("%.1f", g.daemon_cpu_s); });
   row("errors", [&](const ModelJobFigures& g) { return fmt("%.0f", g.sim.errors); });
+  for (size_t k = 0; k < figs.size(); ++k) {
+    const ModelJobFigures& g = figs[k];
+    if (!g.ok) continue;
+    std::vector<std::pair<double, std::string>> parts;
+    for (const auto& [name, s] : g.cpu_by_thread) {
+      if (s > 0) parts.emplace_back(s, name);
+    }
+    std::sort(parts.rbegin(), parts.rend());
+    std::printf("   daemon CPU per candidate by thread (ms), --search-threads %d:", settings[k]);
+    for (const auto& [s, name] : parts) {
+      std::printf(" %s %.3f", name.c_str(), 1e3 * s / std::max<int64_t>(1, g.sim.candidates));
+    }
+    std::printf("\n");
+  }
   std::printf(
       "   demand fed: the workers' time measuring over their time measuring or waiting in Lease "
       "(reports excluded: a pipelined worker sends them in the background)\n");

@@ -10,14 +10,20 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <condition_variable>
+#include <deque>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/niced_runner.h"
 #include "lathe/v1/service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -218,32 +224,140 @@ class TunerImpl final : public v1::Tuner::Service {
   const std::atomic<bool>* stopping_;
 };
 
-class WorkerImpl final : public v1::WorkerService::Service {
+// A Lease call on gRPC's callback API: its long poll holds no thread while it waits (on the
+// synchronous server, 1,000 long-polling workers held 1,000 server threads, made and ended as
+// calls came and went: with their wakeups, a large share of the daemon's CPU in bench_service
+// part 5). The answer is
+// sent from whichever thread ends the wait (TunerService::StartLease). A worker that stops
+// mid-call (SIGTERM cancels its long poll) is not handed tasks it will never see: OnCancel
+// ends the long poll, and a lease granted just as the call went away is released at once
+// (else its tasks would wait for the lease to expire). Deletes itself when gRPC is done.
+class LeaseReactor final : public grpc::ServerUnaryReactor {
  public:
-  explicit WorkerImpl(TunerService* s) : s_(s) {}
+  LeaseReactor(TunerService* s, grpc::CallbackServerContext* ctx, const v1::LeaseRequest* req,
+               v1::LeaseResponse* resp)
+      : s_(s), ctx_(ctx), req_(req), resp_(resp) {}
+
+  // Called by the handler before it returns the reactor: gRPC calls OnCancel and OnDone only
+  // after that, so `this` outlives Start even when the answer is sent before StartLease returns.
+  void Start() {
+    const uint64_t id =
+        s_->StartLease(*req_, [this](absl::StatusOr<v1::LeaseResponse> r) { Send(std::move(r)); });
+    std::lock_guard<std::mutex> lock(mu_);
+    wait_id_ = id;
+  }
+
+  void OnCancel() override {
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = wait_id_;
+    }
+    if (id != 0) s_->CancelLease(id);  // nothing when the call was answered already
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // The answer, exactly once; Finish is the last use of `this`.
+  void Send(absl::StatusOr<v1::LeaseResponse> r) {
+    if (!r.ok()) return Finish(ToGrpc(r.status()));
+    if (!r->lease_id().empty() && ctx_->IsCancelled()) {
+      v1::ReleaseRequest release;
+      release.set_worker_id(req_->worker_id());
+      release.set_lease_id(r->lease_id());
+      release.set_worker_secret(req_->worker_secret());
+      (void)s_->Release(release);
+      return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the caller cancelled the lease"));
+    }
+    *resp_ = std::move(*r);
+    Finish(grpc::Status::OK);
+  }
+
+  TunerService* s_;
+  grpc::CallbackServerContext* ctx_;
+  const v1::LeaseRequest* req_;
+  v1::LeaseResponse* resp_;
+  std::mutex mu_;
+  uint64_t wait_id_ = 0;  // StartLease's id of the waiting call; 0: none (answered at once)
+};
+
+// A fixed set of threads that run what is posted, in order (the workers' reports).
+class WorkQueue {
+ public:
+  explicit WorkQueue(int threads) {
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      pool_.emplace_back([this] {
+        NameThisThread("lathe-report");
+        Loop();
+      });
+    }
+  }
+  // Runs what is posted already, then joins the threads.
+  ~WorkQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : pool_) t.join();
+  }
+  void Post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      std::function<void()> fn = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool quit_ = false;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> pool_;
+};
+
+// The worker service: Lease (LeaseReactor) and Report (on `reports`) on gRPC's callback API,
+// the others synchronous.
+class WorkerImpl final
+    : public v1::WorkerService::WithCallbackMethod_Lease<
+          v1::WorkerService::WithCallbackMethod_Report<v1::WorkerService::Service>> {
+ public:
+  WorkerImpl(TunerService* s, WorkQueue* reports) : s_(s), reports_(reports) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp) override {
     return Handle(resp, [&] { return s_->Register(*req); });
   }
-  // A worker that stops mid-call (SIGTERM cancels its long poll) is not handed tasks it will
-  // never see: the long poll ends when the call is cancelled, and a lease granted just as it
-  // was is released at once (else its tasks would wait for the lease to expire).
-  grpc::Status Lease(grpc::ServerContext* ctx, const v1::LeaseRequest* req,
-                     v1::LeaseResponse* resp) override {
-    grpc::Status st =
-        Handle(resp, [&] { return s_->Lease(*req, [ctx] { return ctx->IsCancelled(); }); });
-    if (!st.ok() || resp->lease_id().empty() || !ctx->IsCancelled()) return st;
-    v1::ReleaseRequest release;
-    release.set_worker_id(req->worker_id());
-    release.set_lease_id(resp->lease_id());
-    release.set_worker_secret(req->worker_secret());
-    (void)s_->Release(release);
-    return grpc::Status(grpc::StatusCode::CANCELLED, "the caller cancelled the lease");
+  grpc::ServerUnaryReactor* Lease(grpc::CallbackServerContext* ctx, const v1::LeaseRequest* req,
+                                  v1::LeaseResponse* resp) override {
+    auto* reactor = new LeaseReactor(s_, ctx, req, resp);
+    reactor->Start();
+    return reactor;
   }
-  grpc::Status Report(grpc::ServerContext* ctx, const v1::ReportRequest* req,
-                      v1::ReportResponse* resp) override {
-    return Handle(resp, [&] { return s_->Report(*req); });
+  // On the callback API too, run by the report threads: a report waits for its database
+  // commit, which must hold up neither gRPC's callback threads nor make a thread per call.
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx, const v1::ReportRequest* req,
+                                   v1::ReportResponse* resp) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reports_->Post([this, reactor, req, resp] {
+      reactor->Finish(Handle(resp, [&] { return s_->Report(*req); }));
+    });
+    return reactor;
   }
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
@@ -256,6 +370,7 @@ class WorkerImpl final : public v1::WorkerService::Service {
 
  private:
   TunerService* s_;
+  WorkQueue* reports_;
 };
 
 }  // namespace
@@ -263,6 +378,8 @@ class WorkerImpl final : public v1::WorkerService::Service {
 struct GrpcServer::Impl {
   TunerService* service = nullptr;
   std::atomic<bool> stopping{false};
+  // Before `server`: destroyed after it, so the reports in flight at shutdown still finish.
+  std::unique_ptr<WorkQueue> reports;
   std::unique_ptr<TunerImpl> tuner;
   std::unique_ptr<WorkerImpl> worker;
   std::unique_ptr<grpc::Server> server;
@@ -298,7 +415,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(TunerService* serv
     return absl::InvalidArgumentError("the worker token and the client token are the same");
   }
   impl->tuner = std::make_unique<TunerImpl>(service, &impl->stopping);
-  impl->worker = std::make_unique<WorkerImpl>(service);
+  impl->reports = std::make_unique<WorkQueue>(options.report_threads);
+  impl->worker = std::make_unique<WorkerImpl>(service, impl->reports.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   auto gate = std::make_unique<Gate>();

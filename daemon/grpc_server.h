@@ -1,6 +1,8 @@
 // \file
 // lathed's gRPC edge: the Tuner and WorkerService services over a TunerService, the only
-// place where absl::Status becomes grpc::Status. A synchronous server (gRPC's thread pool)
+// place where absl::Status becomes grpc::Status. A synchronous server (gRPC's thread pool),
+// but for the workers' Lease and Report on gRPC's callback API (a waiting long poll holds no
+// thread; reports run on `report_threads` threads of their own),
 // with a 4 MiB receive limit (larger messages fail with RESOURCE_EXHAUSTED inside gRPC),
 // keepalive settings for workers behind NAT, the standard health service, reflection only when
 // asked for, optional TLS (and mTLS) and optional tokens.
@@ -50,6 +52,9 @@ struct GrpcServerOptions {
   int max_receive_bytes = 4 << 20;
   int keepalive_time_ms = 30000;     // server pings idle connections this often
   int keepalive_timeout_ms = 10000;  // and drops them when the ping is not answered in time
+  // Threads that run the workers' reports, i.e. the reports stored at once; concurrent ones
+  // share a database commit (group commit), so a few cover many workers.
+  int report_threads = 16;
 };
 
 class GrpcServer {

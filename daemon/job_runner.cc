@@ -523,6 +523,7 @@ class JobRunner::Impl::LeaseRunner : public Runner {
 // The thread of one job: the tuning driver with the lease runner.
 
 void JobRunner::Impl::RunJob(JobEntry* job) {
+  NameThisThread("lathe-job");
   db::OpenOptions oo;
   absl::StatusOr<std::unique_ptr<db::Database>> opened = db::Database::Open(options.db_path, oo);
   if (!opened.ok()) {

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "daemon/log_text.h"
 #include "daemon/metrics.h"
+#include "daemon/niced_runner.h"
 #include "spdlog/spdlog.h"
 #include "tuner/tune_common.h"
 
@@ -32,10 +35,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxDevicesPerWorker = 64;
 constexpr int kMaxLeaseIds = 4096;
-// How often a long-polling Lease looks whether its caller went away. A waiter also looks
-// whenever it is woken, and before it takes a task, so this only bounds how long a cancelled
-// call holds its server thread; every look is a wakeup of every waiting call, which 1,000
-// long-polling workers made a storm of futex calls and context switches at 100 ms.
+// How often the blocking Lease looks whether its caller went away (StartLease callers are told
+// by CancelLease instead). Each look wakes only that call's thread.
 constexpr auto kCancelPoll = std::chrono::milliseconds(1000);
 // A LeaseResponse's bytes besides its tasks (lease id, deadline), and a task's besides its
 // own (field tag and length), both rounded up.
@@ -121,6 +122,20 @@ struct LeaseEntry {
 // (worker id, LeaseRequest.request_id)
 using RequestKey = std::pair<std::string, std::string>;
 
+// A Lease call waiting for tasks of its device class (StartLease).
+struct Waiter {
+  std::string worker_id;
+  std::string request_id;
+  std::string device_class;
+  int max_tasks = 1;
+  Clock::time_point start;
+  Clock::time_point deadline;
+  LeaseRegistry::LeaseDone done;
+};
+
+// A long poll's answer, run once the registry's mutex is released.
+using Answer = std::pair<LeaseRegistry::LeaseDone, absl::StatusOr<v1::LeaseResponse>>;
+
 struct WorkerEntry {
   std::string secret;  // RegisterResponse.worker_secret
   uint64_t seq = 0;    // order of first registration
@@ -141,10 +156,18 @@ class LeaseRegistry::Impl {
 
   LeaseRegistryOptions options;
   std::mutex mu;
-  // Per device class: tasks of it queued, a released request, or stopping. A queued task wakes
-  // one waiter of its class (WakeFor), not every long poll of every class.
-  std::map<std::string, std::condition_variable> work_cvs;
-  std::condition_variable reaper_cv;  // stopping
+  // Lease calls waiting for tasks, by id (the order they came in), their ids per device class
+  // and by deadline. A task queued goes to the oldest waiter of its class at once (Serve), on
+  // the thread that queued it: no thread wakes to find nothing, and a waiting call holds none.
+  // A waiter exists only while its class's queue holds no task it could take.
+  std::map<uint64_t, Waiter> waiters;
+  std::map<std::string, std::set<uint64_t>> waiting_of_class;
+  std::set<std::pair<Clock::time_point, uint64_t>> wait_deadlines;
+  uint64_t next_wait_id = 1;
+  // Answers of long polls ended with `mu` held, run by Locked once it is released.
+  std::vector<Answer> answers;
+  std::condition_variable reaper_cv;  // stopping, or a waiter due before the reaper looks
+  bool reaper_woken = false;
   bool stopping = false;
   bool stopped = false;
   std::map<std::string, TaskEntry> tasks;                 // candidate id -> task
@@ -243,7 +266,15 @@ class LeaseRegistry::Impl {
       released_order = std::move(current);
     }
     ForgetReleased(Clock::time_point::min());
-    WakeAll();
+    for (auto it = waiters.begin(); it != waiters.end();) {
+      const uint64_t id = it->first;
+      const bool match = it->second.worker_id == key.first && it->second.request_id == key.second;
+      ++it;
+      if (match) {
+        EndWait(id, absl::CancelledError(
+                        absl::StrCat("request_id '", key.second, "' was released by the worker")));
+      }
+    }
   }
 
   // Forgets the released request ids due by `now`, and the oldest ones past
@@ -267,23 +298,104 @@ class LeaseRegistry::Impl {
     return n;
   }
 
-  // Wakes `n` long polls waiting for tasks of `device_class` (each takes at least one task, so
-  // `n` tasks queued need at most `n`; one that finds nothing left waits again). `mu` held.
-  void WakeFor(const std::string& device_class, int64_t n) {
-    auto it = work_cvs.find(device_class);
-    if (it == work_cvs.end() || n <= 0) return;
-    for (int64_t k = 0; k < n; ++k) it->second.notify_one();
+  // Takes up to `max_tasks` queued tasks of `device_class` from the front of its queue, within
+  // max_lease_bytes (one task always goes; the rest waits at the front for the next lease).
+  std::vector<std::string> Take(const std::string& device_class, int max_tasks) {
+    std::vector<std::string> taken;
+    auto qi = queues.find(device_class);
+    if (qi == queues.end()) return taken;
+    std::deque<std::string>& q = qi->second;
+    const size_t max_bytes = static_cast<size_t>(std::max<int64_t>(0, options.max_lease_bytes));
+    size_t bytes = kLeaseFraming;
+    while (!q.empty() && static_cast<int>(taken.size()) < max_tasks) {
+      auto t = tasks.find(q.front());
+      if (t == tasks.end() || !t->second.lease_id.empty()) {  // stale entry
+        q.pop_front();
+        continue;
+      }
+      if (!taken.empty() && bytes + t->second.bytes > max_bytes) break;
+      bytes += t->second.bytes;
+      taken.push_back(std::move(q.front()));
+      q.pop_front();
+    }
+    return taken;
   }
 
-  // Wakes every long poll (stopping, a released request id). `mu` held.
-  void WakeAll() {
-    for (auto& [dc, cv] : work_cvs) cv.notify_all();
+  // Records a lease of the tasks `taken` for a Lease call of `worker_id` that came in at
+  // `start` and waited `waited` of that for tasks; returns its answer.
+  v1::LeaseResponse Grant(const std::string& worker_id, const std::string& request_id,
+                          const std::vector<std::string>& taken, Clock::time_point start,
+                          Clock::duration waited) {
+    v1::LeaseResponse resp;
+    const std::string lease_id = NewId("lease-");
+    LeaseEntry& lease = leases[lease_id];
+    lease.worker_id = worker_id;
+    lease.request_id = request_id;
+    if (!request_id.empty()) lease_of_request[RequestKey(worker_id, request_id)] = lease_id;
+    lease.deadline = Clock::now() + std::chrono::milliseconds(options.lease_duration_ms);
+    for (const std::string& id : taken) {
+      TaskEntry& t = tasks[id];
+      t.lease_id = lease_id;
+      t.grants.emplace_back(lease_id, worker_id);
+      if (t.grants.size() > kMaxGrants) t.grants.pop_front();
+      CountQueued(t.d, -1);
+      lease.tasks.insert(id);
+      *resp.add_tasks() = t.d.task;
+    }
+    resp.set_lease_id(lease_id);
+    resp.set_deadline_ms(NowUnixMs() + options.lease_duration_ms);
+    if (Metrics* m = metrics()) {
+      m->AddLeaseGranted(static_cast<int64_t>(taken.size()));
+      m->ObserveDispatchLatency(
+          std::chrono::duration<double>(Clock::now() - start - waited).count());
+    }
+    return resp;
+  }
+
+  // Ends the waiting call `id` with `answer` (run once `mu` is released).
+  void EndWait(uint64_t id, absl::StatusOr<v1::LeaseResponse> answer) {
+    auto w = waiters.find(id);
+    if (w == waiters.end()) return;
+    auto of_class = waiting_of_class.find(w->second.device_class);
+    of_class->second.erase(id);
+    if (of_class->second.empty()) waiting_of_class.erase(of_class);
+    wait_deadlines.erase({w->second.deadline, id});
+    answers.emplace_back(std::move(w->second.done), std::move(answer));
+    waiters.erase(w);
+  }
+
+  // Hands the queued tasks of `device_class` to its waiting calls, the oldest first.
+  void Serve(const std::string& device_class) {
+    auto of_class = waiting_of_class.find(device_class);
+    while (of_class != waiting_of_class.end()) {
+      const uint64_t id = *of_class->second.begin();
+      const Waiter& w = waiters.at(id);
+      std::vector<std::string> taken = Take(device_class, w.max_tasks);
+      if (taken.empty()) return;
+      const Clock::time_point now = Clock::now();
+      v1::LeaseResponse resp = Grant(w.worker_id, w.request_id, taken, w.start, now - w.start);
+      EndWait(id, std::move(resp));
+      of_class = waiting_of_class.find(device_class);
+    }
+  }
+
+  // Ends every waiting call (stopping) with an empty lease.
+  void EndAllWaits() {
+    while (!waiters.empty()) EndWait(waiters.begin()->first, v1::LeaseResponse());
+  }
+
+  // Ends the waiting calls whose wait_ms has passed by `now` with an empty lease.
+  void ExpireWaits(Clock::time_point now) {
+    while (!wait_deadlines.empty() && wait_deadlines.begin()->first <= now) {
+      EndWait(wait_deadlines.begin()->second, v1::LeaseResponse());
+    }
   }
 
   // Puts the unreported tasks `ids` of lease `lease_id` back at the front of their queues
   // (in their order: they waited longest) and forgets them in the lease; returns how many.
   int Requeue(const std::string& lease_id, LeaseEntry& lease, const std::vector<std::string>& ids) {
     int back = 0;
+    std::set<std::string> classes;
     for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
       lease.tasks.erase(*it);
       auto task = tasks.find(*it);
@@ -292,9 +404,10 @@ class LeaseRegistry::Impl {
       CountQueued(task->second.d, +1);
       const std::string& dc = task->second.d.task.device_class();
       queues[dc].push_front(*it);
-      WakeFor(dc, 1);
+      classes.insert(dc);
       ++back;
     }
+    for (const std::string& dc : classes) Serve(dc);
     return back;
   }
 
@@ -318,47 +431,93 @@ class LeaseRegistry::Impl {
     metrics()->SetActiveLeases(static_cast<int64_t>(leases.size()));
   }
 
+  // The reaper: expired leases, lost workers, gauges every reaper_interval_ms, and the long
+  // polls whose wait_ms has passed when it does.
   void Reap() {
     std::unique_lock<std::mutex> lock(mu);
+    const auto interval = std::chrono::milliseconds(options.reaper_interval_ms);
+    Clock::time_point next_reap = Clock::now() + interval;
     while (!stopping) {
-      reaper_cv.wait_for(lock, std::chrono::milliseconds(options.reaper_interval_ms),
-                         [&] { return stopping; });
+      Clock::time_point until = next_reap;
+      if (!wait_deadlines.empty()) until = std::min(until, wait_deadlines.begin()->first);
+      reaper_cv.wait_until(lock, until, [&] { return stopping || reaper_woken; });
+      reaper_woken = false;
       if (stopping) break;
       const Clock::time_point now = Clock::now();
-      for (auto it = leases.begin(); it != leases.end();) {
-        if (it->second.deadline > now) {
-          ++it;
-          continue;
-        }
-        std::vector<std::string> ids(it->second.tasks.begin(), it->second.tasks.end());
-        const int back = Requeue(it->first, it->second, ids);
-        spdlog::warn("event=lease_expired lease={} worker={} requeued={}", it->first,
-                     it->second.worker_id, back);
-        it = EraseLease(it);
+      ExpireWaits(now);
+      if (now >= next_reap) {
+        next_reap = now + interval;
+        ReapOnce(now);
       }
-      ForgetReleased(now);
-      const auto lost_after = std::chrono::milliseconds(int64_t{options.heartbeat_interval_ms} *
-                                                        std::max(1, options.lost_after_heartbeats));
-      const auto forget_after = std::chrono::milliseconds(options.forget_lost_after_ms);
-      for (auto it = workers.begin(); it != workers.end();) {
-        WorkerEntry& w = it->second;
-        if (!w.lost && now - w.last_seen > lost_after) {
-          w.lost = true;
-          spdlog::warn("event=worker_lost worker={} hostname=\"{}\" last_seen_ms={}", it->first,
-                       LogText(w.hostname), w.last_seen_ms);
-        }
-        if (w.lost && now - w.last_seen > forget_after) {
-          spdlog::info("event=worker_forgotten worker={} hostname=\"{}\"", it->first,
-                       LogText(w.hostname));
-          it = workers.erase(it);
-          continue;
-        }
-        ++it;
+      if (!answers.empty()) {
+        std::vector<Answer> ended;
+        ended.swap(answers);
+        lock.unlock();
+        for (auto& [done, answer] : ended) done(std::move(answer));
+        lock.lock();
       }
-      UpdateGauges();
     }
   }
+
+  // One round of the reaper (see the header): expired leases, released request ids, lost and
+  // forgotten workers, the gauges. `mu` held.
+  void ReapOnce(Clock::time_point now) {
+    for (auto it = leases.begin(); it != leases.end();) {
+      if (it->second.deadline > now) {
+        ++it;
+        continue;
+      }
+      std::vector<std::string> ids(it->second.tasks.begin(), it->second.tasks.end());
+      const int back = Requeue(it->first, it->second, ids);
+      spdlog::warn("event=lease_expired lease={} worker={} requeued={}", it->first,
+                   it->second.worker_id, back);
+      it = EraseLease(it);
+    }
+    ForgetReleased(now);
+    const auto lost_after = std::chrono::milliseconds(int64_t{options.heartbeat_interval_ms} *
+                                                      std::max(1, options.lost_after_heartbeats));
+    const auto forget_after = std::chrono::milliseconds(options.forget_lost_after_ms);
+    for (auto it = workers.begin(); it != workers.end();) {
+      WorkerEntry& w = it->second;
+      if (!w.lost && now - w.last_seen > lost_after) {
+        w.lost = true;
+        spdlog::warn("event=worker_lost worker={} hostname=\"{}\" last_seen_ms={}", it->first,
+                     LogText(w.hostname), w.last_seen_ms);
+      }
+      if (w.lost && now - w.last_seen > forget_after) {
+        spdlog::info("event=worker_forgotten worker={} hostname=\"{}\"", it->first,
+                     LogText(w.hostname));
+        it = workers.erase(it);
+        continue;
+      }
+      ++it;
+    }
+    UpdateGauges();
+  }
 };
+
+namespace {
+
+// Holds the registry's mutex; once it is released, runs the answers of the long polls ended
+// under it (an answer's callback never runs under the mutex: it may call the registry).
+class Locked {
+ public:
+  explicit Locked(LeaseRegistry::Impl& s) : s_(s), lock_(s.mu) {}
+  ~Locked() {
+    std::vector<Answer> ended;
+    ended.swap(s_.answers);
+    lock_.unlock();
+    for (auto& [done, answer] : ended) done(std::move(answer));
+  }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+ private:
+  LeaseRegistry::Impl& s_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+}  // namespace
 
 LeaseRegistry::LeaseRegistry(const LeaseRegistryOptions& options)
     : impl_(std::make_unique<Impl>(options)) {}
@@ -367,13 +526,16 @@ LeaseRegistry::~LeaseRegistry() { Stop(); }
 
 void LeaseRegistry::Start() {
   Impl* s = impl_.get();
-  s->reaper = std::thread([s] { s->Reap(); });
+  s->reaper = std::thread([s] {
+    NameThisThread("lathe-reaper");
+    s->Reap();
+  });
 }
 
 void LeaseRegistry::BeginShutdown() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  Locked lock(*impl_);
   impl_->stopping = true;
-  impl_->WakeAll();
+  impl_->EndAllWaits();
   impl_->reaper_cv.notify_all();
 }
 
@@ -473,31 +635,34 @@ absl::StatusOr<v1::RegisterResponse> LeaseRegistry::Register(const v1::RegisterR
   return resp;
 }
 
-absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& req,
-                                                       const std::function<bool()>& cancelled) {
+uint64_t LeaseRegistry::StartLease(const v1::LeaseRequest& req, LeaseDone done) {
   const Clock::time_point start = Clock::now();
   Impl& s = *impl_;
-  if (req.worker_id().empty()) return absl::InvalidArgumentError("empty worker_id");
+  Locked lock(s);
+  auto answer = [&](absl::StatusOr<v1::LeaseResponse> r) {
+    s.answers.emplace_back(std::move(done), std::move(r));
+    return uint64_t{0};
+  };
+  if (req.worker_id().empty()) return answer(absl::InvalidArgumentError("empty worker_id"));
   if (req.max_tasks() < 1 || req.max_tasks() > s.options.max_tasks_per_lease) {
-    return absl::InvalidArgumentError(absl::StrCat("max_tasks ", req.max_tasks(), " (need 1..",
-                                                   s.options.max_tasks_per_lease, ")"));
+    return answer(absl::InvalidArgumentError(absl::StrCat(
+        "max_tasks ", req.max_tasks(), " (need 1..", s.options.max_tasks_per_lease, ")")));
   }
   if (req.wait_ms() < 0 || req.wait_ms() > s.options.max_wait_ms) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("wait_ms ", req.wait_ms(), " (need 0..", s.options.max_wait_ms, ")"));
+    return answer(absl::InvalidArgumentError(
+        absl::StrCat("wait_ms ", req.wait_ms(), " (need 0..", s.options.max_wait_ms, ")")));
   }
   if (req.request_id().size() > kMaxRequestIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("request_id of ", req.request_id().size(),
-                                                   " bytes (at most ", kMaxRequestIdBytes, ")"));
+    return answer(absl::InvalidArgumentError(absl::StrCat(
+        "request_id of ", req.request_id().size(), " bytes (at most ", kMaxRequestIdBytes, ")")));
   }
   const RequestKey request(req.worker_id(), req.request_id());
-  std::unique_lock<std::mutex> lock(s.mu);
   if (!req.request_id().empty() && s.lease_of_request.count(request) > 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("request_id '", req.request_id(), "' was already granted a lease"));
+    return answer(absl::AlreadyExistsError(
+        absl::StrCat("request_id '", req.request_id(), "' was already granted a lease")));
   }
   WorkerEntry* authorized = s.Authorized(req.worker_id(), req.worker_secret());
-  if (authorized == nullptr) return NotRegistered(req.worker_id());
+  if (authorized == nullptr) return answer(NotRegistered(req.worker_id()));
   std::string dc = req.device_class();
   {
     WorkerEntry& w = *authorized;
@@ -505,75 +670,81 @@ absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& r
     bool known = false;
     for (const v1::DeviceInfo& d : w.devices) known = known || d.device_class() == dc;
     if (!known) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("device_class '", LogText(dc), "' is not one this worker registered"));
+      return answer(absl::InvalidArgumentError(
+          absl::StrCat("device_class '", LogText(dc), "' is not one this worker registered")));
     }
     s.Seen(w);
   }
+  if (!req.request_id().empty() && s.Released(request)) {
+    return answer(absl::CancelledError(
+        absl::StrCat("request_id '", req.request_id(), "' was released by the worker")));
+  }
+  std::vector<std::string> taken = s.Take(dc, req.max_tasks());
+  if (!taken.empty()) {
+    return answer(s.Grant(req.worker_id(), req.request_id(), taken, start, {}));
+  }
   const Clock::time_point deadline = start + std::chrono::milliseconds(req.wait_ms());
-  Clock::duration waited{};
-  v1::LeaseResponse resp;
-  std::vector<std::string> taken;
-  const size_t max_bytes = static_cast<size_t>(std::max<int64_t>(0, s.options.max_lease_bytes));
-  std::deque<std::string>& q = s.queues[dc];
-  std::condition_variable& work_cv = s.work_cvs[dc];
-  // A call that goes away after a wakeup meant for it hands the wakeup on, so that the tasks
-  // it would have taken do not wait for the next poll.
-  auto hand_on = [&] {
-    if (!q.empty()) work_cv.notify_one();
+  if (s.stopping || req.wait_ms() == 0) return answer(v1::LeaseResponse());
+  const uint64_t id = s.next_wait_id++;
+  Waiter& w = s.waiters[id];
+  w.worker_id = req.worker_id();
+  w.request_id = req.request_id();
+  w.device_class = dc;
+  w.max_tasks = req.max_tasks();
+  w.start = start;
+  w.deadline = deadline;
+  w.done = std::move(done);
+  s.waiting_of_class[dc].insert(id);
+  // The reaper sleeps until its next round or the soonest deadline: tell it of a sooner one.
+  if (s.wait_deadlines.empty() || deadline < s.wait_deadlines.begin()->first) {
+    s.reaper_woken = true;
+    s.reaper_cv.notify_one();
+  }
+  s.wait_deadlines.emplace(deadline, id);
+  return id;
+}
+
+void LeaseRegistry::CancelLease(uint64_t wait_id) {
+  Locked lock(*impl_);
+  impl_->EndWait(wait_id, absl::CancelledError("the caller cancelled the lease"));
+}
+
+absl::StatusOr<v1::LeaseResponse> LeaseRegistry::Lease(const v1::LeaseRequest& req,
+                                                       const std::function<bool()>& cancelled) {
+  // The answer, handed from whichever thread ends the wait.
+  struct Slot {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<absl::StatusOr<v1::LeaseResponse>> answer;
   };
-  for (;;) {
-    if (cancelled && cancelled()) {
-      hand_on();
-      return absl::CancelledError("the caller cancelled the lease");
-    }
-    if (!req.request_id().empty() && s.Released(request)) {
-      hand_on();
-      return absl::CancelledError(
-          absl::StrCat("request_id '", req.request_id(), "' was released by the worker"));
-    }
-    size_t bytes = kLeaseFraming;
-    while (!q.empty() && static_cast<int>(taken.size()) < req.max_tasks()) {
-      auto t = s.tasks.find(q.front());
-      if (t == s.tasks.end() || !t->second.lease_id.empty()) {  // stale entry
-        q.pop_front();
-        continue;
-      }
-      // Full: the task waits at the front of the queue for the next lease.
-      if (!taken.empty() && bytes + t->second.bytes > max_bytes) break;
-      bytes += t->second.bytes;
-      taken.push_back(std::move(q.front()));
-      q.pop_front();
-    }
-    if (!taken.empty() || s.stopping) break;
-    const Clock::time_point before = Clock::now();
-    if (before >= deadline) break;
-    work_cv.wait_until(lock, cancelled ? std::min(deadline, before + kCancelPoll) : deadline);
-    waited += Clock::now() - before;
+  auto slot = std::make_shared<Slot>();
+  const uint64_t id = StartLease(req, [slot](absl::StatusOr<v1::LeaseResponse> r) {
+    std::lock_guard<std::mutex> lock(slot->mu);
+    slot->answer = std::move(r);
+    slot->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(slot->mu);
+  bool gone = false;
+  while (!slot->answer.has_value()) {
+    slot->cv.wait_for(lock, kCancelPoll);
+    if (slot->answer.has_value() || gone || !cancelled || !cancelled()) continue;
+    gone = true;
+    lock.unlock();
+    CancelLease(id);  // answers Cancelled unless the call was answered meanwhile
+    lock.lock();
   }
-  if (taken.empty()) return resp;
-  const std::string lease_id = s.NewId("lease-");
-  LeaseEntry& lease = s.leases[lease_id];
-  lease.worker_id = req.worker_id();
-  lease.request_id = req.request_id();
-  if (!req.request_id().empty()) s.lease_of_request[request] = lease_id;
-  lease.deadline = Clock::now() + std::chrono::milliseconds(s.options.lease_duration_ms);
-  for (const std::string& id : taken) {
-    TaskEntry& t = s.tasks[id];
-    t.lease_id = lease_id;
-    t.grants.emplace_back(lease_id, req.worker_id());
-    if (t.grants.size() > kMaxGrants) t.grants.pop_front();
-    s.CountQueued(t.d, -1);
-    lease.tasks.insert(id);
-    *resp.add_tasks() = t.d.task;
+  absl::StatusOr<v1::LeaseResponse> answer = std::move(*slot->answer);
+  // A call that went away as it was granted tasks hands them back at once.
+  if (answer.ok() && !answer->lease_id().empty() && cancelled && cancelled()) {
+    lock.unlock();
+    v1::ReleaseRequest release;
+    release.set_worker_id(req.worker_id());
+    release.set_worker_secret(req.worker_secret());
+    release.set_lease_id(answer->lease_id());
+    (void)Release(release);
+    return absl::CancelledError("the caller cancelled the lease");
   }
-  resp.set_lease_id(lease_id);
-  resp.set_deadline_ms(NowUnixMs() + s.options.lease_duration_ms);
-  if (Metrics* m = s.metrics()) {
-    m->AddLeaseGranted(static_cast<int64_t>(taken.size()));
-    m->ObserveDispatchLatency(std::chrono::duration<double>(Clock::now() - start - waited).count());
-  }
-  return resp;
+  return answer;
 }
 
 absl::StatusOr<v1::HeartbeatResponse> LeaseRegistry::Heartbeat(const v1::HeartbeatRequest& req) {
@@ -623,7 +794,7 @@ absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequ
                                                    s.options.max_tasks_per_lease, ")"));
   }
   v1::ReleaseResponse resp;
-  std::lock_guard<std::mutex> lock(s.mu);
+  Locked lock(s);
   WorkerEntry* w = s.Authorized(req.worker_id(), req.worker_secret());
   if (w == nullptr) return NotRegistered(req.worker_id());
   s.Seen(*w);
@@ -665,8 +836,9 @@ absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequ
 int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks,
                            std::vector<std::string>* skipped) {
   Impl& s = *impl_;
-  std::lock_guard<std::mutex> lock(s.mu);
+  Locked lock(s);
   int queued = 0;
+  std::set<std::string> classes;
   for (v1::Task& t : tasks) {
     const std::string id = t.candidate_id();
     std::deque<std::string>& q = s.queues[t.device_class()];
@@ -687,9 +859,10 @@ int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks,
     }
     s.CountQueued(it->second.d, +1);
     q.push_back(id);
-    s.WakeFor(it->second.d.task.device_class(), 1);
+    classes.insert(it->second.d.task.device_class());
     ++queued;
   }
+  for (const std::string& dc : classes) s.Serve(dc);
   return queued;
 }
 
@@ -808,6 +981,11 @@ int LeaseRegistry::QueuedOf(const std::string& job_id, int workload) {
   }
   auto n = job->second.find(workload);
   return n == job->second.end() ? 0 : n->second;
+}
+
+int64_t LeaseRegistry::Waiting() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return static_cast<int64_t>(impl_->waiters.size());
 }
 
 int64_t LeaseRegistry::Queued() {

@@ -8,8 +8,10 @@
 // Register returns an id, the heartbeat interval and the lease duration. Lease hands out
 // queued tasks of the requested device class (a long poll up to wait_ms; at most max_tasks and
 // max_lease_bytes, the rest stays at the front of the queue) and records a lease with a
-// deadline. Heartbeat extends the listed leases. Release hands back a lease's tasks
-// that were not measured (a worker stopping) to the front of their queue at once. A Lease
+// deadline. A waiting long poll is an entry of the registry, not a thread (StartLease): tasks
+// queued go to the waiting calls of their class at once, the oldest first. Heartbeat extends
+// the listed leases. Release hands back a lease's tasks that were not measured (a worker
+// stopping) to the front of their queue at once. A Lease
 // call may carry a worker-chosen request id: a worker that gave up on the call before its
 // answer arrived releases by that id the lease the call was granted, or, when the call has
 // not been answered yet, makes it take nothing (the id is remembered for max_wait_ms plus a
@@ -93,8 +95,23 @@ class LeaseRegistry {
 
   // --- workers (the WorkerService calls; see service.h) ---
   absl::StatusOr<lathe::v1::RegisterResponse> Register(const lathe::v1::RegisterRequest& req);
-  // `cancelled`, when given, is polled while the long poll waits: a caller gone away (a
-  // worker stopping mid-call) is answered Cancelled and takes no task.
+  // The answer of a Lease call started by StartLease.
+  using LeaseDone = std::function<void(absl::StatusOr<lathe::v1::LeaseResponse>)>;
+  // Lease without holding the calling thread while it waits. `done` receives the answer
+  // exactly once: on this thread before StartLease returns when tasks are queued, wait_ms is 0,
+  // the request fails or the registry is stopping; else on the thread that ends the long poll
+  // (the one that queues or hands back tasks: the job runner, a worker's Release; the reaper's
+  // when wait_ms passes, with an empty lease; a Release of the call's request id, Cancelled;
+  // BeginShutdown's, empty; CancelLease's). `done` never runs under the registry's lock and
+  // must not block. Waiting calls of a device class are served oldest first. Returns the id of
+  // the waiting call for CancelLease, or 0 when it was answered at once.
+  uint64_t StartLease(const lathe::v1::LeaseRequest& req, LeaseDone done);
+  // Ends the waiting call `wait_id` with Cancelled (its `done` runs on this thread), so that a
+  // caller gone away takes no task; nothing when it was answered already (or for 0).
+  void CancelLease(uint64_t wait_id);
+  // StartLease, waiting for its answer on this thread. `cancelled`, when given, is polled every
+  // second while the long poll waits and once more at its answer: a caller gone away (a worker
+  // stopping mid-call) is answered Cancelled, and tasks granted as it went are handed back.
   absl::StatusOr<lathe::v1::LeaseResponse> Lease(const lathe::v1::LeaseRequest& req,
                                                  const std::function<bool()>& cancelled = {});
   absl::StatusOr<lathe::v1::HeartbeatResponse> Heartbeat(const lathe::v1::HeartbeatRequest& req);
@@ -140,6 +157,8 @@ class LeaseRegistry {
 
   // --- queries ---
   int64_t Queued();
+  // Lease calls waiting for tasks (long polls).
+  int64_t Waiting();
   // Tasks of workload index `workload` of job `job_id` waiting in a queue (not leased); of
   // every workload of the job when `workload` < 0.
   int QueuedOf(const std::string& job_id, int workload = -1);

@@ -1,11 +1,13 @@
 #include "daemon/niced_runner.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "spdlog/spdlog.h"
@@ -18,6 +20,12 @@ void NiceThisThread(int nice) {
   if (setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(nice, 19)) != 0) {
     spdlog::debug("event=search_nice_failed error=\"{}\"", std::strerror(errno));
   }
+}
+
+void NameThisThread(const char* name) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%s", name);
+  pthread_setname_np(pthread_self(), buf);
 }
 
 NicedRunner::~NicedRunner() {
@@ -44,6 +52,7 @@ void NicedRunner::Run(const std::function<void()>& fn) {
 
 void NicedRunner::Loop() {
   NiceThisThread(nice_);
+  NameThisThread("lathe-niced");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return quit_ || fn_ != nullptr; });

@@ -22,6 +22,10 @@ namespace lathe::tuner {
 // Lowers the calling thread's scheduling priority to `nice` (0..19; <= 0: unchanged).
 void NiceThisThread(int nice);
 
+// Names the calling thread (at most 15 bytes are kept) as `top -H`, perf and /proc show it: a
+// thread otherwise carries the name of the one that started it (a gRPC server thread's).
+void NameThisThread(const char* name);
+
 // Runs closures on one thread of its own at nice value `nice`, started on first use and kept
 // until destruction (a thread per call would cost a clone and a setpriority each).
 class NicedRunner {

@@ -48,6 +48,7 @@ int NicedSearchPool::max_running() const {
 
 void NicedSearchPool::Loop() {
   NiceThisThread(nice_);
+  NameThisThread("lathe-search");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return quit_ || !queue_.empty(); });

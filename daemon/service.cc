@@ -280,6 +280,8 @@ void TunerService::Shutdown() {
 
 int64_t TunerService::QueueDepth() { return s_->registry.Queued(); }
 
+int64_t TunerService::WaitingLeases() { return s_->registry.Waiting(); }
+
 // --- clients ---
 
 absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJobRequest& req) {
@@ -547,6 +549,12 @@ absl::StatusOr<v1::LeaseResponse> TunerService::Lease(const v1::LeaseRequest& re
                                                       const std::function<bool()>& cancelled) {
   return s_->registry.Lease(req, cancelled);
 }
+
+uint64_t TunerService::StartLease(const v1::LeaseRequest& req, LeaseDone done) {
+  return s_->registry.StartLease(req, std::move(done));
+}
+
+void TunerService::CancelLease(uint64_t wait_id) { s_->registry.CancelLease(wait_id); }
 
 absl::StatusOr<v1::HeartbeatResponse> TunerService::Heartbeat(const v1::HeartbeatRequest& req) {
   return s_->registry.Heartbeat(req);

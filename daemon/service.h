@@ -149,6 +149,14 @@ class TunerService {
   // Cancelled without taking tasks.
   absl::StatusOr<lathe::v1::LeaseResponse> Lease(const lathe::v1::LeaseRequest& req,
                                                  const std::function<bool()>& cancelled = {});
+  // Lease without holding the calling thread while it waits (the gRPC server's callback
+  // handler): `done` receives the answer once, at once or from the thread that ends the long
+  // poll, never under the service's locks, and must not block. Returns the id of a waiting
+  // call for CancelLease (0: answered already). See LeaseRegistry::StartLease.
+  using LeaseDone = std::function<void(absl::StatusOr<lathe::v1::LeaseResponse>)>;
+  uint64_t StartLease(const lathe::v1::LeaseRequest& req, LeaseDone done);
+  // Ends a waiting call of StartLease with Cancelled; nothing when it was answered already.
+  void CancelLease(uint64_t wait_id);
   absl::StatusOr<lathe::v1::ReportResponse> Report(const lathe::v1::ReportRequest& req);
   absl::StatusOr<lathe::v1::HeartbeatResponse> Heartbeat(const lathe::v1::HeartbeatRequest& req);
   // Hands back the listed (or all) unreported tasks of a lease to the front of their queue.
@@ -159,6 +167,8 @@ class TunerService {
 
   // Tasks queued (not leased) over all device classes; for tests and metrics.
   int64_t QueueDepth();
+  // Lease calls waiting for tasks (long polls); for tests.
+  int64_t WaitingLeases();
 
   struct State;
 

@@ -34,6 +34,7 @@ struct TaskState {
   int history_at = 0;                           // trials at the last history point
   bool searching = false;                       // a background search is in flight
   int search_want = 0;                          // the candidates it was asked for
+  SeedCache seeds;                              // read on the Heavy thread only
 };
 
 // A round searched on a SearchPool thread: its inputs are copies, so that the driver's thread
@@ -52,6 +53,7 @@ struct BackgroundSearch {
   std::shared_ptr<const cost_model::CostModel> model;
   absl::StatusOr<std::vector<Candidate>> result = absl::UnknownError("no search ran");
   std::vector<std::string> trace_json;  // of each candidate of `result`, in order
+  std::vector<ir::ProgramId> programs;  // likewise (hashing a trace is per-candidate work too)
 };
 
 class Driver {
@@ -87,8 +89,11 @@ class Driver {
     size_t taken = 0;
     size_t skipped = 0;  // stored by someone else meanwhile (Runner::Dispatch)
   };
+  // `trace_json` and `programs`, when they hold one entry per candidate, are the candidates'
+  // serialized traces and programs (computed on a search thread); else they are computed here.
   absl::StatusOr<Dispatched> DispatchCandidates(size_t i, std::vector<Candidate> next,
-                                                std::vector<std::string> trace_json = {});
+                                                std::vector<std::string> trace_json = {},
+                                                const std::vector<ir::ProgramId>& programs = {});
   // A round of task `i` found nothing new: exhausted, or stalled until an outcome.
   void MarkDry(size_t i);
   // search_model_: a copy of model_ as last trained (background searches read it).
@@ -240,8 +245,8 @@ absl::StatusOr<bool> Driver::DispatchRounds() {
     absl::StatusOr<std::vector<Candidate>> next = absl::UnknownError("no search ran");
     Heavy([&] {
       FlushModel();
-      std::vector<Candidate> seeds =
-          SeedsFromDatabase(db_, *t.space, t.workload, o_.device_class, o_.seed_records);
+      std::vector<Candidate> seeds = SeedsFromDatabase(db_, *t.space, t.workload, o_.device_class,
+                                                       o_.seed_records, &state_[i].seeds);
       // A task's first round starts with the space's rule-picked candidates.
       next = NextRound(*t.space, model_, seeds, state_[i].measured, want, o_.search, rng_,
                        /*rule_picked_first=*/status_[i].rounds == 0);
@@ -262,14 +267,16 @@ absl::StatusOr<bool> Driver::DispatchRounds() {
   }
 }
 
-absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(size_t i, std::vector<Candidate> next,
-                                                              std::vector<std::string> trace_json) {
+absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(
+    size_t i, std::vector<Candidate> next, std::vector<std::string> trace_json,
+    const std::vector<ir::ProgramId>& programs) {
   const DriverTask& t = tasks_[i];
   const bool serialized = trace_json.size() == next.size();
+  const bool hashed = programs.size() == next.size();
   std::vector<Trial> trials;
   for (size_t k = 0; k < next.size(); ++k) {
     Candidate& c = next[k];
-    const ir::ProgramId key = ProgramOf(c);
+    const ir::ProgramId key = hashed ? programs[k] : ProgramOf(c);
     if (!state_[i].measured.insert(key).second) continue;
     Trial tr;
     tr.task = static_cast<int>(i);
@@ -354,8 +361,8 @@ absl::StatusOr<bool> Driver::DispatchBackground() {
     Heavy([&] {
       FlushModel();
       RefreshSearchModel();
-      search->seeds =
-          SeedsFromDatabase(db_, *t.space, t.workload, o_.device_class, o_.seed_records);
+      search->seeds = SeedsFromDatabase(db_, *t.space, t.workload, o_.device_class, o_.seed_records,
+                                        &state_[i].seeds);
     });
     search->model = search_model_;
     state_[i].searching = true;
@@ -372,8 +379,10 @@ absl::StatusOr<bool> Driver::DispatchBackground() {
                                  search->want, so, search->rng, search->first_round);
       if (search->result.ok()) {
         search->trace_json.reserve(search->result->size());
+        search->programs.reserve(search->result->size());
         for (const Candidate& c : *search->result) {
           search->trace_json.push_back(traceio::TraceToJson(c.trace));
+          search->programs.push_back(ProgramOf(c));
         }
       }
       {
@@ -423,10 +432,11 @@ absl::Status Driver::CollectSearches() {
     if (static_cast<int>(next.size()) > std::max(0, room)) {
       next.resize(std::max(0, room));
       s->trace_json.resize(next.size());
+      s->programs.resize(next.size());
     }
     if (next.empty() && room <= 0) continue;
     absl::StatusOr<Dispatched> sent =
-        DispatchCandidates(i, std::move(next), std::move(s->trace_json));
+        DispatchCandidates(i, std::move(next), std::move(s->trace_json), s->programs);
     if (!sent.ok()) {
       first_error = sent.status();
       continue;

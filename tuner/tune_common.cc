@@ -133,17 +133,41 @@ absl::StatusOr<ProgramSet> MeasuredPrograms(db::Database& database, const std::s
   return programs;
 }
 
+namespace {
+
+// The candidate of record `r` made by `make` (from its parsed trace), through `cache` when
+// given (see SeedCache); nullopt when the trace does not parse or `make` fails.
+template <typename Make>
+std::optional<Candidate> CachedSeed(
+    std::unordered_map<std::string, std::optional<Candidate>>* cache, const db::Record& r,
+    Make&& make) {
+  if (cache != nullptr) {
+    if (auto hit = cache->find(r.candidate_id); hit != cache->end()) return hit->second;
+  }
+  std::optional<Candidate> c;
+  if (absl::StatusOr<ir::Trace> t = traceio::TraceFromJson(r.trace_json); t.ok()) {
+    absl::StatusOr<Candidate> made = make(*t);
+    if (made.ok()) c = std::move(*made);
+  }
+  if (cache != nullptr) {
+    if (cache->size() >= SeedCache::kMaxEntries) cache->clear();
+    cache->emplace(r.candidate_id, c);
+  }
+  return c;
+}
+
+}  // namespace
+
 std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
                                          const ir::Workload& w, const std::string& device_class,
-                                         int k) {
+                                         int k, SeedCache* cache) {
   std::vector<Candidate> seeds;
   absl::StatusOr<std::vector<db::Record>> top = database.TopK(w.key, device_class, k);
   if (!top.ok()) return seeds;
   for (const db::Record& r : *top) {
-    absl::StatusOr<ir::Trace> t = traceio::TraceFromJson(r.trace_json);
-    if (!t.ok()) continue;
-    absl::StatusOr<Candidate> c = space.FromTrace(*t);
-    if (c.ok()) seeds.push_back(std::move(*c));
+    std::optional<Candidate> c = CachedSeed(cache != nullptr ? &cache->own : nullptr, r,
+                                            [&](const ir::Trace& t) { return space.FromTrace(t); });
+    if (c.has_value()) seeds.push_back(std::move(*c));
   }
   if (static_cast<int>(seeds.size()) >= k) return seeds;
   // A workload with few records of its own starts from the decisions of the best schedules
@@ -155,10 +179,13 @@ std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpa
   for (const Candidate& c : seeds) have.insert(c.decisions);
   for (const db::Record& r : *related) {
     if (static_cast<int>(seeds.size()) >= k) break;
-    absl::StatusOr<ir::Trace> t = traceio::TraceFromJson(r.trace_json);
-    if (!t.ok() || t->decisions.empty()) continue;
-    absl::StatusOr<Candidate> c = space.FromDecisions(t->sketch, t->decisions);
-    if (c.ok() && have.insert(c->decisions).second) seeds.push_back(std::move(*c));
+    std::optional<Candidate> c = CachedSeed(cache != nullptr ? &cache->related : nullptr, r,
+                                            [&](const ir::Trace& t) -> absl::StatusOr<Candidate> {
+                                              if (t.decisions.empty())
+                                                return absl::InvalidArgumentError("no decisions");
+                                              return space.FromDecisions(t.sketch, t.decisions);
+                                            });
+    if (c.has_value() && have.insert(c->decisions).second) seeds.push_back(std::move(*c));
   }
   return seeds;
 }

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -67,9 +69,20 @@ absl::StatusOr<ProgramSet> MeasuredPrograms(db::Database& database, const std::s
 // Candidates to start the search from: up to `k` of the best stored records that this space
 // reproduces; while the workload has fewer than `k`, the decisions of the best records of
 // other workloads of the same operator fill up (transfer from earlier tunings).
+//
+// With `cache` (one per space), a stored record already turned into a candidate is not parsed
+// and replayed again: the best records change little from round to round, and their JSON
+// parse and replay were a tenth of lathed's CPU per candidate (bench_service part 5).
+struct SeedCache {
+  // By candidate id: the candidate of the workload's own record, or of a related workload's
+  // decisions; nullopt where the space does not reproduce it.
+  std::unordered_map<std::string, std::optional<Candidate>> own, related;
+  // Entries kept at most; beyond, the cache starts over.
+  static constexpr size_t kMaxEntries = 1024;
+};
 std::vector<Candidate> SeedsFromDatabase(db::Database& database, const SearchSpace& space,
                                          const ir::Workload& w, const std::string& device_class,
-                                         int k);
+                                         int k, SeedCache* cache = nullptr);
 
 // The next batch of a tuning loop (NextBatch). With `rule_picked_first` (a task's first round
 // of a run), or before the model has learned anything, the space's rule-picked candidates

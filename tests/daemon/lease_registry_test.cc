@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -274,6 +275,137 @@ TEST_F(LeaseRegistryTest, CompletedCandidateIsNotQueuedAgainButCanBeRetimed) {
   retime[0].set_remeasure(true);
   EXPECT_EQ(registry_->Enqueue(0, std::move(retime)), 1);
   EXPECT_EQ(registry_->Queued(), 2);
+}
+
+// StartLease (lathed's Lease on gRPC's callback API) holds no thread while it waits: each
+// waiting call is answered on the thread that ends its wait, the oldest first, each exactly
+// once; queued tasks go to a waiting call at once, not to the next poll.
+class StartLeaseTest : public LeaseRegistryTest {
+ protected:
+  struct Answers {
+    std::mutex mu;
+    std::vector<std::pair<int, absl::StatusOr<v1::LeaseResponse>>> got;  // (call, answer)
+    std::vector<std::thread::id> threads;
+  };
+
+  v1::LeaseRequest Request(int max_tasks, int wait_ms) {
+    v1::LeaseRequest req;
+    req.set_worker_id(worker_);
+    req.set_worker_secret(secret_);
+    req.set_device_class(kDeviceClass);
+    req.set_max_tasks(max_tasks);
+    req.set_wait_ms(wait_ms);
+    return req;
+  }
+
+  uint64_t StartCall(int call, const v1::LeaseRequest& req) {
+    return registry_->StartLease(req, [this, call](absl::StatusOr<v1::LeaseResponse> r) {
+      std::lock_guard<std::mutex> lock(answers_.mu);
+      answers_.got.emplace_back(call, std::move(r));
+      answers_.threads.push_back(std::this_thread::get_id());
+    });
+  }
+
+  size_t Answered() {
+    std::lock_guard<std::mutex> lock(answers_.mu);
+    return answers_.got.size();
+  }
+
+  Answers answers_;
+};
+
+TEST_F(StartLeaseTest, WaitingCallsAreServedOldestFirstOnTheQueueingThread) {
+  Start(LeaseRegistryOptions());
+  const uint64_t first = StartCall(0, Request(2, 60000));
+  const uint64_t second = StartCall(1, Request(2, 60000));
+  EXPECT_NE(first, 0u);
+  EXPECT_NE(second, 0u);
+  EXPECT_EQ(Answered(), 0u) << "nothing was queued: both calls wait";
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(3, 10)), 3);
+  ASSERT_EQ(Answered(), 2u) << "Enqueue answers the waiting calls before it returns";
+  EXPECT_EQ(registry_->Queued(), 0);
+  std::lock_guard<std::mutex> lock(answers_.mu);
+  ASSERT_TRUE(answers_.got[0].second.ok()) << answers_.got[0].second.status();
+  ASSERT_TRUE(answers_.got[1].second.ok()) << answers_.got[1].second.status();
+  EXPECT_EQ(answers_.got[0].first, 0) << "the oldest call is served first";
+  EXPECT_EQ(answers_.got[0].second->tasks_size(), 2);
+  EXPECT_EQ(answers_.got[0].second->tasks(0).candidate_id(), "c0");
+  EXPECT_EQ(answers_.got[1].second->tasks_size(), 1);
+  EXPECT_EQ(answers_.got[1].second->tasks(0).candidate_id(), "c2");
+  EXPECT_FALSE(answers_.got[1].second->lease_id().empty());
+  for (std::thread::id t : answers_.threads) EXPECT_EQ(t, std::this_thread::get_id());
+}
+
+TEST_F(StartLeaseTest, QueuedTasksAnswerAtOnce) {
+  Start(LeaseRegistryOptions());
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(1, 10)), 1);
+  EXPECT_EQ(StartCall(0, Request(4, 60000)), 0u) << "answered at once: no waiting call";
+  ASSERT_EQ(Answered(), 1u);
+  std::lock_guard<std::mutex> lock(answers_.mu);
+  ASSERT_TRUE(answers_.got[0].second.ok());
+  EXPECT_EQ(answers_.got[0].second->tasks_size(), 1);
+}
+
+TEST_F(StartLeaseTest, CancelledCallTakesNothingAndIsAnsweredOnce) {
+  Start(LeaseRegistryOptions());
+  const uint64_t id = StartCall(0, Request(2, 60000));
+  ASSERT_NE(id, 0u);
+  registry_->CancelLease(id);
+  ASSERT_EQ(Answered(), 1u);
+  {
+    std::lock_guard<std::mutex> lock(answers_.mu);
+    EXPECT_EQ(answers_.got[0].second.status().code(), absl::StatusCode::kCancelled);
+  }
+  registry_->CancelLease(id);  // answered already: nothing
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(2, 10)), 2);
+  EXPECT_EQ(Answered(), 1u);
+  EXPECT_EQ(registry_->Queued(), 2) << "a cancelled call took tasks";
+}
+
+TEST_F(StartLeaseTest, WaitEndsEmptyAfterWaitMsOrAtShutdown) {
+  Start(LeaseRegistryOptions());
+  StartCall(0, Request(1, 50));  // the reaper answers it when its 50 ms have passed
+  StartCall(1, Request(1, 60000));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (Answered() < 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(Answered(), 1u);
+  {
+    std::lock_guard<std::mutex> lock(answers_.mu);
+    EXPECT_EQ(answers_.got[0].first, 0);
+    ASSERT_TRUE(answers_.got[0].second.ok());
+    EXPECT_TRUE(answers_.got[0].second->lease_id().empty());
+    EXPECT_EQ(answers_.got[0].second->tasks_size(), 0);
+  }
+  registry_->BeginShutdown();
+  ASSERT_EQ(Answered(), 2u) << "shutting down answers every waiting call";
+  std::lock_guard<std::mutex> lock(answers_.mu);
+  ASSERT_TRUE(answers_.got[1].second.ok());
+  EXPECT_TRUE(answers_.got[1].second->lease_id().empty());
+}
+
+// Tasks handed back (Release) go to a waiting call at once, front of the queue first.
+TEST_F(StartLeaseTest, ReleasedTasksGoToAWaitingCall) {
+  Start(LeaseRegistryOptions());
+  ASSERT_EQ(registry_->Enqueue(0, Tasks(2, 10)), 2);
+  v1::LeaseResponse held = Lease(2);
+  ASSERT_EQ(held.tasks_size(), 2);
+  StartCall(0, Request(1, 60000));
+  EXPECT_EQ(Answered(), 0u);
+  v1::ReleaseRequest rel;
+  rel.set_worker_id(worker_);
+  rel.set_worker_secret(secret_);
+  rel.set_lease_id(held.lease_id());
+  auto released = registry_->Release(rel);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(released->requeued(), 2);
+  ASSERT_EQ(Answered(), 1u);
+  std::lock_guard<std::mutex> lock(answers_.mu);
+  ASSERT_TRUE(answers_.got[0].second.ok());
+  ASSERT_EQ(answers_.got[0].second->tasks_size(), 1);
+  EXPECT_EQ(answers_.got[0].second->tasks(0).candidate_id(), "c0");
+  EXPECT_EQ(registry_->Queued(), 1);
 }
 
 }  // namespace

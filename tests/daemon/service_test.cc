@@ -9,10 +9,13 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -176,6 +179,68 @@ TEST_F(ServiceTest, CancelledLongPollTakesNoTask) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(Lease(b, 8, 0).tasks_size(), 8) << "a cancelled long poll took tasks";
+}
+
+// Lease runs on gRPC's callback API: waiting long polls hold no server thread (the synchronous
+// server held one per call: 1,000 long-polling workers were 1,000 threads), and a round queued
+// goes to the waiting calls at once, while the others keep waiting.
+TEST_F(ServiceTest, WaitingLongPollsHoldNoServerThreads) {
+  StartServer(Options());
+  const std::string a = RegisterWorker("host-a");
+  auto threads = [] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.exists();
+    return n;
+  };
+  constexpr int kPolls = 64;
+  const int before = threads();
+  std::vector<grpc::ClientContext> ctxs(kPolls);
+  std::vector<v1::LeaseRequest> reqs(kPolls);
+  std::vector<v1::LeaseResponse> resps(kPolls);
+  std::vector<grpc::Status> statuses(kPolls);
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0, granted = 0;
+  for (int i = 0; i < kPolls; ++i) {
+    ctxs[i].set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    reqs[i].set_worker_id(a);
+    reqs[i].set_worker_secret(Secret(a));
+    reqs[i].set_device_class(kDeviceClass);
+    reqs[i].set_max_tasks(1);
+    reqs[i].set_wait_ms(60000);
+    worker_->async()->Lease(&ctxs[i], &reqs[i], &resps[i], [&, i](grpc::Status st) {
+      std::lock_guard<std::mutex> lock(mu);
+      statuses[i] = st;
+      ++answered;
+      granted += resps[i].tasks_size();
+      cv.notify_all();
+    });
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (service_->WaitingLeases() < kPolls && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(service_->WaitingLeases(), kPolls);
+  const int during = threads();
+  EXPECT_LT(during - before, kPolls / 2)
+      << before << " threads before, " << during << " with " << kPolls << " long polls waiting";
+  Submit(8, 8);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return granted >= 8; }))
+        << granted << " tasks granted";
+    EXPECT_EQ(granted, 8);
+    EXPECT_EQ(answered, 8) << "one task per call: 8 calls answered, the others wait";
+  }
+  EXPECT_EQ(service_->QueueDepth(), 0) << "tasks sat queued while long polls waited";
+  EXPECT_EQ(service_->WaitingLeases(), kPolls - 8);
+  StopServer();  // answers the waiting calls with an empty lease
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return answered == kPolls; }));
+  for (int i = 0; i < kPolls; ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_message();
+    EXPECT_EQ(resps[i].lease_id().empty(), resps[i].tasks_size() == 0) << i;
+  }
 }
 
 TEST_F(ServiceTest, ExpiredLeaseReturnsTasksToAnotherWorker) {

@@ -233,10 +233,16 @@ void CheckObjectiveHistoryAcrossAKill(Cluster& c) {
   ASSERT_TRUE(id.ok()) << id.status();
 
   // A snapshot once the objective has fallen at least once; the kill comes when results went
-  // on arriving for a while after it (the job's progress, history included, is written at
-  // most once a second while results arrive).
+  // on arriving for a while after it. The job's progress, history included, is written when
+  // the job's thread takes in a result at least a second after the last write: so a result
+  // seen 1.5 s after the snapshot (`persisted`) makes a write that holds the snapshot's points,
+  // and the kill waits a second more and for a later result. (Killing at the first result
+  // 2.5 s on raced that write: a burst of results within a second of the last write, then a
+  // pause, left the snapshot's last point unwritten under load.)
   std::optional<lathe::v1::JobStatus> snapshot;
   Clock::time_point snapshot_at;
+  std::optional<lathe::v1::JobStatus> persisted;
+  Clock::time_point persisted_at;
   bool restarted = false;
   absl::StatusOr<lathe::v1::JobStatus> done =
       WaitForJob(*client, *id, 240, [&](const lathe::v1::JobStatus& s) {
@@ -246,8 +252,17 @@ void CheckObjectiveHistoryAcrossAKill(Cluster& c) {
           snapshot_at = Clock::now();
           return;
         }
-        if (snapshot && Clock::now() - snapshot_at > std::chrono::milliseconds(2500) &&
-            s.trials_done() > snapshot->trials_done() + 2) {
+        if (!snapshot) return;
+        if (!persisted) {
+          if (Clock::now() - snapshot_at > std::chrono::milliseconds(1500) &&
+              s.trials_done() > snapshot->trials_done()) {
+            persisted = s;
+            persisted_at = Clock::now();
+          }
+          return;
+        }
+        if (Clock::now() - persisted_at > std::chrono::milliseconds(1000) &&
+            s.trials_done() > persisted->trials_done()) {
           c.daemon()->Signal(SIGKILL);
           c.daemon()->Wait(10000);
           restarted = c.StartDaemon(flags, address);

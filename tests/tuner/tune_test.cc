@@ -324,6 +324,21 @@ TEST_F(TuneTest, NewWorkloadIsSeededFromRelatedWorkloads) {
   auto best = (*database)->Best(ir::MakeWorkload(kSpec)->key, codegen::HostDeviceClass());
   ASSERT_TRUE(best.ok() && best->has_value());
   EXPECT_EQ(seeds[0].decisions, traceio::TraceFromJson((*best)->trace_json)->decisions);
+  // Through a cache (the driver's, per task): the same seeds, and a record turned into a
+  // candidate once, then answered from the cache.
+  SeedCache cache;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Candidate> cached =
+        SeedsFromDatabase(**database, **space, *w, codegen::HostDeviceClass(), 4, &cache);
+    ASSERT_EQ(cached.size(), seeds.size());
+    for (size_t i = 0; i < seeds.size(); ++i) EXPECT_EQ(cached[i].decisions, seeds[i].decisions);
+  }
+  auto entry = cache.related.find((*best)->candidate_id);
+  ASSERT_TRUE(entry != cache.related.end() && entry->second.has_value());
+  entry->second->decisions = {-1};  // marks the cached candidate
+  EXPECT_EQ(SeedsFromDatabase(**database, **space, *w, codegen::HostDeviceClass(), 4, &cache)[0]
+                .decisions,
+            std::vector<int64_t>{-1});
   // Another operator gets nothing from these records.
   auto sm = ir::MakeWorkload("softmax:m=8,n=64");
   auto sm_space = SearchSpace::Create(*sm, HostCpuTarget());
