@@ -20,16 +20,6 @@ using namespace lathe::ir;  // NOLINT: a lowering pass speaks IR throughout
 constexpr int64_t kMaxDoubledBytes = 32 * 1024;
 constexpr int64_t kMaxKernelSharedBytes = 48 * 1024;
 
-const char* const kTags[6] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
-                              "threadIdx.x", "threadIdx.y", "threadIdx.z"};
-
-int TagIndex(const std::string& tag) {
-  for (int i = 0; i < 6; ++i) {
-    if (tag == kTags[i]) return i;
-  }
-  return -1;
-}
-
 // Elements of a tile's half: a multiple of 4, so that 4-lane accesses stay 16-byte aligned in
 // both halves.
 int64_t HalfOf(const Buffer& b) { return (b->size() + 3) / 4 * 4; }
@@ -49,7 +39,7 @@ class DoubleBuffer {
               !AsConstInt(x->extent, &ext)) {
             return;
           }
-          int t = TagIndex(x->thread_tag);
+          int t = GpuTagIndex(x->thread_tag);
           if (t >= 0) dims_[t] = std::max({dims_[t], ext, int64_t{1}});
         });
   }
@@ -73,7 +63,7 @@ class DoubleBuffer {
  private:
   Stmt RunFor(const Stmt& s) {
     int64_t ext = -1;
-    const int tag = s->for_kind == ForKind::kThreadBinding ? TagIndex(s->thread_tag) : -1;
+    const int tag = s->for_kind == ForKind::kThreadBinding ? GpuTagIndex(s->thread_tag) : -1;
     if (tag >= 0) {
       // A thread loop shorter than the block is guarded: its body is thread-dependent.
       const bool guard = AsConstInt(s->extent, &ext) && ext < dims_[tag];
@@ -208,6 +198,15 @@ class DoubleBuffer {
 };
 
 }  // namespace
+
+int GpuTagIndex(const std::string& tag) {
+  static const char* const kTags[6] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
+                                       "threadIdx.x", "threadIdx.y", "threadIdx.z"};
+  for (int i = 0; i < 6; ++i) {
+    if (tag == kTags[i]) return i;
+  }
+  return -1;
+}
 
 Stmt DoubleBufferSharedTiles(const Stmt& body) {
   // Root allocations (global intermediates) over the kernels, one per top-level statement.

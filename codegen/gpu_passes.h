@@ -10,6 +10,8 @@
 #ifndef LATHE_CODEGEN_GPU_PASSES_H_
 #define LATHE_CODEGEN_GPU_PASSES_H_
 
+#include <string>
+
 #include "ir/expr.h"
 #include "ir/stmt.h"
 
@@ -41,6 +43,10 @@ ir::Stmt VectorizeGpuAccesses(const ir::Stmt& body);
 // memory would exceed 48 KiB, or where a fill depends on a thread index (the backend rejects
 // such fills). Run after VectorizeGpuAccesses.
 ir::Stmt DoubleBufferSharedTiles(const ir::Stmt& body);
+
+// The index of a GPU loop tag: 0-2 for blockIdx.x/y/z, 3-5 for threadIdx.x/y/z, -1 for
+// anything else (vthread).
+int GpuTagIndex(const std::string& tag);
 
 // Lane `lane` of a vector expression made by VectorizeGpuAccesses (a Ramp, a Broadcast, or an
 // operation over them), as a scalar expression; a scalar expression is its own lane.

@@ -26,16 +26,6 @@ using namespace lathe::ir;  // NOLINT: code generation speaks IR throughout
 // far past any useful schedule.
 constexpr int64_t kMaxLocalBytes = 64 * 1024;
 
-const char* const kTags[6] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
-                              "threadIdx.x", "threadIdx.y", "threadIdx.z"};
-
-int TagIndex(const std::string& tag) {
-  for (int i = 0; i < 6; ++i) {
-    if (tag == kTags[i]) return i;
-  }
-  return -1;
-}
-
 std::string Sanitize(const std::string& name) {
   std::string out;
   for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -295,7 +285,7 @@ void Emitter::EmitFor(const Stmt& s) {
   bool const_ext = AsConstInt(s->extent, &ext);
   bool const_min = AsConstInt(s->min, &mn);
   if (const_ext && const_min) ranges_[s->var.get()] = {mn, mn + std::max<int64_t>(ext, 1) - 1};
-  int tag = s->for_kind == ForKind::kThreadBinding ? TagIndex(s->thread_tag) : -1;
+  int tag = s->for_kind == ForKind::kThreadBinding ? GpuTagIndex(s->thread_tag) : -1;
   if (tag >= 0) {
     if (!const_ext) {
       Fail(absl::InvalidArgumentError("cuda codegen: loop '" + s->var->name + "' bound to " +
@@ -597,7 +587,7 @@ absl::Status Emitter::CollectTags(const Stmt& s, TagExtents* tags) {
       s, [](const Expr&) {},
       [&](const Stmt& x) {
         if (x->kind != StmtKind::kFor || x->for_kind != ForKind::kThreadBinding) return;
-        if (TagIndex(x->thread_tag) < 0) return;  // vthread
+        if (GpuTagIndex(x->thread_tag) < 0) return;  // vthread
         int64_t ext;
         if (!AsConstInt(x->extent, &ext)) {
           if (st.ok()) {
@@ -629,7 +619,7 @@ absl::StatusOr<KernelLaunch> Emitter::EmitKernel(const Stmt& nest, int index, st
   }
   for (int i = 0; i < 6; ++i) dims_[i] = 1;
   for (const auto& [tag, exts] : tags.extents) {
-    int t = TagIndex(tag);
+    int t = GpuTagIndex(tag);
     if (t < 3 && exts.size() > 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("cuda codegen: loops bound to ", tag, " in kernel '", k.name,
