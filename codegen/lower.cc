@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/gpu_passes.h"
 #include "ir/arith.h"
 #include "ir/functor.h"
 
@@ -534,7 +535,11 @@ absl::StatusOr<LoweredFunc> Lowerer::Run(const std::string& name) {
 }  // namespace
 
 LowerOptions LowerOptions::ForTarget(ir::TargetKind kind) {
-  return kind == ir::TargetKind::kCpu ? LowerOptions{} : StructuralOnly();
+  if (kind == ir::TargetKind::kCpu) return LowerOptions{};
+  LowerOptions o = StructuralOnly();
+  o.gpu_vectorize = true;
+  o.double_buffer = true;
+  return o;
 }
 
 LowerOptions LowerOptions::StructuralOnly() {
@@ -550,6 +555,8 @@ absl::StatusOr<LoweredFunc> Lower(const Schedule& sch, const std::string& name,
   if (!f.ok()) return f;
   if (options.partition) f->body = PartitionLoops(f->body, options.partition_options);  // 2.
   if (options.vectorize) f->body = VectorizeLoops(f->body);                             // 3.
+  if (options.gpu_vectorize) f->body = VectorizeGpuAccesses(f->body);                   // 4.
+  if (options.double_buffer) f->body = DoubleBufferSharedTiles(f->body);                // 5.
   return f;
 }
 

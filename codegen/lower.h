@@ -10,9 +10,12 @@
 //      intermediate stage gets a compact buffer sized by its region, allocated where it is
 //      attached), flattening of accesses to row-major indices, and simplification;
 //   2. loop versioning for guards (PartitionLoops, partition.h), CPU targets;
-//   3. vectorization of loops marked kVectorized (VectorizeLoops), CPU targets.
-// The CUDA backend keeps its vectorized loops (a float4 access is such a loop) and its
-// guards (a thread's tail is not a loop to version): its recipe is step 1 alone.
+//   3. vectorization of loops marked kVectorized (VectorizeLoops), CPU targets;
+//   4. 4-lane (float4) accesses where alignment is provable (VectorizeGpuAccesses,
+//      gpu_passes.h), GPU targets;
+//   5. double buffering of shared tiles (DoubleBufferSharedTiles), GPU targets.
+// The CUDA backend keeps its guards (a thread's tail is not a loop to version) and the
+// vectorized loops step 4 leaves (it unrolls them): its recipe is steps 1, 4 and 5.
 #ifndef LATHE_CODEGEN_LOWER_H_
 #define LATHE_CODEGEN_LOWER_H_
 
@@ -33,9 +36,13 @@ struct LowerOptions {
   PartitionOptions partition_options;
   // Loops marked kVectorized become vector code (VectorizeLoops).
   bool vectorize = true;
+  // GPU: 4-lane accesses (VectorizeGpuAccesses) and doubled shared tiles
+  // (DoubleBufferSharedTiles).
+  bool gpu_vectorize = false;
+  bool double_buffer = false;
 
-  // The recipe of programs for `kind`: every pass for CPU targets, structural lowering alone
-  // for CUDA (and the CUDA emulator, which runs the CUDA backend's code).
+  // The recipe of programs for `kind`: steps 1-3 for CPU targets, steps 1, 4 and 5 for CUDA
+  // (and the CUDA emulator, which runs the CUDA backend's code).
   static LowerOptions ForTarget(ir::TargetKind kind);
   // Structural lowering alone (step 1): for tests and tools that look at one pass.
   static LowerOptions StructuralOnly();

@@ -79,8 +79,9 @@ static_assert(kNumFeatures == 164, "the documented layout has 164 floats");
 // Version of the layout above; a saved model records it and is refused by a build whose
 // layout differs. Bump it whenever a feature changes meaning, or the program that Lower()
 // makes of a stored trace changes (stored features would describe another program): 2, the
-// vectorized program of the whole recipe; 3, tile loops versioned for guards under vectors.
-inline constexpr int kFeatureVersion = 3;
+// vectorized program of the whole recipe; 3, tile loops versioned for guards under vectors; 4,
+// the GPU recipe's 4-lane accesses and doubled shared tiles.
+inline constexpr int kFeatureVersion = 4;
 
 // A program's features: `num_rows` rows (one per Store) of `num_cols` floats, row-major.
 struct FeatureMatrix {

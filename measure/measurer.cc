@@ -36,14 +36,6 @@ bool Executable(const std::string& path) {
   return !path.empty() && access(path.c_str(), X_OK) == 0;
 }
 
-// True when the request's trace targets a GPU (an unparsable trace is the child's to report).
-bool IsCudaRequest(const lathe::v1::MeasureRequest& request) {
-  auto trace = traceio::TraceFromJson(request.trace_json());
-  if (!trace.ok()) return false;
-  absl::StatusOr<ir::Target> target = ir::ParseTarget(trace->target);
-  return target.ok() && target->is_gpu();
-}
-
 // Whether GPU `ordinal` can be measured on from this machine: checked here too, so that a
 // machine without a GPU answers at once, without a child round trip.
 absl::Status GpuPresent(int ordinal) {
@@ -63,6 +55,13 @@ absl::Status GpuPresent(int ordinal) {
 }
 
 }  // namespace
+
+absl::StatusOr<ir::Trace> RequestTrace(const lathe::v1::MeasureRequest& request) {
+  if (!request.has_trace()) return traceio::TraceFromJson(request.trace_json());
+  absl::StatusOr<ir::Trace> trace = traceio::TraceFromProto(request.trace());
+  if (trace.ok() && trace->workload.empty()) trace->workload = request.workload();
+  return trace;
+}
 
 absl::StatusOr<std::string> FindMeasureChild() {
   if (const char* env = std::getenv("LATHE_MEASURE_BIN"); env && Executable(env)) return env;
@@ -223,7 +222,22 @@ void Measurer::Kill() {
 
 absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
     const lathe::v1::MeasureRequest& request) {
-  bool gpu = IsCudaRequest(request);
+  // The trace is parsed here once: the child receives it as a message, the workload named
+  // once (an unparsable trace is sent as it came, the child's to report).
+  absl::StatusOr<ir::Trace> trace = RequestTrace(request);
+  bool gpu = false;
+  lathe::v1::MeasureRequest typed;
+  if (trace.ok()) {
+    absl::StatusOr<ir::Target> target = ir::ParseTarget(trace->target);
+    gpu = target.ok() && target->is_gpu();
+    if (!request.has_trace()) {
+      typed = request;
+      typed.clear_trace_json();
+      traceio::TraceToProto(*trace, typed.mutable_trace());
+      typed.mutable_trace()->clear_workload();
+    }
+  }
+  const lathe::v1::MeasureRequest& sent = typed.has_trace() ? typed : request;
   if (gpu && options_.emulated_arch.empty()) {
     if (absl::Status s = GpuPresent(options_.gpu_ordinal); !s.ok()) {
       return absl::FailedPreconditionError(
@@ -235,7 +249,7 @@ absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
   }
   lathe::v1::MeasureResult result;
   result.set_candidate_id(request.candidate_id());
-  absl::Status st = WriteFrame(to_child_, request.SerializeAsString());
+  absl::Status st = WriteFrame(to_child_, sent.SerializeAsString());
   absl::StatusOr<std::string> reply =
       st.ok() ? ReadFrame(from_child_, static_cast<int>(options_.timeout_s * 1000))
               : absl::StatusOr<std::string>(st);

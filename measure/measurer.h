@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/trace.h"
 #include "lathe/v1/measure.pb.h"
 
 namespace lathe::measure {
@@ -43,12 +44,13 @@ class Measurer {
   Measurer(const Measurer&) = delete;
   Measurer& operator=(const Measurer&) = delete;
 
-  // Measures one candidate. Every outcome of the candidate itself is a result with an error
-  // class; a non-OK status only means the sandbox could not run at all: no child could be
-  // started, or (FailedPrecondition, naming the GPU and why) a cuda candidate was asked for
-  // where there is no CUDA driver or no such GPU. A cuda candidate that ends in a runtime
-  // error (a sticky CUDA error poisons the child's context) replaces the child, so later
-  // candidates are unaffected.
+  // Measures one candidate: the child receives the request with its trace as a message
+  // (`trace`, the workload named once), whichever form `request` carries. Every outcome of the
+  // candidate itself is a result with an error class; a non-OK status only means the sandbox could
+  // not run at all: no child could be started, or (FailedPrecondition, naming the GPU and why) a
+  // cuda candidate was asked for where there is no CUDA driver or no such GPU. A cuda candidate
+  // that ends in a runtime error (a sticky CUDA error poisons the child's context) replaces the
+  // child, so later candidates are unaffected.
   absl::StatusOr<lathe::v1::MeasureResult> Measure(const lathe::v1::MeasureRequest& request);
 
   // How many times a child was replaced after a crash or timeout.
@@ -65,6 +67,11 @@ class Measurer {
   int from_child_ = -1;
   int restarts_ = 0;
 };
+
+// The schedule `request` carries: its `trace` when set, the workload taken from the request's
+// `workload`; else its `trace_json` (the tuning driver's and the daemon's form, and every older
+// sender's). Fails as traceio::TraceFromJson / TraceFromProto do.
+absl::StatusOr<ir::Trace> RequestTrace(const lathe::v1::MeasureRequest& request);
 
 // Finds the measurement child binary as MeasurerOptions documents.
 absl::StatusOr<std::string> FindMeasureChild();

@@ -61,7 +61,9 @@ int RunVerify(const VerifyCliOptions& o) {
   namespace cuda = codegen::cuda;
   auto w = ir::MakeWorkload(o.workload);
   if (!w.ok()) return Fail(kCmd, std::string(w.status().message()), kExitUsage);
-  auto arch = cuda::ArchOfTarget(o.target);
+  absl::StatusOr<ir::Target> parsed = ir::ParseTarget(o.target);
+  auto arch =
+      parsed.ok() ? cuda::ArchOfTarget(*parsed) : absl::StatusOr<std::string>(parsed.status());
   if (!arch.ok()) {
     return Fail(kCmd,
                 "--target '" + o.target +
@@ -93,9 +95,7 @@ int RunVerify(const VerifyCliOptions& o) {
     }
     schedules.push_back({o.trace_file, std::move(*sch)});
   } else if (o.random > 0 || o.schedule == "rule") {
-    absl::StatusOr<ir::Target> parsed = ir::ParseTarget(o.target);
-    auto target = parsed.ok() ? tuner::GpuTargetFor(*parsed)
-                              : absl::StatusOr<tuner::GpuTarget>(parsed.status());
+    absl::StatusOr<tuner::GpuTarget> target = tuner::GpuTargetFor(*parsed);
     if (!target.ok()) return Fail(kCmd, std::string(target.status().message()), kExitUsage);
     target->tf32 = *tf32;
     auto space = tuner::CreateGpuSearchSpace(*w, *target);

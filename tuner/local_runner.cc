@@ -13,6 +13,7 @@ LocalRunner::LocalRunner(std::vector<ir::Workload> workloads, std::string device
                          const std::atomic<bool>* stop)
     : workloads_(std::move(workloads)),
       device_class_(std::move(device_class)),
+      gpu_(IsGpuDeviceClass(device_class_)),
       worker_(std::move(worker)),
       db_(database),
       measurer_(measurer),
@@ -104,7 +105,7 @@ absl::StatusOr<std::vector<bool>> LocalRunner::Retime(
       req.set_workload(r.workload);
       req.set_trace_json(r.trace_json);
       req.set_min_repeat_ms(ms / 2);
-      req.set_flush_cache(IsGpuDeviceClass(device_class_));
+      req.set_flush_cache(gpu_);
       req.set_cold_weights(r.cold_weights);
       absl::StatusOr<lathe::v1::MeasureResult> m = measurer_->Measure(req);
       if (!m.ok()) return m.status();

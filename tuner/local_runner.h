@@ -45,6 +45,7 @@ class LocalRunner : public Runner {
 
   std::vector<ir::Workload> workloads_;
   std::string device_class_;
+  bool gpu_;  // a GPU class (re-timing flushes the caches), decided once from device_class_
   std::string worker_;
   db::Database* db_;
   measure::Measurer* measurer_;

@@ -44,14 +44,12 @@ absl::StatusOr<std::string> BuildPtx(const ir::Schedule& sch, const std::string&
   return Commented(ToText(src->plan)) + *ptx;
 }
 
-absl::StatusOr<std::string> ArchOfTarget(const std::string& target) {
-  const std::string prefix = "cuda:";
-  if (target.rfind(prefix, 0) == 0 && target.find("sm_", prefix.size()) == prefix.size()) {
-    std::string arch = target.substr(prefix.size());
-    if (auto d = ParseArch(arch); !d.ok()) return d.status();
-    return arch;
+absl::StatusOr<std::string> ArchOfTarget(const ir::Target& target) {
+  if (target.kind == ir::TargetKind::kCuda && !target.arch.empty()) {
+    if (auto d = ParseArch(target.arch); !d.ok()) return d.status();
+    return target.arch;
   }
-  return absl::InvalidArgumentError("target '" + target +
+  return absl::InvalidArgumentError("target '" + target.ToString() +
                                     "' names no cuda architecture (expected cuda:sm_XX)");
 }
 

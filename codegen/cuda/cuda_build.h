@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "codegen/cuda/cuda_codegen.h"
 #include "ir/schedule.h"
+#include "ir/target.h"
 
 namespace lathe::codegen::cuda {
 
@@ -26,8 +27,9 @@ absl::StatusOr<std::string> BuildPtx(const ir::Schedule& sch, const std::string&
                                      const std::string& arch);
 
 // The architecture of a `cuda:sm_XX` target ("sm_80"); InvalidArgument for other targets
-// (`cuda`, `cuda:N` name devices, which need a driver to resolve).
-absl::StatusOr<std::string> ArchOfTarget(const std::string& target);
+// (`cuda`, `cuda:N` name devices, which need a driver to resolve; `cuda-emu:sm_XX` is the
+// emulator's) and for an architecture without known resources.
+absl::StatusOr<std::string> ArchOfTarget(const ir::Target& target);
 
 }  // namespace lathe::codegen::cuda
 

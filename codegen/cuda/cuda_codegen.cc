@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/gpu_passes.h"
 #include "ir/arith.h"
 #include "ir/functor.h"
 
@@ -24,16 +25,6 @@ using namespace lathe::ir;  // NOLINT: code generation speaks IR throughout
 // Per-thread arrays beyond this many bytes are rejected: they would spill to local memory
 // far past any useful schedule.
 constexpr int64_t kMaxLocalBytes = 64 * 1024;
-
-const char* const kTags[6] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
-                              "threadIdx.x", "threadIdx.y", "threadIdx.z"};
-
-int TagIndex(const std::string& tag) {
-  for (int i = 0; i < 6; ++i) {
-    if (tag == kTags[i]) return i;
-  }
-  return -1;
-}
 
 std::string Sanitize(const std::string& name) {
   std::string out;
@@ -142,20 +133,14 @@ class Emitter {
   // --- statements ---
   void S(const Stmt& s);
   void EmitFor(const Stmt& s);
-  // A vectorized loop of 4 lanes as one float4 access where alignment is provable; false
-  // (nothing emitted) when it is not.
-  bool EmitVector4(const Stmt& s);
-  // A serial loop whose body fills shared tiles and then reads them, emitted with the tiles
-  // doubled: the next iteration's fill overlaps this one's reads, one barrier per iteration.
-  // False (nothing emitted) when the loop is not of that form or the doubled tiles do not fit.
-  bool EmitDoubleBuffered(const Stmt& s);
+  // A 4-lane store (VectorizeGpuAccesses): a float4 store at a unit Ramp, its value a float4
+  // load at a unit Ramp or four lanes; or a float4 load scattered into four scalar stores.
+  void EmitVectorStore(const Stmt& s);
   // Fails unless what `item` stores into shared memory is the same for every thread.
   void CheckThreadInvariantFill(const Stmt& item, const std::string& names);
-  // `buffer[index]` (index already emitted), offset into the current half of a doubled tile.
+  // `buffer[index]` (index already emitted).
   std::string Access(const Buffer& b, const std::string& index) {
-    auto it = buf_offsets_.find(b.get());
-    if (it == buf_offsets_.end()) return absl::StrCat(BufName(b), "[", index, "]");
-    return absl::StrCat(BufName(b), "[", it->second, " + ", index, "]");
+    return absl::StrCat(BufName(b), "[", index, "]");
   }
   void EmitAllocChain(const Stmt& s);
   void Barrier(const std::string& why);
@@ -184,10 +169,10 @@ class Emitter {
   int divergent_ = 0;  // thread-dependent guards enclosing the current statement
   std::vector<std::pair<std::string, int64_t>> shared_decls_;
   std::set<const BufferNode*> used_, written_;
-  // Doubled tiles: the offset of the half in use, as C; the kernel's shared bytes before
-  // doubling, and those doubling has added.
-  std::unordered_map<const BufferNode*, std::string> buf_offsets_;
-  int64_t kernel_shared_bytes_ = 0, doubled_bytes_ = 0;
+  // Pipelined loops (DoubleBufferSharedTiles): a barrier ends each iteration (the tiles'
+  // names), and their fills' loops of one iteration bind their variables.
+  std::unordered_map<const StmtNode*, std::string> iteration_barriers_;
+  std::set<const StmtNode*> bindings_;
 };
 
 std::string Emitter::BufName(const Buffer& b) {
@@ -300,7 +285,7 @@ void Emitter::EmitFor(const Stmt& s) {
   bool const_ext = AsConstInt(s->extent, &ext);
   bool const_min = AsConstInt(s->min, &mn);
   if (const_ext && const_min) ranges_[s->var.get()] = {mn, mn + std::max<int64_t>(ext, 1) - 1};
-  int tag = s->for_kind == ForKind::kThreadBinding ? TagIndex(s->thread_tag) : -1;
+  int tag = s->for_kind == ForKind::kThreadBinding ? GpuTagIndex(s->thread_tag) : -1;
   if (tag >= 0) {
     if (!const_ext) {
       Fail(absl::InvalidArgumentError("cuda codegen: loop '" + s->var->name + "' bound to " +
@@ -341,11 +326,17 @@ void Emitter::EmitFor(const Stmt& s) {
     if (!nested) active_tags_.erase(s->thread_tag);
     return;
   }
-  if (s->for_kind == ForKind::kVectorized && const_ext && ext == 4 && const_min && mn == 0 &&
-      EmitVector4(s)) {
+  if (bindings_.count(s.get())) {
+    // A pipelined loop's fill: one iteration, printed as a binding of its variable.
+    if (!const_min) ranges_[s->var.get()] = ConstBound(s->min, ranges_);
+    Line("{");
+    ++indent_;
+    Line(absl::StrCat("const ", IdxType(), " ", v, " = ", E(s->min), ";"));
+    S(s->body);
+    --indent_;
+    Line("}");
     return;
   }
-  if (EmitDoubleBuffered(s)) return;
   // vthread loops are left to the compiler: unrolled they copy everything inside them (a
   // whole reduction, its tiles and barriers) once per virtual thread.
   bool unroll = s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVectorized;
@@ -354,128 +345,64 @@ void Emitter::EmitFor(const Stmt& s) {
                     E(s->extent), "; ++", v, ") {"));
   ++indent_;
   S(s->body);
+  if (auto it = iteration_barriers_.find(s.get()); it != iteration_barriers_.end()) {
+    Barrier(it->second);
+  }
   --indent_;
   Line("}");
 }
 
-namespace {
-
-// A positive number that provably divides `e` (0 when `e` is the constant 0): the gcd of the
-// terms of a sum, the product of a product's factors' divisors.
-int64_t KnownDivisor(const Expr& e) {
-  auto gcd = [](int64_t a, int64_t b) {
-    while (b) {
-      int64_t t = a % b;
-      a = b;
-      b = t;
-    }
-    return a < 0 ? -a : a;
-  };
-  switch (e->kind) {
-    case ExprKind::kIntImm:
-      return e->int_value < 0 ? -e->int_value : e->int_value;
-    case ExprKind::kAdd:
-    case ExprKind::kSub:
-      return gcd(KnownDivisor(e->operands[0]), KnownDivisor(e->operands[1]));
-    case ExprKind::kMul: {
-      int64_t a = KnownDivisor(e->operands[0]), b = KnownDivisor(e->operands[1]);
-      if (a == 0 || b == 0) return 0;
-      return a > (int64_t{1} << 30) || b > (int64_t{1} << 30) ? 1 : a * b;
-    }
-    case ExprKind::kMod: {
-      // a mod c = a - c * floor(a / c): divisible by whatever divides both.
-      int64_t a = KnownDivisor(e->operands[0]), c = KnownDivisor(e->operands[1]);
-      return a == 0 ? 0 : gcd(a, c);
-    }
-    default:
-      return 1;
-  }
-}
-
-// `e` with floor division and modulo by constants that are multiples of `lanes` taken apart
-// where their dividend is rest + var, `rest` a multiple of `lanes` and var in [0, lanes):
-// (rest + var) / c = rest / c and (rest + var) % c = rest % c + var (var never carries into
-// the quotient). What a fused loop split by the vector width leaves in its indices.
-Expr Linearize(const Expr& e, const Expr& var, int64_t lanes, const RangeMap& ranges) {
-  if (e->operands.empty()) return e;
-  Expr x = MapOperands(e, [&](const Expr& o) { return Linearize(o, var, lanes, ranges); });
-  if ((x->kind != ExprKind::kDiv && x->kind != ExprKind::kMod) || !x->type.is_int()) return x;
-  int64_t c;
-  if (!AsConstInt(x->operands[1], &c) || c <= 0 || c % lanes != 0) return x;
-  Expr rest = Simplify(Sub(x->operands[0], var), ranges);
-  if (UsesVar(rest, var.get())) return x;
-  int64_t d = KnownDivisor(rest);
-  if (d != 0 && d % lanes != 0) return x;
-  if (x->kind == ExprKind::kDiv) return Div(rest, x->operands[1]);
-  return Add(Mod(rest, x->operands[1]), var);
-}
-
-// `index` as base + var when it steps by exactly one with `var` (in [0, lanes)): the base
-// (var = 0), or null.
-Expr UnitStrideBase(const Expr& index, const Expr& var, int64_t lanes, const RangeMap& ranges) {
-  Expr linear = Simplify(Linearize(Simplify(index, ranges), var, lanes, ranges), ranges);
-  Expr base = Simplify(Substitute(linear, {{var.get(), IntImm(0)}}), ranges);
-  Expr step = Simplify(Sub(linear, base), ranges);
-  if (step.get() != var.get()) return nullptr;
-  return base;
-}
-
-}  // namespace
-
-// Only the accesses proven to start at a multiple of 4 elements become float4 (buffers
-// themselves are 16-byte aligned: arguments by the allocator, shared and local arrays by
-// their declarations); each lane's value is otherwise computed as the scalar loop would.
-bool Emitter::EmitVector4(const Stmt& s) {
-  const Stmt& st = s->body;
-  if (!st || st->kind != StmtKind::kStore || st->predicate || st->value->type.is_vector()) {
-    return false;
-  }
-  const Expr& v = s->var;
-  auto aligned = [&](const Expr& index) -> Expr {
-    Expr base = UnitStrideBase(index, v, 4, ranges_);
-    if (!base) return nullptr;
-    int64_t d = KnownDivisor(base);
-    return d == 0 || d % 4 == 0 ? base : nullptr;
+// Only 4-lane accesses that VectorizeGpuAccesses proved aligned are unit Ramps.
+void Emitter::EmitVectorStore(const Stmt& st) {
+  const Expr& index = st->index;
+  const Expr& value = st->value;
+  auto unit_ramp = [](const Expr& e) {
+    return e->kind == ExprKind::kRamp && e->type.lanes == 4 && IsConstInt(e->operands[1], 1);
   };
   auto lane = [&](const Expr& e, int i) {
-    return Simplify(Substitute(e, {{v.get(), IntImm(i)}}), ranges_);
+    // A lane-invariant term of a sum (the half of a doubled tile) stays apart from the lane's
+    // index, which is simplified alone.
+    if (e->kind == ExprKind::kAdd && e->operands[0]->kind == ExprKind::kBroadcast) {
+      return Add(e->operands[0]->operands[0], Simplify(VectorLane(e->operands[1], i), ranges_));
+    }
+    return Simplify(VectorLane(e, i), ranges_);
   };
-  Expr dst = aligned(st->index);
-  const Expr& value = st->value;
-  Expr src = value->kind == ExprKind::kLoad && value->operands.size() == 1 && value->type.is_float()
-                 ? aligned(value->operands[0])
-                 : nullptr;
-  if (!dst && !src) return false;
+  std::string load;
+  if (value->kind == ExprKind::kLoad && value->operands.size() == 1 &&
+      unit_ramp(value->operands[0])) {
+    load = absl::StrCat("*reinterpret_cast<const float4*>(&",
+                        Access(value->buffer, E(value->operands[0]->operands[0])), ")");
+  }
+  if (st->predicate || index->type.lanes != 4 || value->type.lanes != 4 ||
+      !value->type.is_float() || (!unit_ramp(index) && load.empty())) {
+    Fail(absl::UnimplementedError("cuda codegen: vector store to buffer '" + st->buffer->name +
+                                  "'"));
+    return;
+  }
   used_.insert(st->buffer.get());
   written_.insert(st->buffer.get());
-  std::string load;
-  if (src) {
-    used_.insert(value->buffer.get());
-    load = absl::StrCat("*reinterpret_cast<const float4*>(&", Access(value->buffer, E(src)), ")");
-  }
-  if (dst) {
+  if (!load.empty()) used_.insert(value->buffer.get());
+  if (unit_ramp(index)) {
     std::string rhs = load;
-    if (!src) {
+    if (load.empty()) {
       std::vector<std::string> lanes;
       for (int i = 0; i < 4; ++i) lanes.push_back(E(lane(value, i)));
       rhs = absl::StrCat("make_float4(", absl::StrJoin(lanes, ", "), ")");
     }
-    Line(
-        absl::StrCat("*reinterpret_cast<float4*>(&", Access(st->buffer, E(dst)), ") = ", rhs, ";"));
-    return true;
+    Line(absl::StrCat("*reinterpret_cast<float4*>(&", Access(st->buffer, E(index->operands[0])),
+                      ") = ", rhs, ";"));
+    return;
   }
   // A vector load scattered into scalar stores (a tile stored transposed).
-  std::string t = VarName(v) + "_v4";
   Line("{");
   ++indent_;
-  Line(absl::StrCat("const float4 ", t, " = ", load, ";"));
+  Line(absl::StrCat("const float4 lathe_f4 = ", load, ";"));
   static const char* const kLanes[4] = {"x", "y", "z", "w"};
   for (int i = 0; i < 4; ++i) {
-    Line(absl::StrCat(Access(st->buffer, E(lane(st->index, i))), " = ", t, ".", kLanes[i], ";"));
+    Line(absl::StrCat(Access(st->buffer, E(lane(index, i))), " = lathe_f4.", kLanes[i], ";"));
   }
   --indent_;
   Line("}");
-  return true;
 }
 
 // Inside a thread loop every thread runs the fill: what it fills must not depend on which
@@ -501,93 +428,40 @@ void Emitter::CheckThreadInvariantFill(const Stmt& item, const std::string& name
   }
 }
 
-bool Emitter::EmitDoubleBuffered(const Stmt& s) {
-  int64_t ext = 0, mn = 0;
-  if (s->for_kind != ForKind::kSerial || !AsConstInt(s->extent, &ext) || ext < 2 ||
-      !AsConstInt(s->min, &mn) || mn != 0 || divergent_ > 0) {
-    return false;
-  }
-  // The loop's body: shared tiles (only), filled by a prefix of the statements under them
-  // that stores nothing else, read by the rest, which store none of them.
-  std::vector<Buffer> tiles;
-  std::set<const BufferNode*> shared;
-  Stmt cur = s->body;
-  for (; cur && cur->kind == StmtKind::kAllocate; cur = cur->body) {
-    if (cur->buffer->scope != "shared") return false;
-    tiles.push_back(cur->buffer);
-    shared.insert(cur->buffer.get());
-  }
-  if (tiles.empty() || !cur) return false;
-  std::vector<Stmt> items = cur->kind == StmtKind::kSeq ? cur->seq : std::vector<Stmt>{cur};
-  size_t fills = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    bool into_tiles = false, elsewhere = false, allocates = false;
-    VisitStmt(
-        items[i], [](const Expr&) {},
-        [&](const Stmt& x) {
-          if (x->kind == StmtKind::kStore)
-            (shared.count(x->buffer.get()) ? into_tiles : elsewhere) = true;
-          if (x->kind == StmtKind::kAllocate && x->buffer->scope == "shared") allocates = true;
-        });
-    if (allocates) return false;
-    if (into_tiles && (elsewhere || i != fills)) return false;
-    if (into_tiles) ++fills;
-  }
-  if (fills == 0 || fills == items.size()) return false;
-  int64_t bytes = 0;
-  std::string names;
-  for (const Buffer& b : tiles) {
-    bytes += b->size() * b->dtype.bytes();
-    names += (names.empty() ? "" : ", ") + b->name;
-  }
-  // Where it fits: the doubled tiles within 32 KiB (two blocks per SM everywhere) and the
-  // kernel's static shared memory within 48 KiB.
-  if (2 * bytes > 32 * 1024 || kernel_shared_bytes_ + doubled_bytes_ + bytes > 48 * 1024) {
-    return false;
-  }
-  for (size_t i = 0; i < fills; ++i) {
-    CheckThreadInvariantFill(items[i], names);
-    if (!status_.ok()) return true;
-  }
-  // Halves a multiple of 4 elements apart: float4 accesses stay 16-byte aligned in both.
-  auto half = [](const Buffer& b) { return (b->size() + 3) / 4 * 4; };
-  doubled_bytes_ += bytes;
-  for (const Buffer& b : tiles) shared_decls_.push_back({BufName(b), half(b) + b->size()});
-  const std::string v = VarName(s->var), it = IdxType();
-  auto emit_fills = [&](const std::string& which) {
-    for (const Buffer& b : tiles) {
-      buf_offsets_[b.get()] = absl::StrCat("(", which, ") * ", half(b));
-    }
-    for (size_t i = 0; i < fills; ++i) S(items[i]);
-  };
-  // The first tiles, into the first half.
-  Line("{");
-  ++indent_;
-  Line(absl::StrCat("const ", it, " ", v, " = 0;"));
-  emit_fills("0");
-  --indent_;
-  Line("}");
-  Barrier(names);
-  Line(absl::StrCat("for (", it, " ", v, " = 0; ", v, " < ", ext, "; ++", v, ") {"));
-  ++indent_;
-  // The next iteration's tiles into the other half, while this one's are read.
-  const std::string next = v + "_next";
-  Line(absl::StrCat("if (", v, " + 1 < ", ext, ") {"));
-  ++indent_;
-  Line(absl::StrCat("const ", it, " ", next, " = ", v, " + 1;"));
-  var_names_[s->var.get()] = next;
-  emit_fills(next + " & 1");
-  var_names_[s->var.get()] = v;
-  --indent_;
-  Line("}");
-  for (const Buffer& b : tiles) buf_offsets_[b.get()] = absl::StrCat("(", v, " & 1) * ", half(b));
-  for (size_t i = fills; i < items.size(); ++i) S(items[i]);
-  for (const Buffer& b : tiles) buf_offsets_.erase(b.get());
-  Barrier(names);
-  --indent_;
-  Line("}");
-  return true;
+namespace {
+
+// True if `s` stores into one of `buffers`.
+bool StoresInto(const Stmt& s, const std::set<const BufferNode*>& buffers) {
+  bool writes = false;
+  VisitStmt(
+      s, [](const Expr&) {},
+      [&](const Stmt& x) {
+        if (x->kind == StmtKind::kStore && buffers.count(x->buffer.get())) writes = true;
+      });
+  return writes;
 }
+
+// The loop of a pipeline over shared tiles (DoubleBufferSharedTiles) when `body`, under the
+// tiles' allocations, is one: fills of the tiles, then a serial loop whose body starts with a
+// guarded fill (the next iteration's) before its reads. Null otherwise.
+Stmt PipelinedLoop(const Stmt& body, const std::set<const BufferNode*>& tiles) {
+  if (body->kind != StmtKind::kSeq || body->seq.size() < 2) return nullptr;
+  const Stmt& loop = body->seq.back();
+  if (loop->kind != StmtKind::kFor || loop->for_kind != ForKind::kSerial ||
+      loop->body->kind != StmtKind::kSeq) {
+    return nullptr;
+  }
+  const Stmt& ahead = loop->body->seq.front();
+  if (ahead->kind != StmtKind::kIfThenElse || ahead->else_body || !StoresInto(ahead, tiles)) {
+    return nullptr;
+  }
+  for (size_t i = 0; i + 1 < body->seq.size(); ++i) {
+    if (!StoresInto(body->seq[i], tiles)) return nullptr;
+  }
+  return loop;
+}
+
+}  // namespace
 
 // Allocations nest; the statement under a chain of them is usually a sequence of producer
 // nests followed by the consumer. Shared buffers of the chain are fenced: a barrier before the
@@ -622,17 +496,31 @@ void Emitter::EmitAllocChain(const Stmt& s) {
   }
   if (shared.empty() || !cur) {
     S(cur);
+  } else if (const Stmt loop = PipelinedLoop(cur, shared)) {
+    // The first fill, a barrier, then the loop: each iteration fills the other half ahead
+    // and reads this one, and a barrier ends it (the half read is refilled next).
+    const std::vector<Stmt>& items = cur->seq;
+    auto bind = [&](const Stmt& x) {
+      if (x->kind == StmtKind::kFor && x->for_kind == ForKind::kSerial &&
+          IsConstInt(x->extent, 1)) {
+        bindings_.insert(x.get());
+      }
+    };
+    for (size_t i = 0; i + 1 < items.size(); ++i) {
+      CheckThreadInvariantFill(items[i], names);
+      if (!status_.ok()) return;
+      bind(items[i]);
+    }
+    bind(loop->body->seq.front()->body);
+    for (size_t i = 0; i + 1 < items.size(); ++i) S(items[i]);
+    Barrier(names);
+    iteration_barriers_[loop.get()] = names;
+    S(loop);
   } else {
     std::vector<Stmt> items = cur->kind == StmtKind::kSeq ? cur->seq : std::vector<Stmt>{cur};
     int last = -1;
     for (size_t i = 0; i < items.size(); ++i) {
-      bool writes = false;
-      VisitStmt(
-          items[i], [](const Expr&) {},
-          [&](const Stmt& x) {
-            if (x->kind == StmtKind::kStore && shared.count(x->buffer.get())) writes = true;
-          });
-      if (!writes) continue;
+      if (!StoresInto(items[i], shared)) continue;
       last = static_cast<int>(i);
       CheckThreadInvariantFill(items[i], names);
       if (!status_.ok()) return;
@@ -656,6 +544,10 @@ void Emitter::S(const Stmt& s) {
       EmitFor(s);
       return;
     case StmtKind::kStore:
+      if (s->index->type.is_vector()) {
+        EmitVectorStore(s);
+        return;
+      }
       if (s->predicate || s->value->type.is_vector()) {
         Fail(absl::UnimplementedError("cuda codegen: vector store to buffer '" + s->buffer->name +
                                       "'"));
@@ -695,7 +587,7 @@ absl::Status Emitter::CollectTags(const Stmt& s, TagExtents* tags) {
       s, [](const Expr&) {},
       [&](const Stmt& x) {
         if (x->kind != StmtKind::kFor || x->for_kind != ForKind::kThreadBinding) return;
-        if (TagIndex(x->thread_tag) < 0) return;  // vthread
+        if (GpuTagIndex(x->thread_tag) < 0) return;  // vthread
         int64_t ext;
         if (!AsConstInt(x->extent, &ext)) {
           if (st.ok()) {
@@ -727,7 +619,7 @@ absl::StatusOr<KernelLaunch> Emitter::EmitKernel(const Stmt& nest, int index, st
   }
   for (int i = 0; i < 6; ++i) dims_[i] = 1;
   for (const auto& [tag, exts] : tags.extents) {
-    int t = TagIndex(tag);
+    int t = GpuTagIndex(tag);
     if (t < 3 && exts.size() > 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("cuda codegen: loops bound to ", tag, " in kernel '", k.name,
@@ -748,15 +640,8 @@ absl::StatusOr<KernelLaunch> Emitter::EmitKernel(const Stmt& nest, int index, st
   shared_decls_.clear();
   used_.clear();
   written_.clear();
-  buf_offsets_.clear();
-  kernel_shared_bytes_ = doubled_bytes_ = 0;
-  VisitStmt(
-      nest, [](const Expr&) {},
-      [&](const Stmt& x) {
-        if (x->kind == StmtKind::kAllocate && x->buffer->scope == "shared") {
-          kernel_shared_bytes_ += x->buffer->size() * x->buffer->dtype.bytes();
-        }
-      });
+  iteration_barriers_.clear();
+  bindings_.clear();
   S(nest);
   if (!status_.ok()) return status_;
 

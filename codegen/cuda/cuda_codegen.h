@@ -4,12 +4,17 @@
 // blockIdx/threadIdx; the launch plan says how to run them: grid and block extents, arguments
 // by buffer name, and the global temporaries the host allocates.
 //
-// Mapping: a loop bound to blockIdx.* or threadIdx.* becomes that index (guarded when a
-// threadIdx loop is shorter than the block, as for cooperative fetches); vthread, unrolled
-// and vectorized loops become `#pragma unroll` loops; a "shared" allocation becomes a
-// `__shared__` array declared at kernel top, its producers fenced by `__syncthreads()`;
-// "local" (and inner "global") allocations become per-thread arrays. Integer division and
-// modulo are floor operations (helpers unless the operands are provably non-negative).
+// The program is printed as Lower()'s GPU recipe leaves it (codegen/gpu_passes.h: 4-lane
+// accesses and doubled shared tiles are made there). Mapping: a loop bound to blockIdx.* or
+// threadIdx.* becomes that index (guarded when a threadIdx loop is shorter than the block, as
+// for cooperative fetches); vthread, unrolled and vectorized loops become `#pragma unroll`
+// loops; a serial loop of one iteration binds its variable; a 4-lane store or load at a unit
+// Ramp is a float4 access (the recipe made them only where aligned), a 4-lane store at other
+// indices of a float4 load stores its lanes one by one; a "shared" allocation becomes a
+// `__shared__` array declared at kernel top, its producers fenced by `__syncthreads()` (for a
+// pipelined loop: after its first fill and at the end of each iteration); "local" (and inner
+// "global") allocations become per-thread arrays. Integer division and modulo are floor
+// operations (helpers unless the operands are provably non-negative).
 #ifndef LATHE_CODEGEN_CUDA_CUDA_CODEGEN_H_
 #define LATHE_CODEGEN_CUDA_CUDA_CODEGEN_H_
 
@@ -82,7 +87,8 @@ const std::string& CudaPrelude();
 // when the program cannot run on a GPU: a top-level nest bound to no GPU index, loops bound to
 // one blockIdx tag with different extents, a tag bound inside a loop of the same tag, a shared
 // buffer filled inside a threadIdx loop or under thread-dependent control flow, a root
-// intermediate outside global memory, non-constant loop extents; Unimplemented for vector IR.
+// intermediate outside global memory, non-constant loop extents; Unimplemented for vector IR
+// other than the 4-lane accesses above.
 absl::StatusOr<CudaSource> GenerateCuda(const ir::LoweredFunc& f);
 
 }  // namespace lathe::codegen::cuda

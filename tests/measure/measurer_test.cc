@@ -68,6 +68,41 @@ TEST(MeasurerTest, GoodCandidateIsTimedWithEveryRepeatKept) {
   EXPECT_GT(r->gflops(), 0);
 }
 
+// A request carries its trace in one of two forms: the JSON the tuning store keeps (the
+// driver's and the daemon's, and every older sender's) or the message with the workload
+// named once by the request (what the measurer sends its child). Both read as one trace, and
+// both are measured.
+TEST(MeasurerTest, TheTraceIsReadFromEitherFormOfTheRequest) {
+  lathe::v1::MeasureRequest json = Request("form-json");
+  absl::StatusOr<ir::Trace> from_json = RequestTrace(json);
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(from_json->workload, json.workload());
+
+  lathe::v1::MeasureRequest typed = Request("form-typed");
+  typed.clear_trace_json();
+  traceio::TraceToProto(*from_json, typed.mutable_trace());
+  typed.mutable_trace()->clear_workload();
+  absl::StatusOr<ir::Trace> from_typed = RequestTrace(typed);
+  ASSERT_TRUE(from_typed.ok()) << from_typed.status();
+  EXPECT_EQ(ir::ProgramIdOf(*from_typed), ir::ProgramIdOf(*from_json));
+  EXPECT_EQ(traceio::TraceToJson(*from_typed), json.trace_json());
+
+  auto m = NewMeasurer();
+  ASSERT_NE(m, nullptr);
+  for (const lathe::v1::MeasureRequest& r : {json, typed}) {
+    auto result = m->Measure(r);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->error_class(), lathe::v1::OK)
+        << r.candidate_id() << ": " << result->error_msg();
+    EXPECT_GT(result->median_us(), 0) << r.candidate_id();
+  }
+  lathe::v1::MeasureRequest broken = Request("form-broken");
+  broken.set_trace_json("{not json");
+  auto result = m->Measure(broken);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->error_class(), lathe::v1::INVALID_SCHEDULE);
+}
+
 // The arguments cold_weights evicts are what a model holds as constants, by role: weights,
 // packed panels, per-channel epilogue tensors, layer norm's gamma and beta; never the input,
 // a residual or the output.

@@ -107,38 +107,42 @@ TEST(CudaCodegenTest, SharedStageInsideAThreadLoopCoversTheBlock) {
   EXPECT_NE(src->source.find("__syncthreads();"), std::string::npos) << src->source;
 }
 
+// A matmul on 16 x 16 threads of 2 x 2 outputs whose A is staged in shared memory per k-step
+// of `k_step`, the tile filled by the block's 256 threads `fill_lanes` elements each (a
+// vectorized loop when more than one).
+ir::Schedule StagedMatmul(const std::string& spec, int64_t k_step, int64_t fill_lanes) {
+  auto w = ir::MakeWorkload(spec);
+  EXPECT_TRUE(w.ok()) << w.status();
+  ir::Schedule sch(*w, "cuda");
+  auto check = [](const absl::Status& st) { EXPECT_TRUE(st.ok()) << st; };
+  auto cw = sch.CacheWrite("C", "local");
+  auto as = sch.CacheRead("A", "shared", {*cw});
+  auto i = sch.Split("C", "i", {16, 2});
+  auto j = sch.Split("C", "j", {16, 2});
+  check(sch.Reorder("C", {(*i)[0], (*j)[0], (*i)[1], (*j)[1], (*i)[2], (*j)[2]}));
+  auto b = sch.Fuse("C", {(*i)[0], (*j)[0]});
+  auto t = sch.Fuse("C", {(*i)[1], (*j)[1]});
+  check(sch.Bind("C", *b, "blockIdx.x"));
+  check(sch.Bind("C", *t, "threadIdx.x"));
+  check(sch.ComputeAt(*cw, "C", *t));
+  auto k = sch.Split(*cw, "k", {k_step});
+  const ir::Stage* ls = sch.FindStage(*cw);
+  check(sch.Reorder(*cw, {(*k)[0], (*k)[1], ls->leaves[0], ls->leaves[1]}));
+  check(sch.ComputeAt(*as, *cw, (*k)[0]));
+  auto f = sch.Fuse(*as, sch.FindStage(*as)->leaves);
+  std::vector<int64_t> factors = {256};
+  if (fill_lanes > 1) factors.push_back(fill_lanes);
+  auto parts = sch.Split(*as, *f, factors);
+  check(sch.Bind(*as, (*parts)[1], "threadIdx.x"));
+  if (fill_lanes > 1) check(sch.Vectorize(*as, (*parts)[2]));
+  return sch;
+}
+
 // Cooperative fetch where the threads compute: the fill's threadIdx loop runs inside the
 // compute's (the same thread index), the shared tile is the block's, and barriers fence it
 // inside the thread's own reduction loop.
 TEST(CudaCodegenTest, CooperativeFetchInsideTheThreadLoop) {
-  auto w = ir::MakeWorkload("matmul:m=64,n=64,k=32");
-  ASSERT_TRUE(w.ok());
-  ir::Schedule sch(*w, "cuda");
-  auto cw = sch.CacheWrite("C", "local");
-  ASSERT_TRUE(cw.ok());
-  auto as = sch.CacheRead("A", "shared", {*cw});
-  ASSERT_TRUE(as.ok());
-  auto i = sch.Split("C", "i", {16, 2});
-  auto j = sch.Split("C", "j", {16, 2});
-  ASSERT_TRUE(i.ok() && j.ok());
-  ASSERT_TRUE(sch.Reorder("C", {(*i)[0], (*j)[0], (*i)[1], (*j)[1], (*i)[2], (*j)[2]}).ok());
-  auto b = sch.Fuse("C", {(*i)[0], (*j)[0]});
-  auto t = sch.Fuse("C", {(*i)[1], (*j)[1]});
-  ASSERT_TRUE(b.ok() && t.ok());
-  ASSERT_TRUE(sch.Bind("C", *b, "blockIdx.x").ok());
-  ASSERT_TRUE(sch.Bind("C", *t, "threadIdx.x").ok());
-  ASSERT_TRUE(sch.ComputeAt(*cw, "C", *t).ok());
-  auto k = sch.Split(*cw, "k", {8});
-  ASSERT_TRUE(k.ok());
-  const ir::Stage* ls = sch.FindStage(*cw);
-  ASSERT_TRUE(sch.Reorder(*cw, {(*k)[0], (*k)[1], ls->leaves[0], ls->leaves[1]}).ok());
-  ASSERT_TRUE(sch.ComputeAt(*as, *cw, (*k)[0]).ok());
-  std::vector<std::string> leaves = sch.FindStage(*as)->leaves;
-  auto f = sch.Fuse(*as, leaves);
-  ASSERT_TRUE(f.ok());
-  auto parts = sch.Split(*as, *f, {256});
-  ASSERT_TRUE(parts.ok());
-  ASSERT_TRUE(sch.Bind(*as, (*parts)[1], "threadIdx.x").ok());
+  ir::Schedule sch = StagedMatmul("matmul:m=64,n=64,k=32", 8, 1);
   auto src = BuildCudaSource(sch, "k");
   ASSERT_TRUE(src.ok()) << src.status();
   ASSERT_EQ(src->plan.kernels.size(), 1u);
@@ -147,6 +151,46 @@ TEST(CudaCodegenTest, CooperativeFetchInsideTheThreadLoop) {
   // the next k-step's tile is fetched while this one's is read.
   EXPECT_EQ(src->plan.kernels[0].shared_bytes, 2 * 32 * 8 * 4) << src->source;
   EXPECT_NE(src->source.find("_next = "), std::string::npos) << src->source;
+}
+
+// The GPU recipe makes float4 accesses and double buffering in lowering (gpu_passes.h), so
+// the program the cost model featurizes is the one compiled: a 32x32 tile of A per k-step,
+// filled 4 elements per thread (a float4 copy), doubled; the structural program has neither.
+TEST(CudaCodegenTest, TheGpuRecipeLowersFloat4AccessesAndDoubledTiles) {
+  ir::Schedule sch = StagedMatmul("matmul:m=64,n=64,k=64", 32, 4);
+
+  auto gpu = codegen::Lower(sch, "k", codegen::LowerOptions::ForTarget(ir::TargetKind::kCuda));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::string text = ir::ToText(*gpu);
+  // 32 x 32 elements, doubled; the fill a 4-lane copy into half k_next % 2.
+  EXPECT_NE(text.find("alloc A.shared[2048] float32 shared"), std::string::npos) << text;
+  EXPECT_NE(text.find("ramp("), std::string::npos) << text;
+  EXPECT_NE(text.find("_next"), std::string::npos) << text;
+  auto structural = codegen::Lower(sch, "k", codegen::LowerOptions::StructuralOnly());
+  ASSERT_TRUE(structural.ok()) << structural.status();
+  const std::string plain = ir::ToText(*structural);
+  EXPECT_NE(plain.find("alloc A.shared[32, 32] float32 shared"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("ramp("), std::string::npos) << plain;
+
+  // The emitter prints what it was given: float4 loads and stores, the doubled tile, one
+  // barrier after the first fill and one ending each k-step.
+  auto src = GenerateCuda(*gpu);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_EQ(src->plan.kernels.size(), 1u);
+  EXPECT_EQ(src->plan.kernels[0].shared_bytes, 2 * 32 * 32 * 4) << src->source;
+  EXPECT_NE(src->source.find("*reinterpret_cast<float4*>(&A_shared["), std::string::npos)
+      << src->source;
+  EXPECT_NE(src->source.find("*reinterpret_cast<const float4*>(&A["), std::string::npos)
+      << src->source;
+  size_t barriers = 0;
+  for (size_t at = src->source.find("__syncthreads();"); at != std::string::npos;
+       at = src->source.find("__syncthreads();", at + 1)) {
+    ++barriers;
+  }
+  EXPECT_EQ(barriers, 2u) << src->source;
+  auto built = BuildCudaSource(sch, "k");
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->source, src->source);
 }
 
 TEST(CudaCodegenTest, FloorDivisionOfPossiblyNegativeOperandsUsesHelpers) {
@@ -217,10 +261,16 @@ TEST(CudaCodegenTest, OversizedScheduleIsRejectedByLimits) {
 }
 
 TEST(CudaCodegenTest, ArchOfTarget) {
-  EXPECT_EQ(*ArchOfTarget("cuda:sm_80"), "sm_80");
-  EXPECT_FALSE(ArchOfTarget("cuda:0").ok());
-  EXPECT_FALSE(ArchOfTarget("cuda:sm_x").ok());
-  EXPECT_FALSE(ArchOfTarget("cpu").ok());
+  auto arch_of = [](const std::string& text) {
+    absl::StatusOr<ir::Target> t = ir::ParseTarget(text);
+    EXPECT_TRUE(t.ok()) << text << ": " << t.status();
+    return t.ok() ? ArchOfTarget(*t) : absl::StatusOr<std::string>(t.status());
+  };
+  EXPECT_EQ(*arch_of("cuda:sm_80"), "sm_80");
+  EXPECT_FALSE(arch_of("cuda:0").ok());
+  EXPECT_FALSE(arch_of("cuda-emu:sm_90").ok());
+  EXPECT_FALSE(arch_of("cpu").ok());
+  EXPECT_FALSE(ir::ParseTarget("cuda:sm_x").ok());
 }
 
 }  // namespace
