@@ -46,10 +46,6 @@
 #include "measure/measure_child.h"
 #include "proto/trace_io.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 namespace lathe::bench {
 namespace {
 
@@ -72,13 +68,7 @@ double MedianTime(KernelFn fn, Placed& p, double seconds) {
 double ColdTime(KernelFn fn, Placed& p, const std::vector<size_t>& params,
                 const std::vector<size_t>& sizes, double seconds) {
   auto evict = [&] {
-#if defined(__x86_64__)
-    for (size_t i : params) {
-      const char* b = static_cast<const char*>(p.ptrs[i]);
-      for (size_t off = 0; off < sizes[i] * sizeof(float); off += 64) _mm_clflush(b + off);
-    }
-    _mm_mfence();
-#endif
+    for (size_t i : params) measure::Evict(static_cast<const float*>(p.ptrs[i]), sizes[i]);
   };
   std::vector<double> t;
   const auto start = Clock::now();

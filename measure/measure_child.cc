@@ -114,22 +114,6 @@ void FlushCaches() {
   for (size_t i = 0; i < junk.size(); i += 64) junk[i] = static_cast<char>(junk[i] + 1);
 }
 
-// Evicts the `count` floats at `p` from every cache level of every core (the lines are
-// written back first where dirty), as a model's weights are when their step comes round
-// again; elsewhere than x86 the whole cache hierarchy is flushed instead.
-void Evict(const float* p, size_t count) {
-  if (count == 0) return;
-#if defined(__x86_64__)
-  const char* begin = reinterpret_cast<const char*>(p);
-  const char* end = begin + count * sizeof(float);
-  for (const char* line = begin; line < end; line += 64) _mm_clflush(line);
-  _mm_clflush(end - 1);  // the last line when `begin` is not line-aligned
-  _mm_mfence();
-#else
-  FlushCaches();
-#endif
-}
-
 double MaxClockGhz() {
   std::ifstream f("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
   double khz = 0;
@@ -154,6 +138,21 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
                                      const ir::Trace& trace);
 
 }  // namespace
+
+// The lines are written back first where dirty, as a model's weights are when their step comes
+// round again.
+void Evict(const float* p, size_t count) {
+  if (count == 0) return;
+#if defined(__x86_64__)
+  const char* begin = reinterpret_cast<const char*>(p);
+  const char* end = begin + count * sizeof(float);
+  for (const char* line = begin; line < end; line += 64) _mm_clflush(line);
+  _mm_clflush(end - 1);  // the last line when `begin` is not line-aligned
+  _mm_mfence();
+#else
+  FlushCaches();
+#endif
+}
 
 std::string TestFaultOf(const std::string& candidate_id) {
   const char* plan = std::getenv("LATHE_TEST_FAULTS");

@@ -57,6 +57,10 @@ void SetTimings(const std::vector<double>& us, lathe::v1::MeasureResult* r);
 // the first input or the output; an epilogue's `res` is an activation and stays.
 std::vector<size_t> ParameterArgs(const ir::Workload& w);
 
+// Evicts the `count` floats at `p` from every cache level of every core (what cold_weights does
+// to each parameter before a timed call); elsewhere than x86 the whole hierarchy is flushed.
+void Evict(const float* p, size_t count);
+
 // The host's peak float32 throughput in GFLOP/s (vector lanes x 2 FMA units x 2 flops x
 // cores x maximum clock), the bound above which a timing is a measurement error.
 double HostPeakGflops();
