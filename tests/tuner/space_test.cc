@@ -273,13 +273,17 @@ TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
   EXPECT_NE(text.find("cache_read(W"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y.local, [rv], {2})"), std::string::npos) << text;
   // A 1x1 kernel walks the blocked weights contiguously: no copy (first rule of conv
-  // 1x1/256/14x14 on Zen 3: 252-259 us packed, 165-204 us not).
-  std::vector<std::string> rules1 =
-      RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
+  // 1x1/256/14x14 on Zen 3: 252-259 us packed, 165-204 us not); its first unchunked tile is
+  // one row of columns (two blocks x 5 of 40: rows share no inputs).
+  std::vector<std::string> rules1 = UnchunkedRuleTexts(
+      "conv2d:n=1,c=256,h=40,w=40,k=256,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
   ASSERT_EQ(rules1.size(), 1u);
   text = rules1[0];
   EXPECT_EQ(text.find("cache_read(W"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y.local, [rv], {2})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [k], {2})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [y], {1})"), std::string::npos) << text;
+  EXPECT_NE(text.find("split(Y, [x], {5})"), std::string::npos) << text;
 
   rules = RuleTexts("conv2d:n=1,c=32,h=56,w=56,k=32,r=3,s=3,pad=1,groups=32,layout=nchw16c",
                     Avx512TwoCores(), 2);
@@ -340,9 +344,65 @@ TEST(SpaceHeuristicTest, OneByOneConvsGetFourBlocksBySixColumnsOnAvx512) {
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_NE(rules[0].find("split(Y, [k], {2})"), std::string::npos) << rules[0];
   EXPECT_EQ(rules[0].find("[rc], {"), std::string::npos) << rules[0];
-  rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
+  rules = UnchunkedRuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw8c",
+                             Avx2TwoCores(), 1);
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_EQ(rules[0].find("split(Y, [k], {4})"), std::string::npos) << rules[0];
+}
+
+// On 16 registers a 1x1 conv whose chunks hold 4 input-channel blocks or more starts chunked,
+// with chunks of up to 8 blocks (16 blocks x taps per accumulator reload; 3x3: 2); with fewer
+// input blocks it starts unchunked. Chunk sizes are every divisor up to 8 (12 blocks: 6).
+TEST(SpaceChunkTest, OneByOneConvsOnSixteenRegistersChunkByUpToEightBlocks) {
+  for (const auto& [spec, chunk] : std::vector<std::pair<std::string, std::string>>{
+           {"conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw8c", "8"},
+           {"conv2d:n=1,c=96,h=40,w=40,k=16,r=1,s=1,layout=nchw8c,epilogue=bias_sigmoid", "6"},
+           {"conv2d:n=1,c=64,h=56,w=56,k=256,r=1,s=1,layout=nchw8c,epilogue=bias_relu", "4"},
+           {"conv2d:n=1,c=64,h=28,w=28,k=64,r=3,s=3,pad=1,layout=nchw8c", "2"}}) {
+    std::vector<std::string> rules = RuleTexts(spec, Avx2TwoCores(), 1);
+    ASSERT_EQ(rules.size(), 1u) << spec;
+    EXPECT_NE(rules[0].find("[rc], {" + chunk + "})"), std::string::npos) << spec << rules[0];
+  }
+  // Two input blocks: chunks of one would reload the accumulators every 8 multiply-adds.
+  std::vector<std::string> rules =
+      RuleTexts("conv2d:n=1,c=16,h=40,w=40,k=32,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].find("[rc], {"), std::string::npos) << rules[0];
+  // 32 registers keep the unchunked 4-block tile first.
+  rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw16c", Avx512TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].find("[rc], {"), std::string::npos) << rules[0];
+}
+
+// A plain NCHW conv whose channels no whole-vector tile divides starts with pixel vectors (1x1
+// 192->42 at 40x40, 8 lanes: 2.4-4.6 ms with channel tiles of 16 or 32, 0.27 with pixel
+// vectors); where the channels are whole vectors the channel tile divides them.
+TEST(SpaceHeuristicTest, ChannelVectorTilesDivideTheChannelsWhereRowsAreWide) {
+  std::vector<std::string> rules =
+      RuleTexts("conv2d:n=1,c=192,h=40,w=40,k=42,r=1,s=1,epilogue=bias", Avx2TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].find("storage_order"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("vectorize(conv2d, [x])"), std::string::npos) << rules[0];
+  for (const std::string& t :
+       RuleTexts("conv2d:n=1,c=192,h=40,w=40,k=40,r=1,s=1,epilogue=bias", Avx2TwoCores(), 8)) {
+    if (t.find("storage_order") == std::string::npos) continue;  // not a channel tile
+    EXPECT_EQ(t.find("split(Y, [k], {16})"), std::string::npos) << t;
+    EXPECT_EQ(t.find("split(Y, [k], {32})"), std::string::npos) << t;
+  }
+}
+
+// An op in a blocked layout (its channel block innermost) gets no channel-vector candidates: a
+// global average pool over nchw8c took 2.0-3.6 ms so, 0.23 ms vectorized over the block.
+TEST(SpaceHeuristicTest, BlockedLayoutsVectorizeTheirChannelBlock) {
+  for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
+    const std::string spec = target.vector_lanes == 8
+                                 ? "pool2d:n=1,c=96,h=40,w=40,r=40,s=40,kind=avg,layout=nchw8c"
+                                 : "pool2d:n=1,c=96,h=40,w=40,r=40,s=40,kind=avg,layout=nchw16c";
+    for (const std::string& t : RuleTexts(spec, target, 8)) {
+      EXPECT_EQ(t.find("storage_order"), std::string::npos) << t;
+      EXPECT_NE(t.find("[cv]"), std::string::npos) << t;
+    }
+  }
 }
 
 // A matmul whose B comes in column panels: the first rule tiles a whole panel of columns by as

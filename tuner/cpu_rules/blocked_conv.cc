@@ -135,6 +135,11 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       // first (conv 3x3/512/7x7: 2281 us against 3429 us for 2 x 2 x 3 here).
       if (ow <= acc) {
         std::rotate(blocked_shapes.begin(), blocked_shapes.begin() + 4, blocked_shapes.begin() + 5);
+      } else if (params->r * params->s == 1) {
+        // 1x1 kernels: rows share no inputs, so one row of columns first (two blocks x 5
+        // columns read each input-channel block's row 160 bytes at a time, 2 x 2 x 2 two rows
+        // 64 bytes at a time): 1x1 48->48 at 160x160 1084-1375 us against 1933-3059 (AVX2).
+        std::rotate(blocked_shapes.begin(), blocked_shapes.begin() + 2, blocked_shapes.begin() + 3);
       }
       unroll_k = 2;
       // 1x1 kernels walk the blocked weights contiguously already: a copy is pure overhead.
@@ -160,15 +165,32 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     variants.insert(variants.end(), others.begin() + (others.empty() ? 0 : 1), others.end());
     // Chunked candidates (ApplyTiles): 4 channel blocks x the columns left in the register
     // file, as many rows as keep the output tile in the L1 cache and leave 8 tiles per core,
-    // two input-channel blocks per chunk, the padding computed once. First for every kernel
+    // the chunks below, the padding computed once. First (16 registers) for every kernel
     // wider than 1x1 and where the weights do not fit an L2 cache (more than 1 MiB): conv
     // 3x3/512/7x7 on Zen 3 (AVX2, 2 threads) took 1.7-1.8 ms chunked against 2.0-2.1 ms for
     // its best tuned record, conv 3x3/256/14x14 1.53-1.57 ms against 1.71-1.98 ms; the tuned
     // best of all 12 3x3 tasks of ResNet-18 was chunked, and with chunked rules first the
     // untuned ResNet-18 took 26-29 ms against 29-37 ms, PP-OCR det 61-69 ms against 99-129 ms
     // (alternated, session 11).
-    std::vector<std::vector<int64_t>> chunked;
+    // Input-channel blocks per chunk: enough that each accumulator loaded and stored serves 16
+    // blocks x taps (3x3: 2; 1x1: 8, else the largest divisor below), then half and twice that.
+    // A 1x1 conv chunked by 2 blocks reloads its accumulators every 16 multiply-adds per lane:
+    // AVX2, 2 threads, chunked 2 / 4 / 8, us: 192->192 at 40x40 1511 / 804 / 798, 384->384 at
+    // 20x20 1421-1491 / 779-788 / 771-796, 64->256 at 56x56 1450-1467 / 804-822 / -.
+    std::vector<int64_t> chunk_sizes;
     if (c.chunk_slot >= 0 && params.ok()) {
+      const int64_t want =
+          std::max<int64_t>(1, (16 + params->r * params->s - 1) / (params->r * params->s));
+      for (int64_t w : {want, want / 2, want * 2, want / 4, want / 8}) {
+        const int64_t ch = c.Nearest(c.chunk_slot, std::max<int64_t>(w, 1));
+        if (ch > 0 && chunk_sizes.size() < 3 &&
+            std::find(chunk_sizes.begin(), chunk_sizes.end(), ch) == chunk_sizes.end()) {
+          chunk_sizes.push_back(ch);
+        }
+      }
+    }
+    std::vector<std::vector<int64_t>> chunked;
+    if (!chunk_sizes.empty()) {
       const int64_t tk = c.Nearest(c.tile_slot[1], std::min<int64_t>(4, shape[1]));
       const int64_t tx = c.Nearest(c.tile_slot[3],
                                    std::clamp<int64_t>(acc / (tk * c.VectorsFor(shape[4])), 1, ow));
@@ -180,9 +202,9 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
           ty = r;
         }
       }
-      for (int64_t ch : {2, 1, 4}) {
+      for (int64_t ch : chunk_sizes) {
         std::vector<int64_t> d = c.Defaults();
-        d[c.chunk_slot] = c.Nearest(c.chunk_slot, ch);
+        d[c.chunk_slot] = ch;
         d[c.tile_slot[0]] = c.Nearest(c.tile_slot[0], 1);
         d[c.tile_slot[1]] = tk;
         d[c.tile_slot[2]] = c.Nearest(c.tile_slot[2], ty);
@@ -204,11 +226,17 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // threads) timed the chunked candidates of conv 3x3/64/56x56, /128/28x28 and /256/14x14 at
     // 3.1-3.5 ms against 0.9-1.4 ms for the unchunked 4-block tiles below (and /512/7x7 at 1.4
     // ms against 1.5).
-    const bool chunked_first =
-        (weight_bytes > (int64_t{1} << 20) || (params.ok() && params->r * params->s > 1)) &&
-        shape[4] % lanes == 0 && c.target.vector_registers < 32;
-    // Otherwise (1x1 kernels, narrow blocks) one of them third (measured in the first round),
-    // the others last.
+    // On 16 registers 1x1 kernels too, where a chunk holds 4 blocks or more: AVX2, 2 threads,
+    // chunked / the first unchunked tile (2 x 2 x 2), us: 1x1 256->256 at 14x14 180 / 192-197,
+    // 64->256 at 56x56 804-822 / 920-996, 96->16 at 160x160 884-906 / 3662-3970, 192->192 at
+    // 40x40 798-837 / 1066-1330, 384->384 at 20x20 771-796 / 1227-1297, 128->128 at 12x160
+    // 505-550 / 544-604 (the 2 x 2 x 2 tile reads as many input streams as blocks x rows).
+    const int64_t taps = params.ok() ? params->r * params->s : 1;
+    const bool chunked_first = (weight_bytes > (int64_t{1} << 20) ||
+                                (!chunk_sizes.empty() && chunk_sizes.front() * taps >= 4)) &&
+                               shape[4] % lanes == 0 && c.target.vector_registers < 32;
+    // Otherwise (small 1x1 kernels, narrow blocks) one of them third (measured in the first
+    // round), the others last.
     size_t next_chunked = 0;
     auto emit_chunked = [&](size_t count) {
       for (; count > 0 && next_chunked < chunked.size(); --count, ++next_chunked) {
