@@ -368,6 +368,12 @@ TEST(SpaceChunkTest, OneByOneConvsOnSixteenRegistersChunkByUpToEightBlocks) {
       RuleTexts("conv2d:n=1,c=16,h=40,w=40,k=32,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_EQ(rules[0].find("[rc], {"), std::string::npos) << rules[0];
+  // Output blocks narrower than the vector (half-vector accumulators) start chunked however
+  // few blocks a chunk holds (6 input blocks: chunks of 3).
+  rules =
+      RuleTexts("conv2d:n=1,c=48,h=40,w=40,k=12,kblock=4,r=1,s=1,layout=nchw8c", Avx2TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("[rc], {3})"), std::string::npos) << rules[0];
   // 32 registers keep the unchunked 4-block tile first.
   rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1,layout=nchw16c", Avx512TwoCores(), 1);
   ASSERT_EQ(rules.size(), 1u);
