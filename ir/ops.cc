@@ -160,18 +160,6 @@ Tensor EpilogueStage(const std::string& name, const Tensor& main, const Epilogue
       "elementwise", std::move(axis_names));
 }
 
-absl::StatusOr<int64_t> LayoutBlock(const std::string& layout) {
-  if (layout == "nchw" || layout == "nhwc") return 0;
-  int64_t block = 0;
-  if (layout.size() > 5 && layout.rfind("nchw", 0) == 0 && layout.back() == 'c' &&
-      absl::SimpleAtoi(layout.substr(4, layout.size() - 5), &block) && block >= 1 &&
-      block <= 1024) {
-    return block;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown layout '", layout, "' (expected nchw, nhwc or nchw{x}c, e.g. nchw16c)"));
-}
-
 // The spatially padded copy of `x` (zero or `fill` outside), or `x` itself without padding.
 Tensor PadStage(const Tensor& x, const Window2d& win, bool nhwc, double fill, int64_t h, int64_t w,
                 std::vector<Tensor>* tensors) {
@@ -201,6 +189,18 @@ Tensor PadStage(const Tensor& x, const Window2d& win, bool nhwc, double fill, in
 }
 
 }  // namespace internal
+
+absl::StatusOr<int64_t> LayoutBlock(const std::string& layout) {
+  if (layout == "nchw" || layout == "nhwc") return 0;
+  int64_t block = 0;
+  if (layout.size() > 5 && layout.rfind("nchw", 0) == 0 && layout.back() == 'c' &&
+      absl::SimpleAtoi(layout.substr(4, layout.size() - 5), &block) && block >= 1 &&
+      block <= 1024) {
+    return block;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown layout '", layout, "' (expected nchw, nhwc or nchw{x}c, e.g. nchw16c)"));
+}
 
 namespace {
 
@@ -286,7 +286,7 @@ absl::StatusOr<Conv2dParams> GetConv2dParams(const WorkloadSpec& spec) {
   LATHE_ASSIGN_OR_RETURN(p.groups, GetInt(spec, "groups"));
   std::string layout;
   LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
-  LATHE_ASSIGN_OR_RETURN(p.cblock, internal::LayoutBlock(layout));
+  LATHE_ASSIGN_OR_RETURN(p.cblock, LayoutBlock(layout));
   p.nhwc = layout == "nhwc";
   if (spec.params.count("kblock") != 0) {
     if (layout == "nchw" && p.groups == 1) {
@@ -339,7 +339,7 @@ absl::StatusOr<Pool2dParams> GetPool2dParams(const WorkloadSpec& spec) {
   std::string layout, kind;
   LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
   LATHE_ASSIGN_OR_RETURN(kind, GetStr(spec, "kind"));
-  LATHE_ASSIGN_OR_RETURN(p.block, internal::LayoutBlock(layout));
+  LATHE_ASSIGN_OR_RETURN(p.block, LayoutBlock(layout));
   if (kind != "max" && kind != "avg") {
     return absl::InvalidArgumentError(absl::StrCat("unknown pool kind '", kind, "'"));
   }

@@ -82,6 +82,10 @@ struct MatmulParams {
   EpilogueExpr epilogue;
 };
 
+// The channel block of a layout: 0 for "nchw" and "nhwc", x for "nchw{x}c"; InvalidArgument
+// naming the layout for anything else.
+absl::StatusOr<int64_t> LayoutBlock(const std::string& layout);
+
 // Strides and dilations per axis; pads per side (ONNX order: top, left, bottom, right).
 struct Window2d {
   int64_t stride_h = 1, stride_w = 1;

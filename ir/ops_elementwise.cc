@@ -186,7 +186,7 @@ absl::StatusOr<ResizeParams> GetResizeParams(const WorkloadSpec& spec) {
   if (spec.params.count("layout") != 0) {
     LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
   }
-  LATHE_ASSIGN_OR_RETURN(p.block, internal::LayoutBlock(layout));
+  LATHE_ASSIGN_OR_RETURN(p.block, LayoutBlock(layout));
   LATHE_ASSIGN_OR_RETURN(mode, GetStr(spec, "mode"));
   LATHE_ASSIGN_OR_RETURN(coord, GetStr(spec, "coord"));
   LATHE_ASSIGN_OR_RETURN(nearest, GetStr(spec, "nearest"));

@@ -48,9 +48,6 @@ absl::StatusOr<std::vector<int64_t>> ParsePads(absl::string_view text, absl::str
 // Reads stride, pad and dilation of a spec (dilation only when the op has it).
 absl::Status GetWindow(const WorkloadSpec& spec, Window2d* win);
 absl::StatusOr<EpilogueExpr> GetEpilogue(const WorkloadSpec& spec);
-// The channel block of a layout: 0 for "nchw" and "nhwc", x for "nchw{x}c"; InvalidArgument
-// naming the layout for anything else.
-absl::StatusOr<int64_t> LayoutBlock(const std::string& layout);
 
 std::string DimsText(const std::vector<int64_t>& dims);  // {1,3} -> "1x3"
 double Product(const std::vector<int64_t>& shape);

@@ -151,7 +151,7 @@ absl::StatusOr<WinogradParams> GetWinogradParams(const WorkloadSpec& spec) {
   if (absl::Status s = CheckTile(spec.op, p.m); !s.ok()) return s;
   std::string layout;
   LATHE_ASSIGN_OR_RETURN(layout, GetStr(spec, "layout"));
-  LATHE_ASSIGN_OR_RETURN(p.block, internal::LayoutBlock(layout));
+  LATHE_ASSIGN_OR_RETURN(p.block, LayoutBlock(layout));
   if (p.output_side) {
     LATHE_ASSIGN_OR_RETURN(p.epilogue, internal::GetEpilogue(spec));
   } else {

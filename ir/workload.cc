@@ -118,7 +118,7 @@ absl::StatusOr<std::string> CanonicalValue(const OpInfo& op, const KeyDef& key,
       }
       return bad("one of " + absl::StrJoin(key.choices, ", "));
     case KeyKind::kLayout: {
-      absl::StatusOr<int64_t> block = internal::LayoutBlock(value);
+      absl::StatusOr<int64_t> block = LayoutBlock(value);
       if (!block.ok()) return bad("nchw, nhwc or nchw{x}c with a block x of 1..1024");
       return *block > 0 ? absl::StrCat("nchw", *block, "c") : value;
     }
@@ -265,9 +265,8 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const std::string& text) {
     auto it = spec.params.find(def.name);
     if (!def.omit_if_layout_block || it == spec.params.end()) continue;
     auto layout = spec.params.find("layout");
-    absl::StatusOr<int64_t> block = layout == spec.params.end()
-                                        ? absl::StatusOr<int64_t>(0)
-                                        : internal::LayoutBlock(layout->second);
+    absl::StatusOr<int64_t> block =
+        layout == spec.params.end() ? absl::StatusOr<int64_t>(0) : LayoutBlock(layout->second);
     if (block.ok() && *block > 0 && it->second == absl::StrCat(*block)) spec.params.erase(it);
   }
   if (absl::Status s = op->check_shapes(spec); !s.ok()) return s;

@@ -153,8 +153,9 @@ absl::Status CpuSpace::Init() {
   // 2.0-3.6 ms with its channel blocks as the vector, 0.1 ms vectorized over the block: PP-OCR
   // det's global average pool at 160x160, AVX2).
   auto layout = workload_->spec.params.find("layout");
-  const bool blocked_layout = layout != workload_->spec.params.end() && layout->second != "nchw" &&
-                              layout->second != "nhwc";
+  absl::StatusOr<int64_t> block =
+      layout == workload_->spec.params.end() ? 0 : ir::LayoutBlock(layout->second);
+  const bool blocked_layout = block.ok() && *block > 0;
   if (acc_def && acc_def->tensor->axes.size() >= 3 && !an_.blocked_conv && !an_.panel_matmul &&
       !blocked_layout) {
     FindChannelAxis(*acc_def);

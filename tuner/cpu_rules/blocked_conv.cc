@@ -54,6 +54,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
                                                           {1, 2, cols_for(4)},
                                                           {2, 2, cols_for(4)}};
     absl::StatusOr<ir::Conv2dParams> params = ir::GetConv2dParams(c.workload.spec);
+    const int64_t taps = params.ok() ? params->r * params->s : 1;
     // 32 registers, a dense conv with whole-vector blocks and at least 4 of them: 4 channel
     // blocks x up to 6 columns (24 accumulators; or 5 x 4, 3 x 8, 6 x 4) first, as oneDNN's kernels
     // tile: per input channel and tap 4 weight vectors and 6 broadcasts feed 24 FMAs, where one
@@ -76,8 +77,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       // pass over them: conv 3x3/512/7x7 (4 blocks read 1.2 MB of weights per pass, 14
       // passes) took 2.8-4.5 ms as 4 x 6, 1.3-1.5 ms as 2 x 7 (0.6 MB), 2.0-2.2 ms as 1 x 7
       // (AVX-512, 2 threads; oneDNN 1.1 ms).
-      const int64_t block_weight_bytes =
-          lanes * (params->c / params->groups) * params->r * params->s * 4;
+      const int64_t block_weight_bytes = lanes * (params->c / params->groups) * taps * 4;
       while (blocks > 1 && blocks * block_weight_bytes > kMaxTileWeightBytes) {
         int64_t fewer = blocks - 1;
         while (fewer > 1 && shape[1] % fewer != 0) --fewer;
@@ -135,7 +135,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       // first (conv 3x3/512/7x7: 2281 us against 3429 us for 2 x 2 x 3 here).
       if (ow <= acc) {
         std::rotate(blocked_shapes.begin(), blocked_shapes.begin() + 4, blocked_shapes.begin() + 5);
-      } else if (params->r * params->s == 1) {
+      } else if (taps == 1) {
         // 1x1 kernels: rows share no inputs, so one row of columns first (two blocks x 5
         // columns read each input-channel block's row 160 bytes at a time, 2 x 2 x 2 two rows
         // 64 bytes at a time): 1x1 48->48 at 160x160 1084-1375 us against 1933-3059 (AVX2).
@@ -145,7 +145,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       // whole: 1x1 12->96 from nchw4c at 160x160, 2 x 1 x 5, 776-840 us by 2, 515-559 by 4.
       unroll_k = params->cblock > 0 && params->cblock <= 4 ? params->cblock : 2;
       // 1x1 kernels walk the blocked weights contiguously already: a copy is pure overhead.
-      pack = params->r * params->s > 1 ? 1 : 0;
+      pack = taps > 1 ? 1 : 0;
     }
     // Each shape with the padding computed once at root, then the first one with it inlined
     // (a depthwise conv reads each input element a few times only: a padded copy of the whole
@@ -155,8 +155,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // dense convolutions read each element far more often and keep the copy.
     bool inline_first = false;
     if (params.ok()) {
-      inline_first =
-          params->depthwise() && params->r * params->s <= 9 * params->stride_h * params->stride_w;
+      inline_first = params->depthwise() && taps <= 9 * params->stride_h * params->stride_w;
     }
     std::vector<std::pair<const int64_t*, bool>> variants, others;
     for (const auto& bs : blocked_shapes) {
@@ -181,8 +180,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // 20x20 1421-1491 / 779-788 / 771-796, 64->256 at 56x56 1450-1467 / 804-822 / -.
     std::vector<int64_t> chunk_sizes;
     if (c.chunk_slot >= 0 && params.ok()) {
-      const int64_t want =
-          std::max<int64_t>(1, (16 + params->r * params->s - 1) / (params->r * params->s));
+      const int64_t want = std::max<int64_t>(1, (16 + taps - 1) / taps);
       for (int64_t w : {want, want / 2, want * 2, want / 4, want / 8}) {
         const int64_t ch = c.Nearest(c.chunk_slot, std::max<int64_t>(w, 1));
         if (ch > 0 && chunk_sizes.size() < 3 &&
@@ -220,7 +218,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       }
     }
     const int64_t weight_bytes =
-        params.ok() ? params->k * params->c / params->groups * params->r * params->s * 4 : 0;
+        params.ok() ? params->k * params->c / params->groups * taps * 4 : 0;
     // Not where the output block is narrower than a vector (half-width accumulators): PP-OCR
     // det's 3x3 96->24 at 160x160 in blocks of 8 on AVX-512 took 21-30 ms chunked, 9.1-10.1 ms
     // with the first unchunked shapes (1 x 1 x 10, 48-trial tuning, 2 threads).
@@ -233,16 +231,14 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // 64->256 at 56x56 804-822 / 920-996, 96->16 at 160x160 884-906 / 3662-3970, 192->192 at
     // 40x40 798-837 / 1066-1330, 384->384 at 20x20 771-796 / 1227-1297, 128->128 at 12x160
     // 505-550 / 544-604 (the 2 x 2 x 2 tile reads as many input streams as blocks x rows).
-    const int64_t taps = params.ok() ? params->r * params->s : 1;
     // And 1x1 kernels whose output block is narrower than the vector (half-vector
     // accumulators): 1x1 48->12 in blocks of 4 at 160x160 556-594 us chunked by 3 blocks,
     // 1288-1750 as 1 x 1 x 10.
-    const bool narrow_1x1 = taps == 1 && shape[4] < lanes && !chunk_sizes.empty();
-    const bool chunked_first = (((weight_bytes > (int64_t{1} << 20) ||
-                                  (!chunk_sizes.empty() && chunk_sizes.front() * taps >= 4)) &&
-                                 shape[4] % lanes == 0) ||
-                                narrow_1x1) &&
-                               c.target.vector_registers < 32;
+    const bool chunks_pay = weight_bytes > (int64_t{1} << 20) ||
+                            (!chunk_sizes.empty() && chunk_sizes.front() * taps >= 4);
+    const bool narrow_1x1 = taps == 1 && shape[4] < lanes;
+    const bool chunked_first =
+        c.target.vector_registers < 32 && ((chunks_pay && shape[4] % lanes == 0) || narrow_1x1);
     // Otherwise (small 1x1 kernels, narrow blocks) one of them third (measured in the first
     // round), the others last.
     size_t next_chunked = 0;
