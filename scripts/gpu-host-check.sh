@@ -19,6 +19,8 @@
 # PyTorch (cuDNN, fp32 and TF32) where the host has torchvision: the library's whole model.
 # CHECK_MODELS (default "det resnet18 cls rec") picks the models, GPU_REPEAT (default 30) their runs;
 # TUNE_TRIALS, TUNE_MODELS and TUNE_PER_TASK tune models on the GPU first (see below).
+# SKIP_BENCH=1 leaves out bench_cuda; GPU_SCHEDS (default "default rule tf32") picks the
+# schedules each model runs with (a short re-check after a rule change: GPU_SCHEDS=rule).
 set -u
 deadline=$((SECONDS + ${CHECK_SECONDS:-480}))
 # bounded SECS CMD...: CMD under timeout, SECS or what is left of the check if less.
@@ -51,8 +53,8 @@ if [ -x "$D/bin/cuda_test" ]; then
   grep -E '^\[ +(PASSED|FAILED) +\]' "$out/cuda_test.log"
   bounded 60 "$D/bin/measure_test" --gtest_filter='GpuMeasurerTest.*' > "$out/measure_test.log" 2>&1 || rc=1
   grep -E '^\[ +(PASSED|FAILED) +\]' "$out/measure_test.log"
-  bounded 300 "$D/bin/bench_cuda" --trials "${TRIALS:-48}" > "$out/bench_cuda.full.log" 2>&1 || rc=1
-  grep -v 'best trace' "$out/bench_cuda.full.log" | tee "$out/bench_cuda.log"
+  [ "${SKIP_BENCH:-0}" = 1 ] || bounded 300 "$D/bin/bench_cuda" --trials "${TRIALS:-48}" > "$out/bench_cuda.full.log" 2>&1 || rc=1
+  [ -f "$out/bench_cuda.full.log" ] && grep -v 'best trace' "$out/bench_cuda.full.log" | tee "$out/bench_cuda.log"
 fi
 # ResNet-18 (random weights, torchvision's shapes) written here; PyTorch's cuDNN time for it.
 if [ -f "$here/../bench/make_models.py" ] && pyrun -c "import onnx" 2>/dev/null; then
@@ -113,7 +115,7 @@ for pat in ${CHECK_MODELS:-det resnet18 cls rec}; do
   [ $pat = resnet18 ] && pyrun -c 'import torchvision' 2>/dev/null && { bounded 90 env LD_LIBRARY_PATH="$host_ldpath" "$py" "$D/torch_resnet18.py" 2>&1 | tail -3; }
   bounded 60 "$D/bin/lathe" run --model "$m" --input "$shape" --target cpu --repeat 10 --json \
     --dump "$out/$name.cpu" > "$out/$name.cpu.json" 2> "$out/$name.cpu.err" || { rc=1; cat "$out/$name.cpu.err"; continue; }
-  scheds="default rule tf32"
+  scheds=${GPU_SCHEDS:-default rule tf32}
   # TUNE_TRIALS > 0: the models named in TUNE_MODELS (default cls) tuned on the GPU first
   # (`lathe tune --model --target cuda`, at most TUNE_PER_TASK trials a task), then run on
   # their records ("tuned").

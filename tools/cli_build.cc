@@ -76,8 +76,16 @@ int RunBuild(const BuildOptions& o) {
                 "unknown --target '" + o.target + "' (expected cpu, cuda, cuda:N or cuda:sm_XX)");
   }
   bool gpu_emit = o.emit == "cuda" || o.emit == "ptx";
-  if (cuda && !gpu_emit) {
-    return Fail(2, "--target " + o.target + " builds --emit cuda or --emit ptx, not " + o.emit);
+  if (cuda && !gpu_emit && o.emit != "trace") {
+    return Fail(2, "--target " + o.target + " builds --emit cuda, ptx or trace, not " + o.emit);
+  }
+  if (o.gpu_math != "fp32" && o.gpu_math != "tf32") {
+    return Fail(2, "unknown --gpu-math '" + o.gpu_math + "' (expected fp32 or tf32)");
+  }
+  if (o.gpu_math == "tf32" && (!cuda || rule_index < 0)) {
+    return Fail(2,
+                "--gpu-math tf32 picks the GPU rule's kernels: it needs a cuda target and "
+                "--schedule rule or rule:N");
   }
   if (!cuda && gpu_emit) return Fail(2, "--emit " + o.emit + " needs a cuda target");
   std::string arch;
@@ -134,7 +142,7 @@ int RunBuild(const BuildOptions& o) {
 #endif
   // The search space's rule-picked first candidate for the target (what an untuned model
   // step gets): to read or time it without a database.
-  if (rule_index >= 0) sch = RuleSchedule(*w, *target, /*gpu_tf32=*/false, rule_index);
+  if (rule_index >= 0) sch = RuleSchedule(*w, *target, o.gpu_math == "tf32", rule_index);
   if (!sch.ok()) return Fail(1, "invalid schedule: " + std::string(sch.status().message()));
   if (o.emit == "trace") {
     // The schedule as a trace file (for --trace, bench_built_kernel --trace, or editing).

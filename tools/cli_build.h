@@ -9,14 +9,15 @@
 namespace lathe::tools {
 
 struct BuildOptions {
-  std::string workload;        // --workload SPEC
-  std::string out;             // --out FILE
-  std::string name;            // --name SYMBOL; empty: derived from the op and the workload key
-  std::string target = "cpu";  // --target
-  std::string db_path;         // --db; empty: the default database
-  std::string trace_file;      // --trace FILE
-  std::string schedule;        // --schedule default
-  std::string emit = "so";     // --emit so|obj|llvm|cuda|ptx
+  std::string workload;           // --workload SPEC
+  std::string out;                // --out FILE
+  std::string name;               // --name SYMBOL; empty: derived from the op and the workload key
+  std::string target = "cpu";     // --target
+  std::string db_path;            // --db; empty: the default database
+  std::string trace_file;         // --trace FILE
+  std::string schedule;           // --schedule default
+  std::string emit = "so";        // --emit so|obj|llvm|lowered|trace|cuda|ptx
+  std::string gpu_math = "fp32";  // --gpu-math fp32|tf32: the GPU rule may use TF32 tensor cores
 };
 
 // Runs the build and returns the process exit status: 0 on success, 2 for bad usage (a

@@ -408,6 +408,14 @@ int RunModelRun(const ModelCliOptions& o) {
 
 int RunModelBuild(const ModelCliOptions& o) {
   const std::string cmd = "lathe build";
+  // A model library is host code; GPU models are compiled and run in-process (lathe run).
+  if (o.target != "cpu") {
+    return Fail(cmd,
+                "--model builds a CPU library only (--target cpu); run a model on a GPU with "
+                "`lathe run --model F --target " +
+                    o.target + "`",
+                kExitUsage);
+  }
   int code = 0;
   std::optional<model::Program> p = LoadProgram(cmd, o, &code);
   if (!p) return code;

@@ -54,6 +54,10 @@ int Main(int argc, char** argv) {
   b->add_option("--emit", build.emit,
                 "so (default), obj, llvm, lowered (the loop program after lowering), trace (the "
                 "schedule's trace, JSON), cuda, ptx");
+  b->add_option("--gpu-math", build.gpu_math,
+                "cuda targets with --schedule rule[:N]: fp32 (default) or tf32 (the rule may "
+                "pick TF32 tensor-core kernels)")
+      ->check(CLI::IsMember({"fp32", "tf32"}));
   lathe::tools::ModelCommands model_cmds;
   lathe::tools::AddModelCommands(app, &model_cmds);
 
@@ -185,6 +189,8 @@ int Main(int argc, char** argv) {
       build_model.out = build.out;
       build_model.db_path = build.db_path;
       build_model.default_schedules = build.schedule == "default";
+      build_model.target = build.target;
+      build_model.gpu_math = build.gpu_math;
       return lathe::tools::RunModelBuild(build_model);
     }
     if (build.workload.empty()) {

@@ -110,6 +110,7 @@ class GpuSpace : public SearchSpace {
   // Whether the contraction is large enough for the register-tiled rules to pay (see Heuristic).
   bool LargeContraction() const;
   bool SplitContraction() const;
+  bool DenseContraction() const;
   // The loop-tiling candidate of one output per thread in which every reduction with few
   // outputs and a long reduce axis is a cross-thread reduction; nullopt when none is.
   std::optional<Candidate> CrossCandidate() const;
@@ -243,7 +244,7 @@ constexpr int64_t kMmaTiles[][6] = {
 constexpr int64_t kMmaAsyncTiles[][6] = {{128, 128, 32, 2, 2, 3}, {128, 256, 32, 2, 4, 3},
                                          {256, 128, 32, 4, 2, 3}, {128, 128, 16, 2, 2, 4},
                                          {128, 64, 32, 2, 2, 3},  {64, 128, 32, 2, 2, 3},
-                                         {64, 64, 32, 2, 2, 3},   {64, 64, 16, 1, 1, 4},
+                                         {64, 64, 32, 2, 2, 3},   {64, 64, 16, 2, 2, 4},
                                          {64, 32, 32, 2, 1, 3},   {32, 64, 32, 1, 2, 3}};
 // FMA: 8x8 register tiles read as float4s; ptxas (sm_90) for 128x128x16 x3 (no tails): 128
 // registers, no spills, 54 KiB shared, 2 blocks/SM.
@@ -253,7 +254,7 @@ constexpr int64_t kFmaAsyncTiles[][6] = {
 
 // Split-K tiles (a 7th parameter SPLITS is added): small, so that few outputs still make
 // several blocks per split.
-constexpr int64_t kMmaSplitTiles[][6] = {{64, 64, 32, 2, 2, 3}, {32, 32, 32, 1, 1, 3}};
+constexpr int64_t kMmaSplitTiles[][6] = {{64, 64, 32, 2, 2, 3}, {32, 32, 32, 2, 2, 3}};
 constexpr int64_t kFmaSplitTiles[][6] = {{64, 64, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
 // Split-K is offered from this long a reduction, and is the rule's first candidate for at most
 // kSplitMaxOutputs outputs of a reduction of at least kSplitRuleMinReduce (PP-OCR rec's 1x3
@@ -262,6 +263,11 @@ constexpr int64_t kFmaSplitTiles[][6] = {{64, 64, 16, 4, 4, 3}, {32, 32, 16, 4, 
 constexpr int64_t kSplitMinReduce = 256;
 constexpr int64_t kSplitMaxOutputs = 64 * 1024;
 constexpr int64_t kSplitRuleMinReduce = 1024;
+// DenseContraction: the least reduction, matrix side and outputs for which the contraction
+// template comes before the flat mapping (K 64: a 1x1 convolution over 64 channels).
+constexpr int64_t kDenseMinReduce = 64;
+constexpr int64_t kDenseMinSide = 16;
+constexpr int64_t kDenseMinOutputs = 16 * 1024;
 
 // The compute capability of an architecture name ("sm_90" -> 90; 0 when it is not one).
 int ComputeCapability(const std::string& arch) {
@@ -723,7 +729,7 @@ std::vector<Candidate> GpuSpace::Heuristic(int max) const {
   const bool large = LargeContraction();
   // Few outputs of a long reduction: split-K before the flat mapping (one thread per output
   // walks the whole reduction).
-  if (!large && SplitContraction()) {
+  if (!large && (SplitContraction() || DenseContraction())) {
     for (Candidate& c : ContractionHeuristic(target_.tf32, max)) add(std::move(c));
   }
   if (!large) {
@@ -818,6 +824,19 @@ bool GpuSpace::LargeContraction() const {
   return false;
 }
 
+// A contraction too small for LargeContraction's tiles to fill the GPU, but with enough of
+// every dimension for a register tile to reuse what it stages: the contraction template
+// before the flat mapping. On an H200 (session 22, `lathe tune --model det --target cuda`)
+// PP-OCR det's 1x1 convolution 192 -> 42 at 40x40 (M 42, N 1600, K 192) took 28.6 us in 64x64
+// tiles of the register-staged template (25 blocks) against 75.3 us flat, and the loop-tiling
+// sketch beat the flat mapping on its 3x3 96 -> 24 convolutions at 160x160 (143 against 185
+// us), where one thread per output re-reads every input it shares with its neighbours.
+bool GpuSpace::DenseContraction() const {
+  return !variants_.empty() && gemm_k_ >= kDenseMinReduce &&
+         std::min(gemm_m_, gemm_n_) >= kDenseMinSide &&
+         gemm_m_ * gemm_n_ * gemm_batches_ >= kDenseMinOutputs;
+}
+
 // Split-K first: few outputs of a long reduction, a split variant at hand.
 bool GpuSpace::SplitContraction() const {
   if (gemm_k_ < kSplitRuleMinReduce || gemm_m_ * gemm_n_ * gemm_batches_ > kSplitMaxOutputs) {
@@ -835,7 +854,7 @@ bool GpuSpace::SplitContraction() const {
 // classes 0.26 -> 0.06 ms, det's global average pools 2.38 -> 0.13 ms, ResNet-18's classifier
 // 0.18 -> 0.02 ms); along a convolution's channels (strided by the image) they lost 8x (rec's
 // 1x3 convolutions of 960 channels, 0.21 -> 1.61 ms).
-bool ReadsAlongInnermost(const Stage& st, const std::string& axis) {
+bool ReadsAlongInnermost(const ir::Workload& w, const Stage& st, const std::string& axis) {
   const size_t nsp = st.tensor->axes.size();
   const std::vector<ir::IterVar>& reduce = st.tensor->reduce_axes();
   const ir::ExprNode* var = nullptr;
@@ -845,10 +864,14 @@ bool ReadsAlongInnermost(const Stage& st, const std::string& axis) {
   if (var == nullptr) return false;
   bool along = false;
   ir::Visit(st.tensor->body, [&](const ir::Expr& e) {
-    if (e->kind == ir::ExprKind::kTensorRead && !e->operands.empty() &&
-        ir::UsesVar(e->operands.back(), var)) {
-      along = true;
+    if (e->kind != ir::ExprKind::kTensorRead || e->operands.empty()) return;
+    // The innermost dimension of extent > 1: a 1x1 convolution over a 1x1 image (an SE
+    // block's squeeze and excite) reads its channels consecutively though its last index is x.
+    size_t d = e->operands.size() - 1;
+    if (const ir::Tensor* t = w.Find(e->name)) {
+      while (d > 0 && d < (*t)->shape.size() && (*t)->shape[d] == 1) --d;
     }
+    if (ir::UsesVar(e->operands[d], var)) along = true;
   });
   return along;
 }
@@ -876,7 +899,8 @@ std::optional<Candidate> GpuSpace::CrossCandidate() const {
     const std::vector<int64_t>& kinds = slots_[p.kind_slot].choices;
     const std::string axis = codegen::cuda::CrossThreadAxis(st);
     if (std::find(kinds.begin(), kinds.end(), kCross) != kinds.end() &&
-        reduce >= kCrossRuleMinReduce && !axis.empty() && ReadsAlongInnermost(st, axis)) {
+        reduce >= kCrossRuleMinReduce && !axis.empty() &&
+        ReadsAlongInnermost(workload_, st, axis)) {
       c.decisions[p.kind_slot] = kCross;
       set(p.rf_slot, std::min<int64_t>(256, st.loops.at(axis).extent));
       any = true;

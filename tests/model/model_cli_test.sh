@@ -70,6 +70,10 @@ echo "not a model" > "$tmp/bad.onnx"
 expect_exit2 "a malformed file exits 2" "not an ONNX model" \
   "$lathe" build --model "$tmp/bad.onnx" --out "$tmp/bad.so"
 check "... and writes nothing" "[[ ! -e '$tmp/bad.so' ]]"
+expect_exit2 "build --model for a GPU target exits 2 pointing at lathe run" \
+  "run a model on a GPU with \`lathe run --model F --target cuda\`" \
+  "$lathe" build --model "$model" --target cuda --out "$tmp/gpu.so"
+check "... and writes nothing" "[[ ! -e '$tmp/gpu.so' ]]"
 expect_exit2 "an unsupported op exits 2 naming the node and the op" \
   "node 'LogSoftmax_0' (LogSoftmax): operator LogSoftmax is not supported" \
   "$lathe" run --model "$node/test_logsoftmax_axis_0/model.onnx"

@@ -219,6 +219,26 @@ TEST_F(CliTest, CudaBuildsWithoutAGpu) {
             "/x.so");
   EXPECT_EQ(r.code, 2) << r.out;
 }
+
+// --gpu-math tf32 lets the GPU rule pick the tensor-core template; the trace says so.
+TEST_F(CliTest, CudaRuleTraceWithTf32) {
+  const std::string mm = "matmul:m=1024,n=1024,k=1024";
+  Result r = Lathe("build --workload " + mm +
+                   " --target cuda:sm_90 --schedule rule --gpu-math tf32 --emit trace --out " +
+                   dir_ + "/tf32.json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(ReadText(dir_ + "/tf32.json").find("contraction_mma_tf32"), std::string::npos);
+  r = Lathe("build --workload " + mm + " --target cuda:sm_90 --schedule rule --emit trace --out " +
+            dir_ + "/fp32.json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(ReadText(dir_ + "/fp32.json").find("contraction_mma_tf32"), std::string::npos);
+  // tf32 without a rule to pick, or on the CPU: a usage error.
+  r = Lathe("build --workload " + mm + " --target cuda:sm_90 --schedule default --gpu-math tf32 " +
+            "--emit cuda --out " + dir_ + "/x.cu");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = Lathe("build --workload " + mm + " --schedule rule --gpu-math tf32 --out " + dir_ + "/x.so");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
 #endif
 
 }  // namespace
