@@ -74,6 +74,8 @@ struct Analysis {
   bool blocked_conv = false;
   // ... and a dense one (one group): every input channel block feeds every output channel.
   bool dense_blocked_conv = false;
+  // ... whose input is plain NCHW (a model's first layer, layout=nchw with a kblock).
+  bool plain_input_conv = false;
   // A matmul whose B comes in column panels (bpanel, packed once by the model compiler): the
   // output's innermost axis is a panel's columns, which B holds contiguously for every k.
   bool panel_matmul = false;

@@ -141,6 +141,7 @@ absl::Status CpuSpace::Init() {
     absl::StatusOr<ir::Conv2dParams> p = ir::GetConv2dParams(workload_->spec);
     an_.blocked_conv = p.ok() && p->blocked();
     an_.dense_blocked_conv = an_.blocked_conv && p->groups == 1;
+    an_.plain_input_conv = an_.blocked_conv && p->plain_input;
   }
   if (workload_->spec.op == "matmul" || workload_->spec.op == "batch_matmul") {
     absl::StatusOr<ir::MatmulParams> p = ir::GetMatmulParams(workload_->spec);

@@ -39,6 +39,12 @@ int64_t RuleContext::Nearest(int slot, int64_t want) const { return space_.Neare
 
 // Multiply-adds per padded element up to which the rule inlines a padding (see Defaults).
 constexpr double kInlinePadMaxReuse = 32;
+// ... of a blocked convolution's plain input (a model's first layer): each input element is a
+// broadcast scalar, and the copy at root is a pass over the largest image of the model. AVX2,
+// rule:1 at root / inlined (us): PP-OCR det's 3 -> 16 3x3/2 at 640x640 (36 products an
+// element) 1127-1842 / 723-821, rec's at 48x320 41-70 / 34-41, cls's 3 -> 8 24-26 / 16-17;
+// ResNet-18's 7x7/2 3 -> 64 (743) 1970-2293 / 2098-2168: no gain, kept at root.
+constexpr double kInlinePlainInputPadMaxReuse = 64;
 
 std::vector<int64_t> RuleContext::Defaults() const {
   const std::vector<Slot>& slots = space_.slots_;
@@ -53,8 +59,10 @@ std::vector<int64_t> RuleContext::Defaults() const {
   // inlined).
   for (size_t p = 0; p < pad_slot.size(); ++p) {
     // (Rows narrower than a vector stay scalar with the padding inlined: kept at root.)
-    const bool inline_pad = !an.blocked_conv && space_.pad_reuse_[p] <= kInlinePadMaxReuse &&
-                            !shape.empty() && shape.back() >= lanes;
+    const bool inline_pad =
+        (an.plain_input_conv ? space_.pad_reuse_[p] <= kInlinePlainInputPadMaxReuse
+                             : !an.blocked_conv && space_.pad_reuse_[p] <= kInlinePadMaxReuse) &&
+        !shape.empty() && shape.back() >= lanes;
     d[pad_slot[p]] = Nearest(pad_slot[p], inline_pad ? 0 : 1);
   }
   // Long row reductions as vector partial results (softmax 1536x128 on AVX2: 1.04 ms

@@ -453,6 +453,23 @@ TEST(SpaceHeuristicTest, LongReductionsIntoOneVectorGetSeveralAccumulators) {
   EXPECT_EQ(rules[0].find("split(Y, [c], {3})"), std::string::npos) << rules[0];
 }
 
+// A blocked convolution reading a model's plain input (its first layer) inlines the padding
+// where each padded element feeds few products (PP-OCR det's 3 -> 16 3x3/2 at 640x640: 1127-1842
+// us with the copy at root, 723-821 inlined; AVX2), not where it feeds many (ResNet-18's 7x7/2
+// to 64 channels: no gain).
+TEST(SpaceHeuristicTest, PlainInputStemsInlineTheirPadding) {
+  std::vector<std::string> rules = RuleTexts(
+      "conv2d:n=1,c=3,h=640,w=640,k=16,r=3,s=3,stride=2,pad=1,kblock=8,layout=nchw,epilogue=bias",
+      Avx2TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("compute_inline(pad)"), std::string::npos) << rules[0];
+  rules = RuleTexts(
+      "conv2d:n=1,c=3,h=224,w=224,k=64,r=7,s=7,stride=2,pad=3,kblock=8,layout=nchw,epilogue=bias",
+      Avx2TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].find("compute_inline(pad)"), std::string::npos) << rules[0];
+}
+
 // A matmul whose B comes in column panels: the first rule tiles a whole panel of columns by as
 // many rows as the accumulators allow (AVX2: 6 rows x 2 ymm; AVX-512: 14 rows x 2 zmm), one
 // panel per tile, and copies nothing (B is contiguous per k already).
