@@ -59,10 +59,11 @@ std::vector<int64_t> RuleContext::Defaults() const {
   // inlined).
   for (size_t p = 0; p < pad_slot.size(); ++p) {
     // (Rows narrower than a vector stay scalar with the padding inlined: kept at root.)
-    const bool inline_pad =
-        (an.plain_input_conv ? space_.pad_reuse_[p] <= kInlinePlainInputPadMaxReuse
-                             : !an.blocked_conv && space_.pad_reuse_[p] <= kInlinePadMaxReuse) &&
-        !shape.empty() && shape.back() >= lanes;
+    const double max_reuse =
+        an.plain_input_conv ? kInlinePlainInputPadMaxReuse : kInlinePadMaxReuse;
+    const bool inline_pad = (an.plain_input_conv || !an.blocked_conv) &&
+                            space_.pad_reuse_[p] <= max_reuse && !shape.empty() &&
+                            shape.back() >= lanes;
     d[pad_slot[p]] = Nearest(pad_slot[p], inline_pad ? 0 : 1);
   }
   // Long row reductions as vector partial results (softmax 1536x128 on AVX2: 1.04 ms

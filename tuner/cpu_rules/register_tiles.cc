@@ -61,6 +61,8 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
   // that no unrolled copy runs guarded past its end (a 5x5 window unrolled by 4 runs a second,
   // mostly guarded copy: depthwise 5x5 NCHW, 240 channels at 28x28).
   const int64_t inner_reduce = c.an.reduce_extents.empty() ? 0 : c.an.reduce_extents.back();
+  int64_t reduce = 1;  // elements reduced into each output
+  for (int64_t e : c.an.reduce_extents) reduce *= e;
   for (const Shape& sh : shapes) {
     if (c.Full()) break;
     std::vector<int64_t> d = c.Defaults();
@@ -102,8 +104,6 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
     // vector, bound by the add's latency: more accumulators from the outer axes the shape
     // leaves at 1 (channel blocks), as long as every core keeps two tasks. PP-OCR det's pool
     // over 96 channels at 160x160 on AVX2: one block a task 226 us, three blocks 77 us.
-    int64_t reduce = 1;
-    for (int64_t e : c.an.reduce_extents) reduce *= e;
     if (n >= 4 && reduce >= kLongReduction) {
       int64_t vectors = 1;
       for (size_t a = 0; a < n; ++a) {
