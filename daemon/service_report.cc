@@ -44,6 +44,13 @@ absl::Status CheckReport(const v1::ReportRequest& req, int max_tasks) {
     if (!v1::ErrorClass_IsValid(r.error_class())) {
       return absl::InvalidArgumentError(absl::StrCat("results[", i, "]: unknown error class"));
     }
+    // A worker without the device hands the task back (its Measurer's FailedPrecondition);
+    // no_device says nothing about the candidate and is never stored.
+    if (r.error_class() == v1::NO_DEVICE) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("results[", i, "] ('", r.candidate_id(),
+                       "'): no_device is not a measurement (hand the task back instead)"));
+    }
   }
   if (req.tasks_size() > max_tasks) {
     return absl::InvalidArgumentError(

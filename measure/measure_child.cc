@@ -17,6 +17,8 @@
 #include <immintrin.h>
 #endif
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "codegen/cpu_kernel.h"
 #include "codegen/host.h"
@@ -135,9 +137,42 @@ double MaxClockGhz() {
 bool g_must_exit = false;
 
 lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData& d,
-                                     const ir::Trace& trace);
+                                     const ir::Trace& trace, int gpu_ordinal);
 
 }  // namespace
+
+absl::StatusOr<ChildOptions> ParseChildArgs(const std::vector<std::string>& args) {
+  ChildOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a != "--gpu" && a != "--emulate") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", a, "'"));
+    }
+    if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+    const std::string& v = args[++i];
+    if (a == "--gpu") {
+      if (!absl::SimpleAtoi(v, &o.gpu_ordinal) || o.gpu_ordinal < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--gpu ", v, ": not a GPU ordinal (0, 1, ...)"));
+      }
+    } else if (!absl::StartsWith(v, "sm_") || v.size() < 5) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--emulate ", v, ": not a GPU architecture (sm_80, sm_90, ...)"));
+    } else {
+      o.emulated_arch = v;
+    }
+  }
+  return o;
+}
+
+std::vector<std::string> ChildArgs(const ChildOptions& options) {
+  std::vector<std::string> a = {"--gpu", std::to_string(options.gpu_ordinal)};
+  if (!options.emulated_arch.empty()) {
+    a.push_back("--emulate");
+    a.push_back(options.emulated_arch);
+  }
+  return a;
+}
 
 // The lines are written back first where dirty, as a model's weights are when their step comes
 // round again.
@@ -186,7 +221,8 @@ double HostPeakGflops() {
   return lanes * 2 /*FMA units*/ * 2 /*flops per FMA*/ * cpu.cores * MaxClockGhz();
 }
 
-lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) {
+lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req,
+                                          const ChildOptions& options) {
   lathe::v1::MeasureResult r;
   r.set_candidate_id(req.candidate_id());
   auto fail = [&](lathe::v1::ErrorClass c, std::string msg) {
@@ -205,11 +241,10 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   if (absl::StatusOr<ir::Target> target = ir::ParseTarget(trace->target);
       target.ok() && target->is_gpu()) {
     // The parent's choice: the GPU emulator for an architecture, or a GPU.
-    const char* emu = std::getenv("LATHE_MEASURE_EMU");
-    if (emu && *emu) {
-      return MeasureEmulated(req, d.workload, d.args, d.reference, *trace, emu);
+    if (!options.emulated_arch.empty()) {
+      return MeasureEmulated(req, d.workload, d.args, d.reference, *trace, options.emulated_arch);
     }
-    return MeasureCuda(req, d, *trace);
+    return MeasureCuda(req, d, *trace, options.gpu_ordinal);
   }
   auto sch = ir::ApplyTrace(d.workload, *trace);
   if (!sch.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(sch.status().message()));
@@ -289,7 +324,7 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req) 
   return r;
 }
 
-int RunMeasureChild(int in_fd, int out_fd) {
+int RunMeasureChild(int in_fd, int out_fd, const ChildOptions& options) {
   for (;;) {
     auto frame = ReadFrame(in_fd, -1);
     if (!frame.ok()) return absl::IsUnavailable(frame.status()) ? 0 : 1;
@@ -299,7 +334,7 @@ int RunMeasureChild(int in_fd, int out_fd) {
       res.set_error_class(lathe::v1::INVALID_SCHEDULE);
       res.set_error_msg("malformed measurement request");
     } else {
-      res = MeasureInProcess(req);
+      res = MeasureInProcess(req, options);
     }
     if (!WriteFrame(out_fd, res.SerializeAsString()).ok()) return 1;
     if (g_must_exit) return 3;
@@ -322,26 +357,21 @@ struct GpuState {
   std::vector<cuda::DeviceBuffer> args;
 };
 
-int GpuOrdinal() {
-  const char* e = std::getenv("LATHE_MEASURE_GPU");
-  return e ? std::atoi(e) : 0;
-}
-
 // The state, created on first use; a failure (no driver, no device) is returned every time.
-absl::StatusOr<GpuState*> GetGpu() {
+absl::StatusOr<GpuState*> GetGpu(int ordinal) {
   static GpuState* state = nullptr;
   static absl::Status failure;
   if (state) return state;
   if (!failure.ok()) return failure;
   auto fail = [&](const absl::Status& st) {
     failure = absl::FailedPreconditionError(
-        absl::StrCat(kNoGpuPrefix, "cuda:", GpuOrdinal(), ": ", st.message()));
+        absl::StrCat("no GPU to measure on: cuda:", ordinal, ": ", st.message()));
     return failure;
   };
   if (!cuda::HaveNvrtc()) return fail(absl::UnimplementedError("this build has no NVRTC"));
-  auto ctx = cuda::CudaContext::Create(GpuOrdinal());
+  auto ctx = cuda::CudaContext::Create(ordinal);
   if (!ctx.ok()) return fail(ctx.status());
-  auto info = (*ctx)->driver().Describe(GpuOrdinal());
+  auto info = (*ctx)->driver().Describe(ordinal);
   if (!info.ok()) return fail(info.status());
   auto s = std::make_unique<GpuState>();
   s->ctx = std::move(*ctx);
@@ -374,7 +404,7 @@ absl::Status PrepareArgs(GpuState& g, WorkloadData& d) {
 }
 
 lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData& d,
-                                     const ir::Trace& trace) {
+                                     const ir::Trace& trace, int gpu_ordinal) {
   lathe::v1::MeasureResult r;
   r.set_candidate_id(req.candidate_id());
   auto fail = [&](lathe::v1::ErrorClass c, absl::string_view msg) {
@@ -387,8 +417,8 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
     if (cuda::IsStickyCudaError(st)) g_must_exit = true;
     return fail(lathe::v1::RUNTIME_ERROR, st.message());
   };
-  auto gpu = GetGpu();
-  if (!gpu.ok()) return fail(lathe::v1::RUNTIME_ERROR, gpu.status().message());
+  auto gpu = GetGpu(gpu_ordinal);
+  if (!gpu.ok()) return fail(lathe::v1::NO_DEVICE, gpu.status().message());
   GpuState& g = **gpu;
   auto t0 = Clock::now();
   auto sch = ir::ApplyTrace(d.workload, trace);
@@ -478,13 +508,12 @@ lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, Workl
 #else  // !LATHE_HAVE_CUDA_BACKEND
 
 lathe::v1::MeasureResult MeasureCuda(const lathe::v1::MeasureRequest& req, WorkloadData&,
-                                     const ir::Trace&) {
+                                     const ir::Trace&, int gpu_ordinal) {
   lathe::v1::MeasureResult r;
   r.set_candidate_id(req.candidate_id());
-  r.set_error_class(lathe::v1::RUNTIME_ERROR);
-  r.set_error_msg(absl::StrCat(kNoGpuPrefix,
-                               "this lathe-measure was built without the CUDA "
-                               "backend"));
+  r.set_error_class(lathe::v1::NO_DEVICE);
+  r.set_error_msg(absl::StrCat("no GPU to measure on: cuda:", gpu_ordinal,
+                               ": this lathe-measure was built without the CUDA backend"));
   return r;
 }
 

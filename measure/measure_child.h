@@ -6,38 +6,51 @@
 // kept, median and coefficient of variation, roofline sanity check), and writes a
 // MeasureResult frame on `out_fd`.
 //
-// Requests whose trace targets "cuda" are measured on the GPU named by $LATHE_MEASURE_GPU
-// (an ordinal, default 0; one child per GPU, the parent chooses): the trace is lowered to
-// CUDA C, checked against the device's launch limits (invalid_schedule), compiled by NVRTC
-// for the device's architecture (compile_error), refused when ptxas's figures (registers,
-// shared memory) exceed what the device can launch (invalid_schedule, naming them), loaded with the
+// Requests whose trace targets "cuda" are measured on the GPU named by ChildOptions::gpu_ordinal
+// (`lathe-measure --gpu N`, default 0; one child per GPU, the parent chooses): the trace is lowered
+// to CUDA C, checked against the device's launch limits (invalid_schedule), compiled by NVRTC for
+// the device's architecture (compile_error), refused when ptxas's figures (registers, shared
+// memory) exceed what the device can launch (invalid_schedule, naming them), loaded with the
 // dlopen'd driver, run on the same seeded inputs and checked against the CPU reference, then timed
 // with CUDA events (warm-up, repeats until min_repeat_ms, 50 ms by default), the L2 cache flushed
 // before each timed run when flush_cache is set (a buffer twice the L2 size is overwritten). A
 // sticky CUDA error (illegal address, launch failure) is reported as runtime_error and the child
 // exits after answering: its context is unusable. Without a driver or device the result is
-// runtime_error with a message starting with kNoGpuPrefix (the Measurer turns that into a
+// no_device, its message naming the device and the cause (the Measurer turns that into a
 // FailedPrecondition status). Test-only fault "illegal_access" makes the kernel store out of
-// bounds. When $LATHE_MEASURE_EMU names an architecture ("sm_90"), cuda requests are measured
-// on the GPU emulator instead (measure_emulated.h), without a GPU.
+// bounds. When ChildOptions::emulated_arch names an architecture ("sm_90", `lathe-measure
+// --emulate sm_90`), cuda requests are measured on the GPU emulator instead
+// (measure_emulated.h), without a GPU.
 #ifndef LATHE_MEASURE_MEASURE_CHILD_H_
 #define LATHE_MEASURE_MEASURE_CHILD_H_
 
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "ir/workload.h"
 #include "lathe/v1/measure.pb.h"
 
 namespace lathe::measure {
 
-// How a cuda request's error message starts when this process has no usable GPU.
-inline constexpr char kNoGpuPrefix[] = "no gpu to measure on: ";
+// What one child measures on, fixed for its life (the Measurer passes it on the command line).
+struct ChildOptions {
+  int gpu_ordinal = 0;        // cuda requests: this GPU
+  std::string emulated_arch;  // non-empty ("sm_90"): cuda requests on the GPU emulator instead
+};
+
+// `lathe-measure`'s command line: [--gpu N] [--emulate sm_XX]. A malformed one is an
+// InvalidArgument naming the argument.
+absl::StatusOr<ChildOptions> ParseChildArgs(const std::vector<std::string>& args);
+// The command line that ParseChildArgs reads back as `options`.
+std::vector<std::string> ChildArgs(const ChildOptions& options);
 
 // Serves requests until `in_fd` reaches end of file; returns the process exit status.
-int RunMeasureChild(int in_fd, int out_fd);
+int RunMeasureChild(int in_fd, int out_fd, const ChildOptions& options = {});
 
 // Measures one request in this process (what the child does for each frame).
-lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& request);
+lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& request,
+                                          const ChildOptions& options = {});
 
 // Test-only fault injection, outside the measurement protocol: when $LATHE_TEST_FAULTS names a
 // file (a test's fault plan: lines "CANDIDATE_ID FAULT"), the fault planned for this candidate:

@@ -71,8 +71,8 @@ lathe::v1::MeasureResult MeasureEmulated(const lathe::v1::MeasureRequest& req,
     case gpuemu::Outcome::kWrongAnswer:
       return fail(lathe::v1::WRONG_ANSWER, v.message);
     case gpuemu::Outcome::kUnavailable:
-      return fail(lathe::v1::RUNTIME_ERROR,
-                  absl::StrCat(kNoGpuPrefix, "cuda-emu:", arch, ": ", v.message));
+      return fail(lathe::v1::NO_DEVICE,
+                  absl::StrCat("no GPU emulator to measure on: cuda-emu:", arch, ": ", v.message));
   }
   if (fault == "wrong") {
     return fail(lathe::v1::WRONG_ANSWER, "test fault: output perturbed");
@@ -102,8 +102,8 @@ lathe::v1::MeasureResult MeasureEmulated(const lathe::v1::MeasureRequest& req, c
                                          const std::string& arch) {
   lathe::v1::MeasureResult r;
   r.set_candidate_id(req.candidate_id());
-  r.set_error_class(lathe::v1::RUNTIME_ERROR);
-  r.set_error_msg(absl::StrCat(kNoGpuPrefix, "cuda-emu:", arch,
+  r.set_error_class(lathe::v1::NO_DEVICE);
+  r.set_error_msg(absl::StrCat("no GPU emulator to measure on: cuda-emu:", arch,
                                ": this lathe-measure was built without the CUDA backend"));
   return r;
 }

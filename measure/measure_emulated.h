@@ -10,7 +10,7 @@
 // invalid_schedule (refused before anything runs); NVRTC or the host compiler refusing the
 // text: compile_error; an illegal address, a sanitizer check or barrier divergence:
 // runtime_error (the emulator is unharmed, the child goes on); a wrong output: wrong_answer.
-// Without NVRTC or a host compiler: runtime_error starting with kNoGpuPrefix. Test-only faults
+// Without NVRTC or a host compiler: no_device. Test-only faults
 // (TestFaultOf, measure_child.h): "crash", "hang", "wrong", and "illegal_access", which makes
 // the candidate's kernels read its first input past its end.
 #ifndef LATHE_MEASURE_MEASURE_EMULATED_H_

@@ -179,18 +179,20 @@ absl::Status Measurer::Spawn() {
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
-  // The GPU first: getenv answers the first entry of a name.
-  std::vector<std::string> env = {absl::StrCat("LATHE_MEASURE_GPU=", options_.gpu_ordinal),
-                                  absl::StrCat("LATHE_MEASURE_EMU=", options_.emulated_arch)};
+  std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   for (const std::string& e : options_.child_env) env.push_back(e);
   std::vector<char*> envp;
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::string path = options_.child_path;
-  char* argv[] = {path.data(), nullptr};
+  std::vector<std::string> args =
+      ChildArgs(ChildOptions{options_.gpu_ordinal, options_.emulated_arch});
+  std::vector<char*> argv = {path.data()};
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_t pid;
-  int rc = posix_spawn(&pid, path.c_str(), &fa, &attr, argv, envp.data());
+  int rc = posix_spawn(&pid, path.c_str(), &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   close(in[0]);
@@ -241,7 +243,7 @@ absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
   if (gpu && options_.emulated_arch.empty()) {
     if (absl::Status s = GpuPresent(options_.gpu_ordinal); !s.ok()) {
       return absl::FailedPreconditionError(
-          absl::StrCat(kNoGpuPrefix, "cuda:", options_.gpu_ordinal, ": ", s.message()));
+          absl::StrCat("no GPU to measure on: cuda:", options_.gpu_ordinal, ": ", s.message()));
     }
   }
   if (pid_ <= 0) {
@@ -254,10 +256,10 @@ absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
       st.ok() ? ReadFrame(from_child_, static_cast<int>(options_.timeout_s * 1000))
               : absl::StatusOr<std::string>(st);
   if (reply.ok() && result.ParseFromString(*reply)) {
+    if (result.error_class() == lathe::v1::NO_DEVICE) {
+      return absl::FailedPreconditionError(result.error_msg());
+    }
     if (gpu && result.error_class() == lathe::v1::RUNTIME_ERROR) {
-      if (absl::StartsWith(result.error_msg(), kNoGpuPrefix)) {
-        return absl::FailedPreconditionError(result.error_msg());
-      }
       // The emulator reports a candidate's fault without being harmed by it.
       if (!options_.emulated_arch.empty()) return result;
       // The child's context may be poisoned (it exits after a sticky error): replace it now,

@@ -725,6 +725,12 @@ TEST_F(ServiceTest, MalformedRequestsAreInvalidArgument) {
   rep.mutable_results(0)->set_candidate_id("x");
   rep.mutable_results(0)->set_median_us(-1);
   EXPECT_EQ(code(worker_->Report(Ctx().get(), rep, &rp)), kInvalid);
+  // "no device here" is the worker's business (it hands the task back), never a result.
+  rep.mutable_results(0)->set_median_us(0);
+  rep.mutable_results(0)->set_error_class(v1::NO_DEVICE);
+  grpc::Status nd = worker_->Report(Ctx().get(), rep, &rp);
+  EXPECT_EQ(code(nd), kInvalid);
+  EXPECT_NE(nd.error_message().find("no_device"), std::string::npos) << nd.error_message();
 
   v1::HeartbeatRequest hb;
   v1::HeartbeatResponse hr;

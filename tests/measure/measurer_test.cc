@@ -269,7 +269,7 @@ TEST(MeasurerTest, CudaCandidateWithoutGpuIsAClearErrorAndTheMeasurerGoesOn) {
   auto r = m->Measure(GpuRequest("g1", "matmul:m=17,n=31,k=13", 1));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
-  EXPECT_TRUE(absl::StartsWith(r.status().message(), kNoGpuPrefix)) << r.status();
+  EXPECT_NE(r.status().message().find("no GPU to measure on"), std::string::npos) << r.status();
   EXPECT_NE(r.status().message().find("cuda:0"), std::string::npos) << r.status();
   // The CPU still measures, with the same child.
   auto good = m->Measure(Request("after"));
@@ -278,8 +278,36 @@ TEST(MeasurerTest, CudaCandidateWithoutGpuIsAClearErrorAndTheMeasurerGoesOn) {
   EXPECT_EQ(m->restarts(), 0);
   // The child itself, asked directly, answers a runtime error naming the cause.
   auto direct = MeasureInProcess(GpuRequest("g2", "softmax:m=5,n=17", 2));
-  EXPECT_EQ(direct.error_class(), lathe::v1::RUNTIME_ERROR);
-  EXPECT_TRUE(absl::StartsWith(direct.error_msg(), kNoGpuPrefix)) << direct.error_msg();
+  EXPECT_EQ(direct.error_class(), lathe::v1::NO_DEVICE) << direct.error_msg();
+  EXPECT_NE(direct.error_msg().find("cuda:0"), std::string::npos) << direct.error_msg();
+  // ... and on the ordinal it was started with.
+  ChildOptions on3;
+  on3.gpu_ordinal = 3;
+  auto third = MeasureInProcess(GpuRequest("g3", "softmax:m=5,n=17", 2), on3);
+  EXPECT_EQ(third.error_class(), lathe::v1::NO_DEVICE) << third.error_msg();
+}
+
+// The child's command line: what the Measurer passes comes back as it was; anything else is
+// refused, naming the argument.
+TEST(MeasurerTest, ChildCommandLineRoundTripsAndRefusesGarbage) {
+  ChildOptions o;
+  o.gpu_ordinal = 2;
+  o.emulated_arch = "sm_90";
+  absl::StatusOr<ChildOptions> back = ParseChildArgs(ChildArgs(o));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->gpu_ordinal, 2);
+  EXPECT_EQ(back->emulated_arch, "sm_90");
+  absl::StatusOr<ChildOptions> none = ParseChildArgs({});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->gpu_ordinal, 0);
+  EXPECT_TRUE(none->emulated_arch.empty());
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--gpu"}, {"--gpu", "-1"}, {"--gpu", "x"}, {"--emulate", "90"}, {"--verbose"}}) {
+    absl::StatusOr<ChildOptions> r = ParseChildArgs(bad);
+    ASSERT_FALSE(r.ok()) << bad[0];
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(bad[0]), std::string::npos) << r.status();
+  }
 }
 
 TEST(MeasurerTest, GpuDevicesMeasureWithTheirOwnOrdinal) {
