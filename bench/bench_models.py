@@ -11,7 +11,9 @@ other runtimes' threads have stopped spinning), and the medians printed side by 
 lathe build as a ratio against both (x ORT, x OpenVINO: above 1 is faster), with the max error
 of lathe's and OpenVINO's outputs against ONNX Runtime's, and where lathe's time goes (the
 slowest steps, `lathe run --profile`) next to where OpenVINO's goes (its PERF_COUNT profile:
-the kernel it chose for each node and its time) with --profile.
+the kernel it chose for each node and its time) with --profile; with --profile and --db also
+the tuned whole run against the sum of its steps' records (the tuner's objective: each record
+timed alone, with warm caches).
 
 Run with the venv of scripts/model-venv.sh:
   build/model-venv/bin/python bench/bench_models.py --lathe build/bin/lathe [--db tuned.db]
@@ -220,6 +222,18 @@ def main():
             prof = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             print(f"    lathe: steps add up to {sum(p['ms'] for p in prof['profile']):.2f} ms; "
                   f"the slowest:")
+            rec_ms = prof.get("records_ms", 0.0)
+            if a.db and rec_ms > 0:
+                # The tuner's objective against what the model takes: the records timed alone
+                # (warm caches) beside the whole run's median of the alternated rounds.
+                whole = row[("tuned" if "," not in a.layouts else "tuned-" + a.layouts.split(",")[0])
+                            + "_ms"]
+                row["records_ms"] = rec_ms
+                row["whole_vs_records"] = whole / rec_ms
+                missing = prof.get("steps_without_record", 0)
+                print(f"    whole run {whole:.2f} ms against its records' sum {rec_ms:.2f} ms: "
+                      f"{whole / rec_ms:.2f}x"
+                      + (f" ({missing} steps without a record)" if missing else ""))
             for p in prof["profile"][:a.top]:
                 print(f"    {100 * p['share']:5.1f}% {p['ms']:7.3f} ms  {p['workload']}  [{p['origin']}]")
             if ovm:

@@ -7,7 +7,7 @@
 // record's latency.
 //
 // Usage: bench_built_kernel (--db PATH [--workload SPEC ...] | --trace FILE ...) [--rounds N]
-//                           [--seconds S] [--cold-weights]
+//                           [--seconds S] [--cold-weights] [--cold-output] [--cold-all]
 //   --workload  workloads to look up (default: every workload with an ok record on this
 //               machine's device class)
 //   --trace     time this schedule trace (JSON, as `lathe build --trace` reads) instead of a
@@ -19,6 +19,10 @@
 //               packed B, bias, scale, shift, ...) evicted from every cache level before each
 //               call (not timed), as a model's weights arrive when their step comes round again
 //               and as `lathe tune --weights cold` times them
+//   --cold-output   another column: page-aligned, the output evicted before each call, as a
+//               model's step writes into arena memory that earlier steps pushed out of the caches
+//   --cold-all  another column: every argument evicted (inputs, parameters, output), as a step
+//               of a model whose activations outgrow the caches finds its data
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -86,7 +90,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> specs, trace_files;
   int rounds = 5;
   double seconds = 0.3;
-  bool cold = false;
+  bool cold = false, cold_output = false, cold_all = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -108,10 +112,15 @@ int Main(int argc, char** argv) {
       seconds = std::atof(value().c_str());
     } else if (a == "--cold-weights") {
       cold = true;
+    } else if (a == "--cold-output") {
+      cold_output = true;
+    } else if (a == "--cold-all") {
+      cold_all = true;
     } else {
       std::fprintf(stderr,
                    "usage: bench_built_kernel (--db PATH [--workload SPEC ...] | --trace FILE "
-                   "...) [--rounds N] [--seconds S] [--cold-weights]\n");
+                   "...) [--rounds N] [--seconds S] [--cold-weights] [--cold-output] "
+                   "[--cold-all]\n");
       return 2;
     }
   }
@@ -166,8 +175,11 @@ int Main(int argc, char** argv) {
               dc.c_str(), rounds, seconds);
   std::printf(
       "| workload | record us | built, 16 B past a line us | built, page-aligned us | "
-      "16 B / record | page / record |%s\n|---|---|---|---|---|---|%s\n",
-      cold ? " page-aligned, weights evicted us |" : "", cold ? "---|" : "");
+      "16 B / record | page / record |%s%s%s\n|---|---|---|---|---|---|%s%s%s\n",
+      cold ? " page-aligned, weights evicted us |" : "",
+      cold_output ? " page-aligned, output evicted us |" : "",
+      cold_all ? " page-aligned, all evicted us |" : "", cold ? "---|" : "",
+      cold_output ? "---|" : "", cold_all ? "---|" : "");
   int status = 0;
   for (const std::string& spec : specs) {
     absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec);
@@ -210,16 +222,23 @@ int Main(int argc, char** argv) {
     const std::vector<size_t> params = measure::ParameterArgs(*w);
     std::vector<size_t> sizes;
     for (const std::vector<float>& a : args) sizes.push_back(a.size());
-    std::vector<double> user_s, page_s, cold_s;
+    const std::vector<size_t> output = {args.size() - 1};
+    std::vector<size_t> all(args.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    std::vector<double> user_s, page_s, cold_s, cold_out_s, cold_all_s;
     for (int r = 0; r < rounds; ++r) {
       user_s.push_back(MedianTime(fn, user, seconds));
       page_s.push_back(MedianTime(fn, page, seconds));
       if (cold) cold_s.push_back(ColdTime(fn, page, params, sizes, seconds));
+      if (cold_output) cold_out_s.push_back(ColdTime(fn, page, output, sizes, seconds));
+      if (cold_all) cold_all_s.push_back(ColdTime(fn, page, all, sizes, seconds));
     }
     const double rec = job.record_us;
     const double u = MedianOf(user_s) * 1e6, pg = MedianOf(page_s) * 1e6;
-    const std::string cold_col =
+    std::string cold_col =
         cold ? absl::StrFormat(" %.1f |", MedianOf(cold_s) * 1e6) : std::string();
+    if (cold_output) cold_col += absl::StrFormat(" %.1f |", MedianOf(cold_out_s) * 1e6);
+    if (cold_all) cold_col += absl::StrFormat(" %.1f |", MedianOf(cold_all_s) * 1e6);
     if (rec > 0) {
       std::printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |%s\n", job.label.c_str(), rec, u, pg,
                   u / rec, pg / rec, cold_col.c_str());

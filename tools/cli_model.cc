@@ -221,6 +221,14 @@ std::string OriginSummary(const std::vector<std::string>& origins, int* from_rec
                      static_cast<int>(origins.size()) - rec);
 }
 
+// The latency of the record a kernel came from ("record 812.5 us"), or a negative value for a
+// default schedule.
+double RecordUs(const std::string& origin) {
+  double us = -1;
+  if (std::sscanf(origin.c_str(), "record %lf us", &us) != 1) return -1;
+  return us;
+}
+
 // Runs a compiled model as `lathe run` does (one warm-up, --repeat timed runs, --profile,
 // --dump) and prints the report. M is model::CompiledModel or, with the CUDA backend,
 // gpumodel::GpuModel: plan(), origins(), Run and RunProfiled. `device`: the GPU's
@@ -296,6 +304,18 @@ int RunAndReport(const std::string& cmd, const ModelCliOptions& o, const M& m,
     step_total += step_s[i];
   }
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_s[a] > step_s[b]; });
+  // What the tuner's objective says the run should take: the steps' records added up (each
+  // timed alone, warm), for the steps that have one.
+  double records_us = 0;
+  int without_record = 0;
+  for (const model::PlanStep& st : pl.steps) {
+    const double us = RecordUs(m.origins()[st.kernel]);
+    if (us < 0) {
+      ++without_record;
+    } else {
+      records_us += us;
+    }
+  }
   if (o.json) {
     nlohmann::json j;
     j["model"] = o.model;
@@ -316,6 +336,8 @@ int RunAndReport(const std::string& cmd, const ModelCliOptions& o, const M& m,
     }
     if (o.profile) {
       j["profile_steps_ms"] = 1e3 * step_total / o.repeat;
+      j["records_ms"] = records_us / 1e3;
+      j["steps_without_record"] = without_record;
       j["profile"] = nlohmann::json::array();
       for (size_t i : order) {
         const model::PlanStep& st = pl.steps[i];
@@ -345,6 +367,13 @@ int RunAndReport(const std::string& cmd, const ModelCliOptions& o, const M& m,
         "where the time goes (each step timed within the run, median of {} runs; the steps "
         "add up to {:.3f} ms of the {:.3f} ms run):\n",
         o.repeat, 1e3 * step_total / o.repeat, median_ms);
+    if (without_record < static_cast<int>(pl.steps.size())) {
+      fmt::print("the records of {} steps add up to {:.3f} ms (the tuner's objective){}\n",
+                 pl.steps.size() - without_record, records_us / 1e3,
+                 without_record == 0
+                     ? ""
+                     : fmt::format("; {} steps run default schedules", without_record));
+    }
     for (size_t r = 0; r < order.size() && r < 15; ++r) {
       const model::PlanStep& st = pl.steps[order[r]];
       fmt::print("  {:6.3f} ms {:5.1f}%  {}  [{}]  {}\n", 1e3 * step_s[order[r]] / o.repeat,

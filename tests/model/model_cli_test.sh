@@ -48,6 +48,13 @@ check "run --feed --dump matches ONNX's expected output" \
   "'$lathe' run --model '$model' --feed x='$tmp/in.bin' --dump '$tmp/run' --repeat 3 --json > '$tmp/run.json' && cmp_out '$tmp/run/0.bin' '$expected'"
 check "run --json prints latency_ms and outputs" \
   "grep -q '\"latency_ms\"' '$tmp/run.json' && grep -q '\"file\":\"$tmp/run/0.bin\"' '$tmp/run.json'"
+# --profile: each step's time and, where the database has them, what the steps' records add
+# up to (the tuner's objective), against the steps without one.
+"$lathe" tune --model "$model" --db "$tmp/t.db" --trials 4 --seed 1 > /dev/null 2>&1
+check "run --profile --json adds up the records of the tuned steps" \
+  "'$lathe' run --model '$model' --db '$tmp/t.db' --profile --repeat 2 --json > '$tmp/prof.json' && $py -c \"import json; d = json.load(open('$tmp/prof.json')); assert d['steps_without_record'] == 0 and d['records_ms'] > 0 and d['profile_steps_ms'] > 0, d\""
+check "... and counts the steps that run default schedules" \
+  "'$lathe' run --model '$model' --default-schedules --profile --repeat 2 --json > '$tmp/prof0.json' && $py -c \"import json; d = json.load(open('$tmp/prof0.json')); assert d['records_ms'] == 0 and d['steps_without_record'] == d['steps'] > 0, d\""
 check "build --model writes a library a C program runs" \
   "'$lathe' build --model '$model' --out '$tmp/m.so' --schedule default > /dev/null && mkdir -p '$tmp/so' && '$runso' '$tmp/m.so' '$tmp/in.bin' '$tmp/so' > /dev/null && cmp_out '$tmp/so/0.bin' '$expected'"
 check "the library needs only libc and libm" \
