@@ -220,8 +220,6 @@ def main():
                    "--repeat", "5", "--profile", "--json", "--layout", a.layouts.split(",")[0]]
             cmd += ["--db", a.db] if a.db else ["--default-schedules"]
             prof = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            print(f"    lathe: steps add up to {sum(p['ms'] for p in prof['profile']):.2f} ms; "
-                  f"the slowest:")
             rec_ms = prof.get("records_ms", 0.0)
             if a.db and rec_ms > 0:
                 # The tuner's objective against what the model takes: the records timed alone
@@ -234,6 +232,8 @@ def main():
                 print(f"    whole run {whole:.2f} ms against its records' sum {rec_ms:.2f} ms: "
                       f"{whole / rec_ms:.2f}x"
                       + (f" ({missing} steps without a record)" if missing else ""))
+            print(f"    lathe: steps add up to {sum(p['ms'] for p in prof['profile']):.2f} ms; "
+                  f"the slowest:")
             for p in prof["profile"][:a.top]:
                 print(f"    {100 * p['share']:5.1f}% {p['ms']:7.3f} ms  {p['workload']}  [{p['origin']}]")
             if ovm:
