@@ -90,7 +90,9 @@ int Main(int argc, char** argv) {
   std::vector<std::string> specs, trace_files;
   int rounds = 5;
   double seconds = 0.3;
-  bool cold = false, cold_output = false, cold_all = false;
+  // The evicted-argument columns asked for, in this order.
+  enum class Evict { kWeights, kOutput, kAll };
+  std::vector<Evict> cold;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -111,11 +113,11 @@ int Main(int argc, char** argv) {
     } else if (a == "--seconds") {
       seconds = std::atof(value().c_str());
     } else if (a == "--cold-weights") {
-      cold = true;
+      cold.push_back(Evict::kWeights);
     } else if (a == "--cold-output") {
-      cold_output = true;
+      cold.push_back(Evict::kOutput);
     } else if (a == "--cold-all") {
-      cold_all = true;
+      cold.push_back(Evict::kAll);
     } else {
       std::fprintf(stderr,
                    "usage: bench_built_kernel (--db PATH [--workload SPEC ...] | --trace FILE "
@@ -173,13 +175,17 @@ int Main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   std::printf("# built kernels against their records (%s, %d rounds x %.1f s per placement)\n\n",
               dc.c_str(), rounds, seconds);
+  std::string cold_head, cold_rule;
+  for (Evict e : cold) {
+    cold_head += e == Evict::kWeights  ? " page-aligned, weights evicted us |"
+                 : e == Evict::kOutput ? " page-aligned, output evicted us |"
+                                       : " page-aligned, all evicted us |";
+    cold_rule += "---|";
+  }
   std::printf(
       "| workload | record us | built, 16 B past a line us | built, page-aligned us | "
-      "16 B / record | page / record |%s%s%s\n|---|---|---|---|---|---|%s%s%s\n",
-      cold ? " page-aligned, weights evicted us |" : "",
-      cold_output ? " page-aligned, output evicted us |" : "",
-      cold_all ? " page-aligned, all evicted us |" : "", cold ? "---|" : "",
-      cold_output ? "---|" : "", cold_all ? "---|" : "");
+      "16 B / record | page / record |%s\n|---|---|---|---|---|---|%s\n",
+      cold_head.c_str(), cold_rule.c_str());
   int status = 0;
   for (const std::string& spec : specs) {
     absl::StatusOr<ir::Workload> w = ir::MakeWorkload(spec);
@@ -219,26 +225,32 @@ int Main(int argc, char** argv) {
     std::vector<std::vector<float>> args = ir::AllocateArgs(*w);
     ir::FillRandomInputs(args, /*seed=*/7);
     Placed user(args, 64, kMallocOffset), page(args, 4096, codegen::kTimedBufferOffset);
-    const std::vector<size_t> params = measure::ParameterArgs(*w);
-    std::vector<size_t> sizes;
-    for (const std::vector<float>& a : args) sizes.push_back(a.size());
-    const std::vector<size_t> output = {args.size() - 1};
-    std::vector<size_t> all(args.size());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    std::vector<double> user_s, page_s, cold_s, cold_out_s, cold_all_s;
+    std::vector<size_t> sizes, all;
+    for (const std::vector<float>& a : args) {
+      all.push_back(sizes.size());
+      sizes.push_back(a.size());
+    }
+    // Per column: the arguments evicted, and its rounds' medians.
+    std::vector<std::vector<size_t>> evicted;
+    for (Evict e : cold) {
+      evicted.push_back(e == Evict::kWeights  ? measure::ParameterArgs(*w)
+                        : e == Evict::kOutput ? std::vector<size_t>{args.size() - 1}
+                                              : all);
+    }
+    std::vector<double> user_s, page_s;
+    std::vector<std::vector<double>> cold_s(cold.size());
     for (int r = 0; r < rounds; ++r) {
       user_s.push_back(MedianTime(fn, user, seconds));
       page_s.push_back(MedianTime(fn, page, seconds));
-      if (cold) cold_s.push_back(ColdTime(fn, page, params, sizes, seconds));
-      if (cold_output) cold_out_s.push_back(ColdTime(fn, page, output, sizes, seconds));
-      if (cold_all) cold_all_s.push_back(ColdTime(fn, page, all, sizes, seconds));
+      for (size_t k = 0; k < cold.size(); ++k) {
+        cold_s[k].push_back(ColdTime(fn, page, evicted[k], sizes, seconds));
+      }
     }
     const double rec = job.record_us;
     const double u = MedianOf(user_s) * 1e6, pg = MedianOf(page_s) * 1e6;
-    std::string cold_col =
-        cold ? absl::StrFormat(" %.1f |", MedianOf(cold_s) * 1e6) : std::string();
-    if (cold_output) cold_col += absl::StrFormat(" %.1f |", MedianOf(cold_out_s) * 1e6);
-    if (cold_all) cold_col += absl::StrFormat(" %.1f |", MedianOf(cold_all_s) * 1e6);
+    std::string cold_col;
+    for (const std::vector<double>& t : cold_s)
+      cold_col += absl::StrFormat(" %.1f |", MedianOf(t) * 1e6);
     if (rec > 0) {
       std::printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |%s\n", job.label.c_str(), rec, u, pg,
                   u / rec, pg / rec, cold_col.c_str());

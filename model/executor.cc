@@ -36,9 +36,7 @@ class DbSchedules : public ScheduleSource {
         absl::StatusOr<ir::Schedule> s =
             t.ok() ? ir::ApplyTrace(w, *t) : absl::StatusOr<ir::Schedule>(t.status());
         if (s.ok()) {
-          char buf[64];
-          std::snprintf(buf, sizeof(buf), "record %.1f us", r->record->median_us);
-          *origin = buf;
+          *origin = RecordOrigin(r->record->median_us);
           return s;
         }
         why = absl::StrCat(" (the stored record does not replay: ", s.status().message(), ")");
@@ -78,6 +76,18 @@ absl::Status ParallelFor(int n, int jobs, const std::function<absl::Status(int)>
 }
 
 }  // namespace
+
+std::string RecordOrigin(double median_us) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "record %.1f us", median_us);
+  return buf;
+}
+
+double RecordUsOf(const std::string& origin) {
+  double us = -1;
+  if (std::sscanf(origin.c_str(), "record %lf us", &us) != 1) return -1;
+  return us;
+}
 
 std::unique_ptr<ScheduleSource> DatabaseSchedules(db::Database* db, std::string device_class,
                                                   DefaultScheduleFn fallback) {

@@ -29,6 +29,11 @@ class ScheduleSource {
   virtual absl::StatusOr<ir::Schedule> Get(const ir::Workload& w, std::string* origin) const = 0;
 };
 
+// A record's origin text ("record 812.5 us", its median latency), and the latency back from
+// such a text (negative for any other origin: "default", ...).
+std::string RecordOrigin(double median_us);
+double RecordUsOf(const std::string& origin);
+
 using DefaultScheduleFn = std::function<absl::StatusOr<ir::Schedule>(const ir::Workload&)>;
 
 // The best record of `db` for `device_class` (null db: none), else `fallback` (null: the

@@ -215,18 +215,10 @@ bool MakeInputs(const std::string& cmd, const ModelCliOptions& o, const model::P
 // "12 from records, 30 default" for the kernels' schedule origins.
 std::string OriginSummary(const std::vector<std::string>& origins, int* from_records) {
   int rec = 0;
-  for (const std::string& o : origins) rec += o.rfind("record", 0) == 0;
+  for (const std::string& o : origins) rec += model::RecordUsOf(o) >= 0;
   if (from_records) *from_records = rec;
   return fmt::format("{} from tuning records, {} default", rec,
                      static_cast<int>(origins.size()) - rec);
-}
-
-// The latency of the record a kernel came from ("record 812.5 us"), or a negative value for a
-// default schedule.
-double RecordUs(const std::string& origin) {
-  double us = -1;
-  if (std::sscanf(origin.c_str(), "record %lf us", &us) != 1) return -1;
-  return us;
 }
 
 // Runs a compiled model as `lathe run` does (one warm-up, --repeat timed runs, --profile,
@@ -309,7 +301,7 @@ int RunAndReport(const std::string& cmd, const ModelCliOptions& o, const M& m,
   double records_us = 0;
   int without_record = 0;
   for (const model::PlanStep& st : pl.steps) {
-    const double us = RecordUs(m.origins()[st.kernel]);
+    const double us = model::RecordUsOf(m.origins()[st.kernel]);
     if (us < 0) {
       ++without_record;
     } else {

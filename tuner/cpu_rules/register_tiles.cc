@@ -110,7 +110,8 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
         const int64_t t = d[c.tile_slot[a]];
         vectors *= a + 1 == n ? std::max<int64_t>(1, t / lanes) : t;
       }
-      for (size_t a = n - 3; vectors <= 2 && a-- > 0;) {
+      // The axes outside the last three (rows, columns, the vector), innermost first.
+      for (int a = static_cast<int>(n) - 4; a >= 0 && vectors <= 2; --a) {
         int64_t best = 1;
         for (int64_t t = 2; t * vectors <= kChainAccumulators && t <= shape[a]; ++t) {
           if (shape[a] % t == 0 && shape[a] / t >= 2 * c.target.cores) best = t;
