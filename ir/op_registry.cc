@@ -106,6 +106,16 @@ absl::StatusOr<double> WinogradOutFlops(const WorkloadSpec& spec) {
          outputs * p->epilogue.FlopsPerElement();
 }
 
+absl::StatusOr<double> SepConv2dFlops(const WorkloadSpec& spec) {
+  absl::StatusOr<SepConv2dParams> p = GetSepConv2dParams(spec);
+  if (!p.ok()) return p.status();
+  const double mid = Product({p->dw.n, p->dw.k, p->dw.oh(), p->dw.ow()});
+  const double outputs = Product({p->pw.n, p->pw.k, p->pw.oh(), p->pw.ow()});
+  return 2.0 * mid * static_cast<double>(p->dw.r * p->dw.s) +
+         mid * p->dw.epilogue.FlopsPerElement() + 2.0 * outputs * static_cast<double>(p->pw.c) +
+         outputs * p->pw.epilogue.FlopsPerElement();
+}
+
 const std::vector<std::string> kBools = {"0", "1"};
 
 std::vector<OpInfo>* MakeTable() {
@@ -272,6 +282,19 @@ std::vector<OpInfo>* MakeTable() {
        WinogradOutFlops,
        Build<WinogradParams, GetWinogradParams, WinogradOutOp>,
        in::WinogradSpecReference},
+      {OpKind::kSepConv2d,
+       "sepconv2d",
+       {required("n"), required("c"), required("h"), required("w"), required("k"), required("r"),
+        required("s"), KeyDef{"stride", K::kPair, "1"}, KeyDef{"pad", K::kPads, "0"},
+        KeyDef{"dilation", K::kPair, "1"}, KeyDef{"layout", K::kLayout, nullptr},
+        KeyDef{"dw_epilogue", K::kEpilogue, "none"}, epilogue,
+        KeyDef{"kblock", K::kPositive, nullptr, {}, false, true, true}},
+       "sepconv2d:n=1,c=16,h=9,w=9,k=24,r=3,s=3,pad=1,layout=nchw8c,dw_epilogue=bias_relu,"
+       "epilogue=bias",
+       in::CheckSepConv2dShapes,
+       SepConv2dFlops,
+       Build<SepConv2dParams, GetSepConv2dParams, SepConv2dOp>,
+       in::SepConv2dReference},
   };
 }
 

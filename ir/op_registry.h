@@ -42,6 +42,7 @@ enum class OpKind : uint8_t {
   kReduce,
   kWinogradIn,
   kWinogradOut,
+  kSepConv2d,
 };
 
 // Limits that keep hostile specs from allocating terabytes or overflowing index arithmetic:

@@ -348,6 +348,21 @@ absl::Status CheckLayerNormShapes(const WorkloadSpec& spec) {
 
 absl::Status CheckConv2dShapes(const WorkloadSpec& spec) { return CheckConvShapes(spec, false); }
 
+// Each part as conv2d checks it, the message naming the part.
+absl::Status CheckSepConv2dShapes(const WorkloadSpec& spec) {
+  absl::StatusOr<std::pair<WorkloadSpec, WorkloadSpec>> parts = SepConvParts(spec);
+  if (!parts.ok()) return Invalid(spec.op, std::string(parts.status().message()));
+  absl::StatusOr<SepConv2dParams> p = GetSepConv2dParams(spec);
+  if (!p.ok()) return Invalid(spec.op, std::string(p.status().message()));
+  if (absl::Status s = CheckConv2dShapes(parts->first); !s.ok()) {
+    return Invalid(spec.op, absl::StrCat("depthwise part: ", s.message()));
+  }
+  if (absl::Status s = CheckConv2dShapes(parts->second); !s.ok()) {
+    return Invalid(spec.op, absl::StrCat("1x1 part: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckConvTransposeShapes(const WorkloadSpec& spec) {
   return CheckConvShapes(spec, true);
 }

@@ -121,13 +121,14 @@ double Product(const std::vector<int64_t>& shape) {
 }
 
 std::vector<Tensor> EpilogueInputs(const EpilogueExpr& e, int64_t channels,
-                                   const std::vector<int64_t>& out_shape) {
+                                   const std::vector<int64_t>& out_shape,
+                                   const std::string& prefix) {
   std::vector<Tensor> out;
   for (StepKind k : e.TensorSteps()) {
-    out.push_back(Placeholder(StepName(k), k == StepKind::kRes ? out_shape
-                                           : k == StepKind::kResUp
-                                               ? ResUpShape(e, out_shape)
-                                               : std::vector<int64_t>{channels}));
+    out.push_back(Placeholder(prefix + StepName(k), k == StepKind::kRes ? out_shape
+                                                    : k == StepKind::kResUp
+                                                        ? ResUpShape(e, out_shape)
+                                                        : std::vector<int64_t>{channels}));
   }
   return out;
 }
@@ -144,13 +145,13 @@ Tensor EpilogueStage(const std::string& name, const Tensor& main, const Epilogue
 Tensor EpilogueStage(const std::string& name, const Tensor& main, const EpilogueExpr& e,
                      const std::vector<Tensor>& inputs,
                      const std::function<Expr(const std::vector<Expr>&)>& channel,
-                     std::vector<std::string> axis_names) {
+                     std::vector<std::string> axis_names, const std::string& prefix) {
   return Compute(
       name, main->shape,
       [&](const std::vector<Expr>& idx) {
         return ApplyEpilogue(e, Read(main, idx), [&](StepKind k) {
           for (const Tensor& t : inputs) {
-            if (t->name != StepName(k)) continue;
+            if (t->name != prefix + StepName(k)) continue;
             if (k == StepKind::kRes) return Read(t, idx);
             return Read(t, {channel(idx)});
           }
@@ -301,6 +302,53 @@ absl::StatusOr<Conv2dParams> GetConv2dParams(const WorkloadSpec& spec) {
     p.kblock = p.cblock;
   }
   LATHE_ASSIGN_OR_RETURN(p.epilogue, internal::GetEpilogue(spec));
+  return p;
+}
+
+namespace internal {
+
+absl::StatusOr<std::pair<WorkloadSpec, WorkloadSpec>> SepConvParts(const WorkloadSpec& spec) {
+  if (absl::Status s = ExpectOp(spec, {OpKind::kSepConv2d}); !s.ok()) return s;
+  WorkloadSpec dw{std::string(OpName(OpKind::kConv2d)), {}};
+  WorkloadSpec pw = dw;
+  for (const char* key : {"n", "c", "h", "w", "r", "s", "stride", "pad", "dilation", "layout"}) {
+    auto it = spec.params.find(key);
+    if (it != spec.params.end()) dw.params[key] = it->second;
+  }
+  const std::string c = GetStrOr(spec, "c", "1");
+  dw.params["k"] = c;
+  dw.params["groups"] = c;
+  dw.params["epilogue"] = GetStrOr(spec, "dw_epilogue", "none");
+  absl::StatusOr<Conv2dParams> d = GetConv2dParams(dw);
+  if (!d.ok()) return d.status();
+  for (const char* key : {"n", "k", "layout", "kblock", "epilogue"}) {
+    auto it = spec.params.find(key);
+    if (it != spec.params.end()) pw.params[key] = it->second;
+  }
+  pw.params["c"] = c;
+  pw.params["h"] = absl::StrCat(d->oh());
+  pw.params["w"] = absl::StrCat(d->ow());
+  pw.params["r"] = pw.params["s"] = pw.params["stride"] = pw.params["dilation"] = "1";
+  pw.params["pad"] = "0";
+  pw.params["groups"] = "1";
+  return std::make_pair(std::move(dw), std::move(pw));
+}
+
+}  // namespace internal
+
+absl::StatusOr<SepConv2dParams> GetSepConv2dParams(const WorkloadSpec& spec) {
+  absl::StatusOr<std::pair<WorkloadSpec, WorkloadSpec>> parts = internal::SepConvParts(spec);
+  if (!parts.ok()) return parts.status();
+  SepConv2dParams p;
+  LATHE_ASSIGN_OR_RETURN(p.dw, GetConv2dParams(parts->first));
+  if (!p.dw.blocked() || p.dw.plain_input) {
+    return absl::InvalidArgumentError("sepconv2d needs a blocked layout (nchw{x}c, e.g. nchw8c)");
+  }
+  if (p.dw.epilogue.Has(StepKind::kRes) || p.dw.epilogue.Has(StepKind::kResUp)) {
+    return absl::InvalidArgumentError(
+        "dw_epilogue of sepconv2d takes per-channel steps only (bias, scale, shift; no res)");
+  }
+  LATHE_ASSIGN_OR_RETURN(p.pw, GetConv2dParams(parts->second));
   return p;
 }
 
@@ -482,21 +530,23 @@ OpDefinition MatmulOp(const MatmulParams& p) {
       [channel](const std::vector<Expr>& idx) { return idx[channel]; }, axis_names);
 }
 
-// conv2d in the blocked layout nchw{x}c (see the header).
-OpDefinition Conv2dBlockedOp(const Conv2dParams& p) {
-  const bool has_epilogue = !p.epilogue.empty();
+// The stages of a convolution in the blocked layout nchw{x}c (see the header) reading `in0`,
+// appended to def: its weights `w_name` and epilogue inputs (named after `prefix`) as
+// arguments, the padding, the reduction `conv_name` and, with an epilogue or where
+// `always_epilogue`, the epilogue stage `out_name`. Returns the convolution's result.
+Tensor AppendConv2dBlocked(const Conv2dParams& p, const Tensor& in0, const std::string& w_name,
+                           const std::string& prefix, const std::string& conv_name,
+                           const std::string& out_name, bool always_epilogue, OpDefinition& def) {
+  const bool has_epilogue = !p.epilogue.empty() || always_epilogue;
   const int64_t x = p.cblock, y = p.kblock;
   const int64_t oh = p.oh(), ow = p.ow();
   const bool dw = p.depthwise();
-  OpDefinition def;
-  Tensor in0 = p.plain_input ? Placeholder("X", {p.n, p.c, p.h, p.w})
-                             : Placeholder("X", {p.n, p.c / x, p.h, p.w, x});
-  Tensor wt = dw ? Placeholder("W", {p.k / y, p.r, p.s, y})
-                 : Placeholder("W", {p.k / y, p.c / x, p.r, p.s, x, y});
+  Tensor wt = dw ? Placeholder(w_name, {p.k / y, p.r, p.s, y})
+                 : Placeholder(w_name, {p.k / y, p.c / x, p.r, p.s, x, y});
   std::vector<int64_t> out_shape = {p.n, p.k / y, oh, ow, y};
-  std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.k, out_shape);
-  def.args = {in0, wt};
-  def.tensors = {in0, wt};
+  std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.k, out_shape, prefix);
+  def.args.push_back(wt);
+  def.tensors.push_back(wt);
   for (const Tensor& t : extra) {
     def.args.push_back(t);
     def.tensors.push_back(t);
@@ -513,7 +563,7 @@ OpDefinition Conv2dBlockedOp(const Conv2dParams& p) {
   };
   std::vector<std::string> axis_names = {"n", "k", "y", "x", "kv"};
   Tensor conv = Compute(
-      has_epilogue ? "conv2d" : "Y", out_shape,
+      has_epilogue ? conv_name : out_name, out_shape,
       [&](const std::vector<Expr>& idx) {
         const Expr &nn = idx[0], &kb = idx[1], &yy = idx[2], &xx = idx[3], &kv = idx[4];
         const Expr iy = in_pos(yy, ry, p.stride_h, p.dilation_h);
@@ -531,14 +581,36 @@ OpDefinition Conv2dBlockedOp(const Conv2dParams& p) {
       },
       "reduction", axis_names);
   def.tensors.push_back(conv);
-  Tensor out = conv;
-  if (has_epilogue) {
-    out = EpilogueStage(
-        "Y", conv, p.epilogue, extra,
-        [y](const std::vector<Expr>& idx) { return Add(Mul(idx[1], I(y)), idx[4]); }, axis_names);
-    def.tensors.push_back(out);
-  }
-  def.args.push_back(out);
+  if (!has_epilogue) return conv;
+  Tensor out = EpilogueStage(
+      out_name, conv, p.epilogue, extra,
+      [y](const std::vector<Expr>& idx) { return Add(Mul(idx[1], I(y)), idx[4]); }, axis_names,
+      prefix);
+  def.tensors.push_back(out);
+  return out;
+}
+
+OpDefinition Conv2dBlockedOp(const Conv2dParams& p) {
+  OpDefinition def;
+  Tensor in0 = p.plain_input ? Placeholder("X", {p.n, p.c, p.h, p.w})
+                             : Placeholder("X", {p.n, p.c / p.cblock, p.h, p.w, p.cblock});
+  def.args = {in0};
+  def.tensors = {in0};
+  def.args.push_back(
+      AppendConv2dBlocked(p, in0, "W", "", "conv2d", "Y", /*always_epilogue=*/false, def));
+  return def;
+}
+
+OpDefinition SepConv2dOp(const SepConv2dParams& p) {
+  OpDefinition def;
+  const int64_t x = p.dw.cblock;
+  Tensor in0 = Placeholder("X", {p.dw.n, p.dw.c / x, p.dw.h, p.dw.w, x});
+  def.args = {in0};
+  def.tensors = {in0};
+  Tensor mid = AppendConv2dBlocked(p.dw, in0, "DW", "dw_", "dwconv", "dw",
+                                   /*always_epilogue=*/true, def);
+  def.args.push_back(
+      AppendConv2dBlocked(p.pw, mid, "W", "", "conv2d", "Y", /*always_epilogue=*/false, def));
   return def;
 }
 

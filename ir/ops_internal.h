@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,8 +55,10 @@ double Product(const std::vector<int64_t>& shape);
 
 // The placeholders of the epilogue's tensor steps, in step order: bias and scale of shape
 // [channels], res of `out_shape`.
+// Their names are the steps' (bias, scale, shift, res) after `prefix`.
 std::vector<Tensor> EpilogueInputs(const EpilogueExpr& e, int64_t channels,
-                                   const std::vector<int64_t>& out_shape);
+                                   const std::vector<int64_t>& out_shape,
+                                   const std::string& prefix = "");
 // The elementwise stage `name` applying `e` to `main`; `channel_dim` is the axis that bias
 // and scale index. `inputs` as returned by EpilogueInputs.
 Tensor EpilogueStage(const std::string& name, const Tensor& main, const EpilogueExpr& e,
@@ -66,7 +69,7 @@ Tensor EpilogueStage(const std::string& name, const Tensor& main, const Epilogue
 Tensor EpilogueStage(const std::string& name, const Tensor& main, const EpilogueExpr& e,
                      const std::vector<Tensor>& inputs,
                      const std::function<Expr(const std::vector<Expr>&)>& channel,
-                     std::vector<std::string> axis_names);
+                     std::vector<std::string> axis_names, const std::string& prefix = "");
 
 // The spatially padded copy of `x` (stage "pad", tag "pad": `fill` outside X), appended to
 // *tensors, or `x` itself without padding. h and w are X's spatial extents; the spatial axes
@@ -74,6 +77,9 @@ Tensor EpilogueStage(const std::string& name, const Tensor& main, const Epilogue
 Tensor PadStage(const Tensor& x, const Window2d& win, bool nhwc, double fill, int64_t h, int64_t w,
                 std::vector<Tensor>* tensors);
 
+// The conv2d specs of a sepconv2d spec's depthwise and 1x1 parts (canonical where the spec
+// is; the 1x1's extents are the depthwise output's).
+absl::StatusOr<std::pair<WorkloadSpec, WorkloadSpec>> SepConvParts(const WorkloadSpec& spec);
 // The epilogue's tensor arguments of a reference: they follow the `first` main inputs, in
 // step order.
 struct EpilogueTensors {
@@ -105,6 +111,7 @@ absl::Status CheckConcatShapes(const WorkloadSpec& spec);
 absl::Status CheckResizeShapes(const WorkloadSpec& spec);
 absl::Status CheckReduceShapes(const WorkloadSpec& spec);
 absl::Status CheckWinogradShapes(const WorkloadSpec& spec);  // both sides
+absl::Status CheckSepConv2dShapes(const WorkloadSpec& spec);
 // References (reference.cc, reference_elementwise.cc): args as ComputeReference's.
 using ReferenceArgs = std::span<float* const>;
 absl::Status MatmulReference(const WorkloadSpec& spec, ReferenceArgs args);  // both matmuls
@@ -114,6 +121,7 @@ absl::Status Pool2dReference(const WorkloadSpec& spec, ReferenceArgs args);
 absl::Status SoftmaxReference(const WorkloadSpec& spec, ReferenceArgs args);
 absl::Status LayerNormReference(const WorkloadSpec& spec, ReferenceArgs args);
 absl::Status WinogradSpecReference(const WorkloadSpec& spec, ReferenceArgs args);
+absl::Status SepConv2dReference(const WorkloadSpec& spec, ReferenceArgs args);
 absl::Status EwiseReference(const WorkloadSpec& spec, ReferenceArgs args);
 absl::Status TransposeReference(const WorkloadSpec& spec, ReferenceArgs args);
 absl::Status SliceReference(const WorkloadSpec& spec, ReferenceArgs args);

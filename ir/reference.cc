@@ -390,6 +390,23 @@ absl::Status Conv2dReference(const WorkloadSpec& spec, ReferenceArgs args) {
   return absl::OkStatus();
 }
 
+// The depthwise part into a temporary map, then the 1x1 part from it: two blocked
+// convolutions as conv2d's reference computes them.
+void SepConv2d(const SepConv2dParams& p, std::span<float* const> args) {
+  const size_t dw_tensors = p.dw.epilogue.TensorSteps().size();
+  std::vector<float> mid(static_cast<size_t>(p.dw.n * p.dw.k * p.dw.oh() * p.dw.ow()));
+  std::vector<float*> dw(args.begin(), args.begin() + 2 + static_cast<std::ptrdiff_t>(dw_tensors));
+  dw.push_back(mid.data());
+  Conv2dBlocked(p.dw, dw);
+  std::vector<float*> pw = {mid.data()};
+  pw.insert(pw.end(), args.begin() + 2 + static_cast<std::ptrdiff_t>(dw_tensors), args.end());
+  Conv2dBlocked(p.pw, pw);
+}
+
+absl::Status SepConv2dReference(const WorkloadSpec& spec, ReferenceArgs args) {
+  return RunReference(GetSepConv2dParams(spec), SepConv2d, args);
+}
+
 absl::Status ConvTransposeReference(const WorkloadSpec& spec, ReferenceArgs args) {
   return RunReference(GetConvTransposeParams(spec), ConvTranspose, args);
 }

@@ -39,6 +39,8 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
   if (options.winograd && options.block_lanes > 1) {
     WinogradConvs(g, *lowered, options.weight_panel);
   }
+  if (options.fuse_separable && options.block_lanes > 1)
+    FuseSeparableConvs(g, *lowered, options.separable_min_rows);
   PackMatmulWeights(g, *lowered, options.weight_panel);
   if (options.concat_in_place) ConcatsInPlace(g, *lowered);
   p.aliases = std::move(lowered->aliases);

@@ -109,6 +109,14 @@ void WinogradConvs(Graph& g, Lowered& l, int64_t panel);
 // four 160x160 maps: a 0.4-1.0 ms copy).
 void ConcatsInPlace(Graph& g, Lowered& l);
 
+// Blocked depthwise convolutions whose output only a 1x1 convolution (stride 1, no padding, the
+// same layout) reads, as one sepconv2d kernel (model/separable.cc): a schedule computes the
+// depthwise part per row tile of the 1x1 and keeps it in the cache, where the two kernels
+// write the intermediate map to memory and read it back. Only where the depthwise output has
+// at least `min_rows` rows: the fused kernel runs its row tiles in parallel (the depthwise
+// part serves every channel block of the 1x1), and a map of a few rows leaves cores idle.
+void FuseSeparableConvs(Graph& g, Lowered& l, int64_t min_rows);
+
 }  // namespace lathe::model
 
 #endif  // LATHE_MODEL_KERNELS_H_

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "codegen/host.h"
 #include "db/database.h"
 #include "fmt/format.h"
@@ -45,6 +46,8 @@ model::CompileOptions CompileOptionsOf(const LayoutChoice& c) {
   co.block_lanes = c.block_lanes;
   co.weight_panel = c.weight_panel;
   co.winograd = c.winograd;
+  co.fuse_separable = c.separable;
+  co.separable_min_rows = std::max<int64_t>(16, 8 * codegen::HostCpu().cores);
   return co;
 }
 
@@ -102,14 +105,36 @@ std::string Shape(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout) {
+absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout_text) {
   LayoutChoice c;
   const int host_lanes = std::max(1, codegen::HostCpu().vector_bits / 32);
   c.weight_panel = 2 * host_lanes;
-  if (layout == "nchw") return c;
+  // Blocked layouts may turn the passes that need them off: blocked:no-winograd,no-separable.
+  const size_t colon = layout_text.find(':');
+  const std::string layout = layout_text.substr(0, colon);
+  bool winograd = true;
+  if (colon != std::string::npos) {
+    for (absl::string_view m : absl::StrSplit(layout_text.substr(colon + 1), ',')) {
+      if (m == "no-winograd") {
+        winograd = false;
+      } else if (m == "no-separable") {
+        c.separable = false;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--layout '", layout_text, "': unknown modifier '", m,
+            "' (blocked layouts take no-winograd and no-separable, e.g. blocked:no-separable)"));
+      }
+    }
+  }
+  if (layout == "nchw") {
+    if (colon != std::string::npos) {
+      return absl::InvalidArgumentError("--layout nchw takes no modifiers");
+    }
+    return c;
+  }
   if (layout == "blocked") {
     c.block_lanes = host_lanes;
-    c.winograd = true;
+    c.winograd = winograd;
     return c;
   }
   int64_t b = 0;
@@ -117,12 +142,13 @@ absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout) {
       absl::SimpleAtoi(layout.substr(4, layout.size() - 5), &b) && b >= 2 && b <= 64 &&
       (b & (b - 1)) == 0) {
     c.block_lanes = b;
-    c.winograd = true;
+    c.winograd = winograd;
     return c;
   }
-  return absl::InvalidArgumentError("--layout '" + layout +
+  return absl::InvalidArgumentError("--layout '" + layout_text +
                                     "' must be blocked, nchw or nchw{b}c with b a power of two "
-                                    "from 2 to 64 (e.g. nchw8c)");
+                                    "from 2 to 64 (e.g. nchw8c), a blocked one optionally with "
+                                    ":no-winograd and/or :no-separable");
 }
 
 int RunModelTasks(const ModelCliOptions& o) {
@@ -464,7 +490,9 @@ int RunModelBuild(const ModelCliOptions& o) {
 
 const char kLayoutHelp[] =
     "activation layout: blocked (default: nchw{b}c between convolutions, b from the vector "
-    "lanes), nchw, or nchw{b}c (blocks of at most b channels)";
+    "lanes), nchw, or nchw{b}c (blocks of at most b channels); a blocked one may add "
+    ":no-winograd (3x3 convolutions direct) and/or no-separable (a depthwise convolution and "
+    "the 1x1 reading it as two kernels), e.g. blocked:no-separable";
 
 void AddModelCommands(CLI::App& app, ModelCommands* c) {
   c->model = app.add_subcommand("model", "inspect an ONNX model");

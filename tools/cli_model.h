@@ -84,6 +84,8 @@ struct LayoutChoice {
   int64_t weight_panel = 0;
   // Dense 3x3 convolutions as Winograd F(m x m, 3 x 3) (blocked layouts).
   bool winograd = false;
+  // A depthwise convolution and the 1x1 convolution reading it as one sepconv2d kernel.
+  bool separable = true;
 };
 absl::StatusOr<LayoutChoice> ParseLayoutOption(const std::string& layout);
 

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "ir/ops.h"
 #include "ir/schedule.h"
 #include "ir/workload.h"
 #include "tuner/space.h"
@@ -46,6 +47,10 @@ constexpr int64_t kMaxTileWeightBytes = 640 * 1024;
 // An NCHW convolution vectorized over its output channels (the channels mode 2): its input
 // channels split by this, the inner part innermost of the reduction and unrolled.
 constexpr int64_t kChanUnroll = 4;
+
+// The convolution whose output a workload's tiles cover: a conv2d's parameters, a
+// sepconv2d's 1x1 part.
+absl::StatusOr<ir::Conv2dParams> BlockedConvParams(const ir::WorkloadSpec& spec);
 
 // The structure of a workload that the sketch rules found.
 struct Analysis {
@@ -79,6 +84,10 @@ struct Analysis {
   // A matmul whose B comes in column panels (bpanel, packed once by the model compiler): the
   // output's innermost axis is a panel's columns, which B holds contiguously for every k.
   bool panel_matmul = false;
+  // A separable convolution (sepconv2d): the epilogue stage and the reduction of its depthwise
+  // part, computed per row tile of the 1x1 part, whose rows are the outer parallel loop
+  // (ApplyDepthwisePart); empty otherwise. The 1x1 part is the blocked conv above.
+  std::string dw_out, dw_acc;
   // Output axes tiled whole and unrolled: the positions of a winograd transform
   // (winograd_in: e1, e2; winograd_out: vy, vx), whose cases (ir/ops_winograd.cc) code
   // generation can only tell apart where the position is a constant.
@@ -172,6 +181,9 @@ class CpuSpace : public SearchSpace {
   // AVX-512): 1 = PairFactor() blocks side by side in one vector register (ApplyTiles); -1
   // where not offered.
   int pair_slot_ = -1;
+  // sepconv2d: the output columns of the depthwise part's register tile (its accumulator
+  // holds one vector per column); -1 otherwise.
+  int dw_cols_slot_ = -1;
   // Channel blocks per vector register: lanes / block (2 for 8-channel blocks on AVX-512).
   int64_t PairFactor() const { return target_.vector_lanes / workload_->output()->shape.back(); }
   bool Paired(const Candidate& c) const { return pair_slot_ >= 0 && c.decisions[pair_slot_] != 0; }
@@ -201,6 +213,10 @@ class CpuSpace : public SearchSpace {
   // The output and its accumulator otherwise: tiles with the innermost output axis as the
   // vector axis, packed inputs as decided. Returns the outermost (parallel) loop.
   absl::StatusOr<std::string> ApplyTiles(Schedule& s, const Candidate& c) const;
+  // A sepconv2d's depthwise part computed inside the output's parallel loop `at` (one tile of
+  // rows of every channel): register tiles of dw_cols columns x the channel block, the window
+  // unrolled around them.
+  absl::Status ApplyDepthwisePart(Schedule& s, const Candidate& c, const std::string& at) const;
   // ApplyTiles' accumulator of a chunked candidate (computed at the output tile already):
   // chunk loop outermost, then the tile's rows and register tiles, the chunk's reduction, and
   // the register tile (channel blocks x columns x the vector) unrolled innermost.

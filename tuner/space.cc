@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/host.h"
 #include "ir/functor.h"
+#include "ir/op_registry.h"
 #include "ir/ops.h"
 #include "tuner/cpu_space.h"
 #include "tuner/decisions.h"
@@ -80,6 +81,15 @@ bool IteratesOver(const Stage& st, const std::string& loop, const std::string& a
 
 namespace internal {
 
+absl::StatusOr<ir::Conv2dParams> BlockedConvParams(const ir::WorkloadSpec& spec) {
+  if (spec.op == ir::OpName(ir::OpKind::kSepConv2d)) {
+    absl::StatusOr<ir::SepConv2dParams> p = ir::GetSepConv2dParams(spec);
+    if (!p.ok()) return p.status();
+    return p->pw;
+  }
+  return ir::GetConv2dParams(spec);
+}
+
 absl::Status CpuSpace::Init() {
   Schedule sch(workload_);
   const auto& stages = sch.stages();
@@ -101,9 +111,14 @@ absl::Status CpuSpace::Init() {
       if (consumers.size() == 1 && consumers[0] == out->name) an_.acc = s.name;
     }
   }
+  const bool sepconv = workload_->spec.op == ir::OpName(ir::OpKind::kSepConv2d);
+  if (sepconv) {
+    an_.dw_out = "dw";
+    an_.dw_acc = "dwconv";
+  }
   for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
     const Stage& s = *it;
-    if (s.is_output || s.name == an_.acc) continue;
+    if (s.is_output || s.name == an_.acc || s.name == an_.dw_out || s.name == an_.dw_acc) continue;
     if (!s.tensor->is_reduction()) {
       if (s.tensor->tag == "pad") {
         an_.pad_stages.push_back(s.name);
@@ -137,8 +152,8 @@ absl::Status CpuSpace::Init() {
     });
   }
 
-  if (workload_->spec.op == "conv2d") {
-    absl::StatusOr<ir::Conv2dParams> p = ir::GetConv2dParams(workload_->spec);
+  if (workload_->spec.op == "conv2d" || sepconv) {
+    absl::StatusOr<ir::Conv2dParams> p = BlockedConvParams(workload_->spec);
     an_.blocked_conv = p.ok() && p->blocked();
     an_.dense_blocked_conv = an_.blocked_conv && p->groups == 1;
     an_.plain_input_conv = an_.blocked_conv && p->plain_input;
@@ -186,8 +201,11 @@ absl::Status CpuSpace::Init() {
                                              std::max(1, (target_.vector_registers - 4) / 2),
                                              !inner || an_.chan_axis >= 0)));
   }
+  // A sepconv2d's parallel loop is (images, row tiles): its depthwise part is computed there.
   std::vector<int64_t> par;
-  for (size_t p = 1; p <= out_axes_.size(); ++p) par.push_back(static_cast<int64_t>(p));
+  for (size_t p = 1; p <= out_axes_.size(); ++p) {
+    if (!sepconv || p == 2) par.push_back(static_cast<int64_t>(p));
+  }
   parallel_slot_ = AddSlot("parallel_depth", par);
   swap_slot_ = AddSlot(
       "swap_outer", out_axes_.size() >= 2 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0});
@@ -211,7 +229,16 @@ absl::Status CpuSpace::Init() {
         AddSlot("root." + s, transform ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 1}));
     double elems = 1;
     for (int64_t e : sch.FindStage(s)->tensor->shape) elems *= static_cast<double>(e);
-    pad_reuse_.push_back(macs / std::max(elems, 1.0));
+    // A sepconv2d's padding feeds its depthwise part only.
+    double pad_macs = macs;
+    if (sepconv) {
+      pad_macs = 1;
+      for (int64_t e : sch.FindStage(an_.dw_acc)->tensor->shape) pad_macs *= static_cast<double>(e);
+      for (const ir::IterVar& r : sch.FindStage(an_.dw_acc)->tensor->reduce_axes()) {
+        pad_macs *= static_cast<double>(r->extent);
+      }
+    }
+    pad_reuse_.push_back(pad_macs / std::max(elems, 1.0));
   }
   // Row reductions over long rows: split the reduce axis into vector-wide partial results
   // (few rows: the only vector loop there is; many: each row's sum stays a vector).
@@ -260,6 +287,15 @@ absl::Status CpuSpace::Init() {
     if (shape[4] < lanes && lanes % shape[4] == 0 && shape[1] % (lanes / shape[4]) == 0) {
       pair_slot_ = AddSlot("pair_blocks", {0, 1});
     }
+  }
+  // Last: the columns of a sepconv2d's depthwise register tile.
+  if (sepconv) {
+    const int64_t ow = sch.FindStage(an_.dw_out)->tensor->shape[3];
+    std::vector<int64_t> cols;
+    for (int64_t c = 1; c <= std::min<int64_t>(ow, 32); ++c) {
+      if (ow % c == 0 || c == 4 || c == 6 || c == 8 || c == 12 || c == 16) cols.push_back(c);
+    }
+    dw_cols_slot_ = AddSlot("dw_cols", cols);
   }
   return absl::OkStatus();
 }
@@ -456,6 +492,9 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
   } else if (d(swap_slot_) && n >= 2) {
     std::swap(outer[n - 1], outer[n - 2]);
   }
+  // sepconv2d: row tiles outside the channel blocks, so that the depthwise part computed per
+  // row tile (in the parallel loop over images and row tiles) serves every channel block.
+  if (!an_.dw_out.empty()) std::swap(outer[1], outer[2]);
   std::vector<std::string> order = outer;
   order.insert(order.end(), inner.begin(), inner.end());
   LATHE_TRY(s.Reorder(o, order));
@@ -548,7 +587,31 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
       LATHE_TRY(s.Vectorize(pack_stages[p], pp[1]));
     }
   }
+  if (!an_.dw_out.empty()) LATHE_TRY(ApplyDepthwisePart(s, c, outer_loops[0]));
   return outer_loops[0];
+}
+
+absl::Status CpuSpace::ApplyDepthwisePart(Schedule& s, const Candidate& c,
+                                          const std::string& at) const {
+  const std::string &dw = an_.dw_out, &acc = an_.dw_acc;
+  LATHE_TRY(s.ComputeAt(dw, an_.out, at));
+  // dw: (n, channel blocks, rows, columns, the block) for one row tile of every block.
+  const std::vector<std::string> sp = RootLoopsOf(*s.FindStage(dw)).first;
+  const int64_t cols = c.decisions[dw_cols_slot_];
+  LATHE_TRY_VALUE(xs, s.Split(dw, sp[3], {cols}));
+  LATHE_TRY(s.Reorder(dw, {sp[0], sp[1], sp[2], xs[0], xs[1], sp[4]}));
+  if (cols > 1) LATHE_TRY(s.Unroll(dw, xs[1]));
+  LATHE_TRY(s.Vectorize(dw, sp[4]));
+  // Its reduction per register tile: the window outside, the columns unrolled, the block the
+  // vector.
+  LATHE_TRY(s.ComputeAt(acc, dw, xs[0]));
+  auto [asp, ared] = RootLoopsOf(*s.FindStage(acc));
+  std::vector<std::string> order = ared;
+  order.insert(order.end(), asp.begin(), asp.end());
+  LATHE_TRY(s.Reorder(acc, order));
+  if (s.FindStage(acc)->loops.at(ared.back()).extent <= 8) LATHE_TRY(s.Unroll(acc, ared.back()));
+  if (cols > 1) LATHE_TRY(s.Unroll(acc, asp[3]));
+  return s.Vectorize(acc, asp[4]);
 }
 
 absl::Status CpuSpace::ApplyChunkedAccumulator(Schedule& s, const Candidate& c,

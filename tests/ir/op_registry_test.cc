@@ -53,6 +53,13 @@ double FlopsFromTensors(const Workload& w) {
     const double t = static_cast<double>(s.Int("m") + 2);
     return 2.0 * out * t * t / static_cast<double>(s.Int("m")) + out * epi();
   }
+  if (IsOp(s.op, OpKind::kSepConv2d)) {
+    // The depthwise map (the 1x1's input: channels c at the output's extents), then the 1x1.
+    const double mid = out / static_cast<double>(s.Int("k")) * static_cast<double>(s.Int("c"));
+    const double dw_epi = ParseEpilogueExpr(s.Str("dw_epilogue"))->FlopsPerElement();
+    return 2.0 * mid * static_cast<double>(s.Int("r") * s.Int("s")) + mid * dw_epi +
+           2.0 * out * static_cast<double>(s.Int("c")) + out * epi();
+  }
   return 0.0;  // transpose, slice, concat: data movement
 }
 
@@ -76,7 +83,7 @@ TEST(OpRegistryTest, RowsAreInOpKindOrderWithUniqueNames) {
     }
     EXPECT_TRUE(op.check_shapes && op.flops && op.build && op.reference) << op.name;
   }
-  EXPECT_EQ(names.size(), 15u);
+  EXPECT_EQ(names.size(), 16u);
   EXPECT_EQ(FindOp("warp"), nullptr);
   EXPECT_TRUE(OpTakesKey("conv2d", "kblock"));
   EXPECT_FALSE(OpTakesKey("conv2d", "bpanel"));

@@ -74,7 +74,7 @@ TEST(WorkloadSpecTest, UnknownOp) {
   EXPECT_EQ(Error("matmull:m=1,n=1,k=1"),
             "unknown op 'matmull' (expected one of matmul, batch_matmul, conv2d, conv2d_transpose, "
             "pool2d, softmax, layer_norm, ewise, transpose, slice, concat, resize, reduce, "
-            "winograd_in, winograd_out)");
+            "winograd_in, winograd_out, sepconv2d)");
   EXPECT_THAT(Error("MATMUL:m=1,n=1,k=1"), HasSubstr("unknown op 'MATMUL'"));
   EXPECT_THAT(Error(":m=1"), HasSubstr("unknown op ''"));
   EXPECT_EQ(Error(""), "empty workload spec");
@@ -309,6 +309,35 @@ TEST(WorkloadTest, WinogradShapesAndErrors) {
   EXPECT_THAT(Error("winograd_out:n=1,k=12,oh=4,ow=4,layout=nchw8c"),
               HasSubstr("k=12 is not a multiple of the block 8"));
   EXPECT_THAT(Error("winograd_out:n=1,k=8,oh=4,ow=4,m=3,layout=nchw8c"), HasSubstr("m"));
+}
+
+// sepconv2d: X, the depthwise weights and its epilogue's tensors (dw_bias), the 1x1's weights
+// and its epilogue's tensors, Y at the depthwise output's extents; errors name the part.
+TEST(WorkloadTest, SeparableConvShapesAndErrors) {
+  absl::StatusOr<Workload> w = MakeWorkload(
+      "sepconv2d:n=1,c=16,h=9,w=7,k=12,r=3,s=3,stride=2,pad=1,layout=nchw8c,kblock=4,"
+      "dw_epilogue=bias_hswish,epilogue=bias_res");
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::vector<std::string> names;
+  for (const Tensor& t : w->args) names.push_back(t->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"X", "DW", "dw_bias", "W", "bias", "res", "Y"}));
+  EXPECT_EQ(w->args[1]->shape, (std::vector<int64_t>{2, 3, 3, 8}));
+  EXPECT_EQ(w->args[2]->shape, (std::vector<int64_t>{16}));
+  EXPECT_EQ(w->args[3]->shape, (std::vector<int64_t>{3, 2, 1, 1, 8, 4}));
+  EXPECT_EQ(w->output()->shape, (std::vector<int64_t>{1, 3, 5, 4, 4}));
+  EXPECT_EQ(Canonical("sepconv2d:n=1,c=8,h=4,w=4,k=8,r=3,s=3,pad=1,layout=nchw8c,kblock=8"),
+            "sepconv2d:c=8,dilation=1,dw_epilogue=none,epilogue=none,h=4,k=8,layout=nchw8c,n=1,"
+            "pad=1,r=3,s=3,stride=1,w=4");
+  EXPECT_THAT(Error("sepconv2d:n=1,c=8,h=4,w=4,k=8,r=3,s=3,layout=nchw"),
+              HasSubstr("needs a blocked layout"));
+  EXPECT_THAT(Error("sepconv2d:n=1,c=8,h=4,w=4,k=8,r=3,s=3,layout=nchw8c,dw_epilogue=bias_res"),
+              HasSubstr("per-channel steps only"));
+  EXPECT_THAT(Error("sepconv2d:n=1,c=12,h=4,w=4,k=8,r=3,s=3,layout=nchw8c"),
+              HasSubstr("depthwise part: conv2d: c=12 is not a multiple of the block 8"));
+  EXPECT_THAT(Error("sepconv2d:n=1,c=8,h=4,w=4,k=12,r=3,s=3,layout=nchw8c"),
+              HasSubstr("1x1 part: conv2d: k=12 is not a multiple of the output block 8"));
+  EXPECT_THAT(Error("sepconv2d:n=1,c=8,h=2,w=4,k=8,r=3,s=3,layout=nchw8c"),
+              HasSubstr("output height is not positive"));
 }
 
 TEST(WorkloadTest, MakeWorkloadRevalidatesHandBuiltSpecs) {

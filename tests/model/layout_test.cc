@@ -572,5 +572,57 @@ TEST(WinogradTest, ThreeByThreeConvsBecomeTransformsAroundABatchMatmul) {
   ExpectClose(RunProgram(*wino), RunProgram(*direct));
 }
 
+// A blocked depthwise convolution whose only reader is a 1x1 convolution becomes one
+// sepconv2d kernel (its bias and activation, the 1x1's bias, activation and residual kept);
+// one read by two kernels, or feeding a 3x3 convolution, stays apart. The fused program
+// computes what the unfused one does.
+TEST(SeparableTest, DepthwiseThenOneByOneBecomesOneKernel) {
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 16, 12, 10});
+  auto dw = [&](const std::string& in, const std::string& name, int64_t c, int64_t r,
+                int64_t stride) {
+    return b.Op("Conv", {in, b.Const(name, {c, 1, r, r}), b.Const(name + "b", {c})},
+                {{"pads", Ints({r / 2, r / 2, r / 2, r / 2})},
+                 {"strides", Ints({stride, stride})},
+                 {"group", Attr{Attr::kInt, c}}});
+  };
+  std::string d = dw(x, "d0", 16, 3, 1);
+  d = b.Op("Mul", {d, b.Op("HardSigmoid", {d}, {{"alpha", Float(1.0f / 6)}})});  // hswish
+  std::string y = b.Op("Conv", {d, b.Const("p0", {24, 16, 1, 1}), b.Const("p0b", {24})});
+  std::string e = dw(y, "d1", 24, 5, 2);
+  e = b.Op("Relu", {e});
+  std::string z = b.Op("Conv", {e, b.Const("p1", {24, 24, 1, 1}), b.Const("p1b", {24})});
+  z = b.Op("Relu", {b.Op("Add", {z, e})});  // e read twice: not fused
+  std::string f = dw(z, "d2", 24, 3, 1);
+  f = b.Op("Conv", {f, b.Const("p2", {8, 24, 3, 3})}, {{"pads", Ints({1, 1, 1, 1})}});
+  Graph g = b.Finish(f);
+  for (int64_t lanes : {8, 16}) {
+    SCOPED_TRACE(lanes);
+    CompileOptions apart;
+    apart.block_lanes = lanes;
+    apart.fuse_separable = false;
+    absl::StatusOr<Program> two = CompileGraph(g, apart);
+    ASSERT_TRUE(two.ok()) << two.status();
+    EXPECT_EQ(Count(*two, "sepconv2d"), 0);
+    CompileOptions fused_opts = apart;
+    fused_opts.fuse_separable = true;
+    // (Maps of 12 rows: fused only where the row threshold allows so few.)
+    absl::StatusOr<Program> few_rows = CompileGraph(g, fused_opts);
+    ASSERT_TRUE(few_rows.ok()) << few_rows.status();
+    EXPECT_EQ(Count(*few_rows, "sepconv2d"), 0);
+    fused_opts.separable_min_rows = 12;
+    absl::StatusOr<Program> fused = CompileGraph(g, fused_opts);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    std::string specs;
+    for (const KernelCall& k : fused->kernels) specs += k.spec + "\n";
+    EXPECT_EQ(Count(*fused, "sepconv2d"), 1) << specs;
+    EXPECT_EQ(Count(*fused, "conv2d"), Count(*two, "conv2d") - 2) << specs;
+    EXPECT_THAT(specs, HasSubstr("dw_epilogue=bias_hswish"));
+    EXPECT_THAT(specs, HasSubstr("sepconv2d:c=16,dilation=1,dw_epilogue=bias_hswish,"
+                                 "epilogue=bias,h=12,k=24"));
+    ExpectClose(RunProgram(*fused), RunProgram(*two));
+  }
+}
+
 }  // namespace
 }  // namespace lathe::model

@@ -90,6 +90,11 @@ expect_exit2 "an unknown --layout exits 2 naming the choices" "must be blocked, 
   "$lathe" run --model "$model" --layout nhwc
 check "run --layout nchw4c matches ONNX's expected output" \
   "'$lathe' run --model '$model' --layout nchw4c --feed x='$tmp/in.bin' --dump '$tmp/run4' --repeat 1 > /dev/null && cmp_out '$tmp/run4/0.bin' '$expected'"
+check "run --layout blocked:no-winograd,no-separable matches ONNX's expected output" \
+  "'$lathe' run --model '$model' --layout blocked:no-winograd,no-separable --feed x='$tmp/in.bin' --dump '$tmp/runm' --repeat 1 > /dev/null && cmp_out '$tmp/runm/0.bin' '$expected'"
+expect_exit2 "an unknown --layout modifier exits 2 naming the modifiers" \
+  "unknown modifier 'fast' (blocked layouts take no-winograd and no-separable" \
+  "$lathe" run --model "$model" --layout blocked:fast
 expect_exit2 "a --feed file of the wrong size exits 2" "holds 12 bytes" \
   "$lathe" run --model "$model" --feed x="$tmp/bad.onnx"
 

@@ -187,6 +187,10 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
       "conv2d:n=1,c=32,h=9,w=11,k=16,r=1,s=1,layout=nchw8c",
       "conv2d:n=1,c=32,h=12,w=12,k=32,r=5,s=5,stride=2,pad=2,groups=32,layout=nchw16c",
       "pool2d:n=1,c=32,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw16c",
+      "sepconv2d:n=1,c=32,h=20,w=20,k=48,r=3,s=3,pad=1,layout=nchw16c,dw_epilogue=bias_relu,"
+      "epilogue=bias",
+      "sepconv2d:n=1,c=24,h=19,w=17,k=16,r=5,s=5,stride=2,pad=2,layout=nchw8c,"
+      "dw_epilogue=bias_hswish,epilogue=bias_hswish",
       "matmul:m=33,n=70,k=19,epilogue=bias", "matmul:m=20,n=64,k=19,bpanel=16,epilogue=bias_gelu",
       "matmul:m=15,n=64,k=9,bpanel=32,epilogue=bias_res",
       "batch_matmul:b=4,m=13,n=64,k=9,bpanel=16,epilogue=bias",
@@ -620,6 +624,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "conv2d:n=1,c=16,h=7,w=9,k=16,r=3,s=3,pad=1,layout=nchw8c,epilogue=bias",
                       "conv2d:n=1,c=16,h=9,w=9,k=16,r=3,s=3,stride=2,pad=1,groups=16,"
                       "layout=nchw8c",
+                      "sepconv2d:n=1,c=16,h=9,w=11,k=24,r=3,s=3,pad=1,layout=nchw8c,"
+                      "dw_epilogue=bias_hswish,epilogue=bias_res",
+                      "sepconv2d:n=2,c=16,h=12,w=10,k=8,r=5,s=5,stride=2,pad=2,layout=nchw8c,"
+                      "kblock=4",
                       "pool2d:n=1,c=4,h=9,w=9,r=3,s=3,stride=2,pad=1", "softmax:m=8,n=40",
                       "layer_norm:m=6,n=33", "softmax:m=1,n=300", "layer_norm:m=2,n=77"));
 

@@ -53,7 +53,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
                                                           {2, 1, cols_for(2)},
                                                           {1, 2, cols_for(4)},
                                                           {2, 2, cols_for(4)}};
-    absl::StatusOr<ir::Conv2dParams> params = ir::GetConv2dParams(c.workload.spec);
+    absl::StatusOr<ir::Conv2dParams> params = BlockedConvParams(c.workload.spec);
     const int64_t taps = params.ok() ? params->r * params->s : 1;
     // 32 registers, a dense conv with whole-vector blocks and at least 4 of them: 4 channel
     // blocks x up to 6 columns (24 accumulators; or 5 x 4, 3 x 8, 6 x 4) first, as oneDNN's kernels
@@ -156,6 +156,11 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     bool inline_first = false;
     if (params.ok()) {
       inline_first = params->depthwise() && taps <= 9 * params->stride_h * params->stride_w;
+    }
+    // A sepconv2d's padding is its depthwise part's.
+    if (!c.an.dw_out.empty()) {
+      absl::StatusOr<ir::SepConv2dParams> sep = ir::GetSepConv2dParams(c.workload.spec);
+      inline_first = sep.ok() && sep->dw.r * sep->dw.s <= 9 * sep->dw.stride_h * sep->dw.stride_w;
     }
     std::vector<std::pair<const int64_t*, bool>> variants, others;
     for (const auto& bs : blocked_shapes) {
