@@ -409,6 +409,14 @@ TEST(SpaceHeuristicTest, CopiesParallelizeWholeRowsFirst) {
     std::vector<std::string> rules = RuleTexts("transpose:perm=0x2x1,shape=12x8x1600", target, 1);
     ASSERT_EQ(rules.size(), 1u);
     EXPECT_NE(rules[0].find("parallel(Y, [i0.0])"), std::string::npos) << rules[0];
+    // A re-blocking transpose (nchw8c -> nchw16c, 96 channels at 160x160), whose tile is two
+    // vectors: its pixels in the largest tiles the slot offers (64 on AVX-512, 32 on AVX2:
+    // 2,400 or 4,800 tasks), not 153,600 tasks of 16 elements.
+    rules = RuleTexts("transpose:perm=0x2x1x3,shape=6x2x25600x8", target, 1);
+    ASSERT_EQ(rules.size(), 1u);
+    const std::string tile = target.vector_lanes == 16 ? "64" : "32";
+    EXPECT_NE(rules[0].find("split(Y, [i1], {" + tile + "})"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[0].find("parallel(Y, [i0.0+i1.0])"), std::string::npos) << rules[0];
   }
 }
 
