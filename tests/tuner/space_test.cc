@@ -236,6 +236,30 @@ std::vector<std::string> UnchunkedRuleTexts(const std::string& spec, const CpuTa
   return out;
 }
 
+// A separable convolution's candidates run its rows outermost and in parallel (the images and
+// row tiles fused), compute the depthwise part there for every channel block (never per
+// channel tile of the 1x1), and tile the depthwise part as the blocked depthwise convolution
+// is: a row of columns x the channel block as the vector, the window unrolled.
+TEST(SpaceHeuristicTest, SeparableConvsComputeTheDepthwisePartPerRowTile) {
+  const std::string spec =
+      "sepconv2d:n=1,c=16,h=320,w=320,k=32,r=3,s=3,pad=1,layout=nchw16c,"
+      "dw_epilogue=bias_hswish,epilogue=bias_hswish";
+  for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
+    SCOPED_TRACE(target.vector_lanes);
+    std::vector<std::string> rules = RuleTexts(spec, target, 4);
+    ASSERT_FALSE(rules.empty());
+    for (const std::string& text : rules) {
+      EXPECT_NE(text.find("reorder(Y, [n.0, y.0, k.0"), std::string::npos) << text;
+      EXPECT_NE(text.find("parallel(Y, [n.0+y.0])"), std::string::npos) << text;
+      EXPECT_NE(text.find("compute_at(dw, Y.n.0+y.0)"), std::string::npos) << text;
+      EXPECT_NE(text.find("vectorize(dwconv, [kv])"), std::string::npos) << text;
+      EXPECT_NE(text.find("unroll(dwconv, [rx])"), std::string::npos) << text;
+    }
+    // Ten columns of 320 (12 accumulators on AVX2; half the 28 on AVX-512).
+    EXPECT_NE(rules[0].find("split(dw, [x], {10})"), std::string::npos) << rules[0];
+  }
+}
+
 // A blocked convolution's channels are innermost already: its rule-picked candidates vectorize
 // the output channel block, hold a row of output columns in registers (half the register file
 // on AVX-512: 14 of 28 columns), pack nothing and permute nothing. A depthwise 3x3 reads each
