@@ -77,7 +77,9 @@ struct WorkloadData {
 }  // namespace
 
 std::vector<size_t> ParameterArgs(const ir::Workload& w) {
-  static const std::set<std::string> kParameters = {"W", "bias", "scale", "shift", "gamma", "beta"};
+  // (sepconv2d's depthwise weights and epilogue tensors too: DW, dw_bias, ...)
+  static const std::set<std::string> kParameters = {
+      "W", "bias", "scale", "shift", "gamma", "beta", "DW", "dw_bias", "dw_scale", "dw_shift"};
   const bool packed_b = w.spec.params.count("bpanel") > 0;
   std::vector<size_t> out;
   for (size_t i = 1; i + 1 < w.args.size(); ++i) {

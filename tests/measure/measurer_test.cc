@@ -122,6 +122,9 @@ TEST(MeasurerTest, ParametersAreTheArgumentsAModelHoldsAsConstants) {
                    "epilogue=bias_hswish_scale_shift"),
             (V{"W", "bias", "scale", "shift"}));
   EXPECT_EQ(params("matmul:m=8,n=64,k=16,bpanel=32,epilogue=bias"), (V{"B", "bias"}));
+  EXPECT_EQ(params("sepconv2d:n=1,c=16,h=8,w=8,k=32,r=3,s=3,pad=1,layout=nchw16c,"
+                   "dw_epilogue=bias_hswish_scale_shift,epilogue=bias_res"),
+            (V{"DW", "dw_bias", "dw_scale", "dw_shift", "W", "bias"}));
   EXPECT_EQ(params("matmul:m=8,n=64,k=16"), V{});  // B may be an activation
   EXPECT_EQ(params("batch_matmul:b=2,m=8,n=8,k=8"), V{});
   EXPECT_EQ(params("layer_norm:m=4,n=32"), (V{"gamma", "beta"}));
