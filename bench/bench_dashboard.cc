@@ -216,7 +216,7 @@ void DashboardUnderLoad(int workers, int jobs, int seconds, int measure_ms, int 
   const std::string db_path = dir + "/tuning.db";
   if (!Prefill(db_path, dc)) return;
 
-  tuner::ServiceOptions so;
+  daemon::ServiceOptions so;
   so.db_path = db_path;
   so.search.population = 256;  // light rounds: 20 jobs search on this machine's cores
   so.search.generations = 1;
@@ -224,11 +224,11 @@ void DashboardUnderLoad(int workers, int jobs, int seconds, int measure_ms, int 
   so.search_nice = search_nice;
   so.use_cost_model = false;
   so.remeasure_top = 0;
-  auto service = tuner::TunerService::Create(so);
+  auto service = daemon::TunerService::Create(so);
   if (!service.ok()) return (void)std::printf("   %s\n", service.status().ToString().c_str());
-  tuner::GrpcServerOptions go;
+  daemon::GrpcServerOptions go;
   go.token = kToken;
-  auto grpc_server = tuner::GrpcServer::Start(service->get(), go);
+  auto grpc_server = daemon::GrpcServer::Start(service->get(), go);
   if (!grpc_server.ok())
     return (void)std::printf("   %s\n", grpc_server.status().ToString().c_str());
   dashboard::ServerOptions ho;
@@ -244,10 +244,10 @@ void DashboardUnderLoad(int workers, int jobs, int seconds, int measure_ms, int 
   PrintLatency("/healthz (HTTP floor)", Poll(url, "/healthz", 4, 100, base_s));
   PrintLatency("/api/state, no workers or jobs", Poll(url, "/api/state", 4, 100, base_s));
 
-  tuner::ClientOptions co;
+  client::ClientOptions co;
   co.address = address;
   co.token = kToken;
-  auto client = tuner::TunerClient::Connect(co);
+  auto client = client::TunerClient::Connect(co);
   if (!client.ok()) return (void)std::printf("   %s\n", client.status().ToString().c_str());
   std::vector<std::string> job_ids;
   for (int j = 0; j < jobs; ++j) {

@@ -82,11 +82,11 @@ extern char** environ;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using lathe::tuner::GrpcServer;
-using lathe::tuner::TunerService;
+using lathe::daemon::GrpcServer;
+using lathe::daemon::TunerService;
 
 // The in-process daemon's search settings (lathed's defaults unless given).
-int g_search_threads = lathe::tuner::DefaultSearchThreads();
+int g_search_threads = lathe::daemon::DefaultSearchThreads();
 int g_search_nice = 10;
 // Part 2's search per round (a light one by default; lathed's own is 2048 and 4).
 int g_part2_population = 512;
@@ -119,7 +119,7 @@ struct Daemon {
   static std::unique_ptr<Daemon> Start(int population, int generations) {
     auto d = std::make_unique<Daemon>();
     d->dir = TempDir();
-    lathe::tuner::ServiceOptions o;
+    lathe::daemon::ServiceOptions o;
     o.db_path = d->dir + "/tuning.db";
     o.search.population = population;
     o.search.generations = generations;
@@ -137,7 +137,7 @@ struct Daemon {
       return nullptr;
     }
     d->service = std::move(*s);
-    lathe::tuner::GrpcServerOptions g;
+    lathe::daemon::GrpcServerOptions g;
     g.listen = "127.0.0.1:0";
     auto srv = GrpcServer::Start(d->service.get(), g);
     if (!srv.ok()) {
@@ -163,9 +163,9 @@ std::chrono::system_clock::time_point In(int ms) {
 
 std::string SubmitJob(const std::string& address, const std::string& workload, int trials,
                       int batch) {
-  lathe::tuner::ClientOptions co;
+  lathe::client::ClientOptions co;
   co.address = address;
-  auto client = lathe::tuner::TunerClient::Connect(co);
+  auto client = lathe::client::TunerClient::Connect(co);
   if (!client.ok()) {
     std::printf("   connect: %s\n", client.status().ToString().c_str());
     return "";
@@ -507,9 +507,9 @@ double RealThroughput(int workers, int trials, int min_repeat_ms, bool pin,
   auto d = Daemon::Start(/*population=*/std::max(256, trials * 2), /*generations=*/1);
   if (!d) return 0;
   const std::string address = d->server->address();
-  lathe::tuner::ClientOptions co;
+  lathe::client::ClientOptions co;
   co.address = address;
-  auto client = lathe::tuner::TunerClient::Connect(co);
+  auto client = lathe::client::TunerClient::Connect(co);
   if (!client.ok()) return 0;
   lathe::v1::JobSpec spec;
   spec.add_workloads("matmul:m=64,n=64,k=64");
@@ -792,9 +792,9 @@ ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& t
   g_search_threads = saved;
   if (!d) return fig;
   const std::string address = d->server->address();
-  lathe::tuner::ClientOptions co;
+  lathe::client::ClientOptions co;
   co.address = address;
-  auto client = lathe::tuner::TunerClient::Connect(co);
+  auto client = lathe::client::TunerClient::Connect(co);
   if (!client.ok()) return fig;
   lathe::v1::JobSpec spec;
   for (const auto& [workload, weight] : tasks) {

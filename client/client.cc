@@ -12,7 +12,7 @@
 #include "absl/strings/strip.h"
 #include "lathe/v1/service.grpc.pb.h"
 
-namespace lathe::tuner {
+namespace lathe::client {
 
 namespace {
 
@@ -310,4 +310,4 @@ absl::StatusOr<std::vector<lathe::v1::QueryBestResponse>> TunerClient::QueryBest
   return std::vector<lathe::v1::QueryBestResponse>(resp.results().begin(), resp.results().end());
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::client

@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "lathe/v1/service.pb.h"
 
-namespace lathe::tuner {
+namespace lathe::client {
 
 struct ClientOptions {
   std::string address;     // HOST:PORT of lathed
@@ -96,6 +96,6 @@ bool IsFinal(lathe::v1::JobState state);
 // "queued", "running", "done", "failed", "cancelled" ("unknown" otherwise).
 std::string JobStateName(lathe::v1::JobState state);
 
-}  // namespace lathe::tuner
+}  // namespace lathe::client
 
 #endif  // LATHE_CLIENT_CLIENT_H_

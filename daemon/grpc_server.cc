@@ -27,7 +27,7 @@
 #include "lathe/v1/service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 namespace v1 = lathe::v1;
 
@@ -498,4 +498,4 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, bool trim) {
   return text;
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

@@ -35,7 +35,7 @@ namespace grpc {
 class ServerBuilderOption;
 }
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 struct GrpcServerOptions {
   std::string listen = "127.0.0.1:0";  // HOST:PORT; port 0 picks a free port
@@ -91,6 +91,6 @@ std::unique_ptr<grpc::ServerBuilderOption> ReflectionOption(bool on);
 // dropped. NotFound / PermissionDenied naming the path; InvalidArgument when it is empty.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, bool trim);
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_GRPC_SERVER_H_

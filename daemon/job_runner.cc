@@ -28,7 +28,7 @@
 #include "tuner/tune.h"
 #include "tuner/tune_common.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 namespace v1 = lathe::v1;
 
@@ -158,7 +158,7 @@ class JobRunner::Impl {
   db::Database* db;
   // The search threads every job's driver shares (job_runner.h); joined after the job threads.
   std::unique_ptr<NicedSearchPool> own_searches;
-  SearchPool* searches;
+  tuner::SearchPool* searches;
   std::mutex mu;
   std::condition_variable change_cv;  // a job changed, a result arrived, cancel, stopping
   bool stopping = false;
@@ -171,7 +171,7 @@ class JobRunner::Impl {
 
   void Touch(JobEntry& job) {
     ++job.version;
-    job.updated_ms = NowUnixMs();
+    job.updated_ms = tuner::NowUnixMs();
     NoteObjective(job);
     change_cv.notify_all();
   }
@@ -311,7 +311,7 @@ void JobRunner::Impl::RefreshBest(JobEntry* job, db::Database& jdb, size_t i) {
 // The runner of a job's driver: its trials go to the lease registry's queue for the workers,
 // its outcomes come from Report through Account (the job's inbox).
 
-class JobRunner::Impl::LeaseRunner : public Runner {
+class JobRunner::Impl::LeaseRunner : public tuner::Runner {
  public:
   LeaseRunner(Impl& impl, JobEntry* job, db::Database& jdb, int batch)
       : s_(impl), job_(job), jdb_(jdb), batch_(batch) {}
@@ -330,7 +330,7 @@ class JobRunner::Impl::LeaseRunner : public Runner {
     return RoomLocked();
   }
 
-  absl::StatusOr<std::vector<std::string>> Dispatch(std::vector<Trial> trials) override {
+  absl::StatusOr<std::vector<std::string>> Dispatch(std::vector<tuner::Trial> trials) override {
     std::vector<std::string> skipped;
     std::map<int, std::vector<v1::Task>> by_workload;
     // Stored since the driver read its measured set (another job of the workload measured
@@ -338,10 +338,10 @@ class JobRunner::Impl::LeaseRunner : public Runner {
     // round; when it fails, every trial is queued (a duplicate result is stored once anyway).
     std::vector<std::string> ids;
     ids.reserve(trials.size());
-    for (const Trial& t : trials) ids.push_back(t.candidate_id);
+    for (const tuner::Trial& t : trials) ids.push_back(t.candidate_id);
     absl::StatusOr<std::vector<bool>> stored = jdb_.HasCandidates(ids);
     for (size_t k = 0; k < trials.size(); ++k) {
-      Trial& t = trials[k];
+      tuner::Trial& t = trials[k];
       if (stored.ok() && (*stored)[k]) {
         skipped.push_back(std::move(t.candidate_id));
         continue;
@@ -370,7 +370,7 @@ class JobRunner::Impl::LeaseRunner : public Runner {
     return skipped;
   }
 
-  absl::StatusOr<std::vector<TrialOutcome>> Wait(bool until_room) override {
+  absl::StatusOr<std::vector<tuner::TrialOutcome>> Wait(bool until_room) override {
     std::vector<Reported> inbox;
     {
       std::unique_lock<std::mutex> lock(s_.mu);
@@ -382,16 +382,16 @@ class JobRunner::Impl::LeaseRunner : public Runner {
       // kQueuePoll.
       if (!ready()) s_.change_cv.wait_for(lock, kQueuePoll, ready);
       woken_ = false;
-      if (s_.stopping || job_->cancel) return std::vector<TrialOutcome>{};
+      if (s_.stopping || job_->cancel) return std::vector<tuner::TrialOutcome>{};
       inbox.swap(job_->inbox);
     }
-    std::vector<TrialOutcome> out;
+    std::vector<tuner::TrialOutcome> out;
     for (Reported& r : inbox) {
       if (r.remeasure) continue;  // a re-timing reported after the job's re-timing ended
-      TrialOutcome o;
-      o.kind = r.withdrawn             ? TrialOutcome::Kind::kWithdrawn
-               : r.program.has_value() ? TrialOutcome::Kind::kForeign
-                                       : TrialOutcome::Kind::kMeasured;
+      tuner::TrialOutcome o;
+      o.kind = r.withdrawn             ? tuner::TrialOutcome::Kind::kWithdrawn
+               : r.program.has_value() ? tuner::TrialOutcome::Kind::kForeign
+                                       : tuner::TrialOutcome::Kind::kMeasured;
       o.task = r.workload;
       o.candidate_id = std::move(r.candidate_id);
       if (r.program.has_value()) o.program = *r.program;
@@ -435,13 +435,14 @@ class JobRunner::Impl::LeaseRunner : public Runner {
   // counts them in the workload's re-timing progress; a failed one leaves its record as it
   // was). A candidate another job is re-timing right now is skipped (Enqueue): its record is
   // re-timed all the same, and counts as not added here.
-  absl::StatusOr<std::vector<bool>> Retime(const std::vector<RetimeRequest>& requests, double ms,
+  absl::StatusOr<std::vector<bool>> Retime(const std::vector<tuner::RetimeRequest>& requests,
+                                           double ms,
                                            const std::function<void(int, int)>&) override {
     std::vector<bool> added(requests.size(), false);
     std::map<std::string, size_t> waiting;  // candidate id -> request index
     std::map<int, std::vector<v1::Task>> by_workload;
     for (size_t k = 0; k < requests.size(); ++k) {
-      const RetimeRequest& r = requests[k];
+      const tuner::RetimeRequest& r = requests[k];
       v1::Task t;
       t.set_candidate_id(r.candidate_id);
       t.set_job_id(job_->id);
@@ -452,7 +453,7 @@ class JobRunner::Impl::LeaseRunner : public Runner {
       req->set_workload(r.workload);
       req->set_trace_json(r.trace_json);
       req->set_min_repeat_ms(ms);
-      req->set_flush_cache(IsGpuDeviceClass(job_->device_class));
+      req->set_flush_cache(tuner::IsGpuDeviceClass(job_->device_class));
       req->set_cold_weights(r.cold_weights);
       by_workload[r.task].push_back(std::move(t));
       waiting.emplace(r.candidate_id, k);
@@ -533,7 +534,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
   db::Database& jdb = **opened;
   const std::string dc = job->device_class;
 
-  std::vector<DriverTask> tasks;
+  std::vector<tuner::DriverTask> tasks;
   std::vector<std::string> canonicals;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -545,12 +546,12 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
       FailJob(job, jdb, std::string(w.status().message()));
       return;
     }
-    absl::StatusOr<std::unique_ptr<SearchSpace>> sp = SpaceForDeviceClass(*w, dc);
+    absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> sp = tuner::SpaceForDeviceClass(*w, dc);
     if (!sp.ok()) {
       FailJob(job, jdb, absl::StrCat("workload '", w->canonical, "': ", sp.status().message()));
       return;
     }
-    DriverTask t;
+    tuner::DriverTask t;
     t.workload = std::move(*w);
     t.space = std::move(*sp);
     {
@@ -566,7 +567,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
   for (size_t i = 0; i < tasks.size(); ++i) RefreshBest(job, jdb, i);
 
   int done_total;
-  DriverOptions d;
+  tuner::DriverOptions d;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (job->cancel || stopping) return;
@@ -588,7 +589,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
                                  : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
                                        std::random_device{}();
   d.min_repeat_ms = job->spec.min_repeat_ms();
-  d.flush_cache = IsGpuDeviceClass(dc);
+  d.flush_cache = tuner::IsGpuDeviceClass(dc);
   d.cold_weights = job->spec.cold_weights() && !d.flush_cache;
   d.remeasure_top = RemeasureTop(*job);
   d.remeasure_ms = job->spec.min_repeat_ms() * options.remeasure_factor;
@@ -600,7 +601,7 @@ void JobRunner::Impl::RunJob(JobEntry* job) {
   d.search_pool = searches;
 
   LeaseRunner runner(*this, job, jdb, d.batch);
-  absl::StatusOr<DriverResult> result = RunDriver(tasks, d, jdb, runner, nullptr);
+  absl::StatusOr<tuner::DriverResult> result = tuner::RunDriver(tasks, d, jdb, runner, nullptr);
   if (!result.ok()) {
     FailJob(job, jdb, std::string(result.status().message()));
     return;
@@ -838,4 +839,4 @@ void JobRunner::Account(const std::vector<StoredResult>& results) {
   }
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

@@ -74,7 +74,7 @@
 #include "tuner/driver.h"
 #include "tuner/search.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 // Progress of one workload of a job.
 struct WorkloadRun {
@@ -170,8 +170,8 @@ std::string JobSpecJson(const JobEntry& job);
 std::vector<lathe::v1::ObjectivePoint> ObjectiveHistoryFromSpecJson(const nlohmann::json& doc);
 
 struct JobRunnerOptions {
-  std::string db_path;   // each job thread opens its own connection
-  SearchOptions search;  // threads: the search threads every job shares (0: every core)
+  std::string db_path;          // each job thread opens its own connection
+  tuner::SearchOptions search;  // threads: the search threads every job shares (0: every core)
   int seed_records = 16;
   bool use_cost_model = true;
   int search_nice = 0;          // nice value of the job threads and their search threads (0..19)
@@ -179,7 +179,7 @@ struct JobRunnerOptions {
   double remeasure_factor = 5;  // a re-timing's min_repeat_ms: the job's times this
   // The search threads of every job; null: the runner's own NicedSearchPool of search.threads
   // threads at search_nice. Not owned (tests observe the rounds through one of their own).
-  SearchPool* search_pool = nullptr;
+  tuner::SearchPool* search_pool = nullptr;
 };
 
 class JobRunner {
@@ -238,6 +238,6 @@ class JobRunner {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_JOB_RUNNER_H_

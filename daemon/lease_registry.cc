@@ -19,7 +19,7 @@
 #include "spdlog/spdlog.h"
 #include "tuner/tune_common.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 using lease_internal::kCancelPoll;
 using lease_internal::kMaxRememberedCompleted;
@@ -369,4 +369,4 @@ int64_t LeaseRegistry::Queued() {
   return impl_->Queued();
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

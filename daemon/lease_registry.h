@@ -47,7 +47,7 @@
 #include "ir/target.h"
 #include "lathe/v1/service.pb.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 class Metrics;
 
@@ -176,6 +176,6 @@ class LeaseRegistry {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_LEASE_REGISTRY_H_

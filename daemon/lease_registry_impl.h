@@ -31,7 +31,7 @@
 #include "spdlog/spdlog.h"
 #include "tuner/tune_common.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 namespace v1 = lathe::v1;
 
@@ -203,7 +203,7 @@ class LeaseRegistry::Impl {
 
   void Seen(WorkerEntry& w) {
     w.last_seen = Clock::now();
-    w.last_seen_ms = NowUnixMs();
+    w.last_seen_ms = tuner::NowUnixMs();
     w.lost = false;
   }
 
@@ -328,7 +328,7 @@ class LeaseRegistry::Impl {
       *resp.add_tasks() = t.d.task;
     }
     resp.set_lease_id(lease_id);
-    resp.set_deadline_ms(NowUnixMs() + options.lease_duration_ms);
+    resp.set_deadline_ms(tuner::NowUnixMs() + options.lease_duration_ms);
     if (Metrics* m = metrics()) {
       m->AddLeaseGranted(static_cast<int64_t>(taken.size()));
       m->ObserveDispatchLatency(
@@ -504,6 +504,6 @@ class Locked {
 
 }  // namespace lease_internal
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_LEASE_REGISTRY_IMPL_H_

@@ -16,7 +16,7 @@
 #include "spdlog/spdlog.h"
 #include "tuner/tune_common.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 namespace lease_internal {
 
@@ -281,4 +281,4 @@ std::vector<std::string> LeaseRegistry::DeviceClasses(ir::TargetKind kind) {
   return classes;
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

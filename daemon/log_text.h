@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 inline std::string LogText(std::string_view s, size_t max_bytes = 256) {
   std::string out;
@@ -39,6 +39,6 @@ inline std::string LogText(std::string_view s, size_t max_bytes = 256) {
   return out;
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_LOG_TEXT_H_

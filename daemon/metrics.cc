@@ -13,7 +13,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 struct Metrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
@@ -148,4 +148,4 @@ void Metrics::AddRemeasure(bool ok) {
 }
 void Metrics::ObserveDispatchLatency(double seconds) { impl_->dispatch->Observe(seconds); }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 class Metrics {
  public:
@@ -48,6 +48,6 @@ class Metrics {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_METRICS_H_

@@ -12,7 +12,7 @@
 
 #include "spdlog/spdlog.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 void NiceThisThread(int nice) {
   if (nice <= 0) return;
@@ -66,4 +66,4 @@ void NicedRunner::Loop() {
   }
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <thread>
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 // Lowers the calling thread's scheduling priority to `nice` (0..19; <= 0: unchanged).
 void NiceThisThread(int nice);
@@ -49,6 +49,6 @@ class NicedRunner {
   std::thread thread_;
 };
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_NICED_RUNNER_H_

@@ -5,7 +5,7 @@
 
 #include "daemon/niced_runner.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 NicedSearchPool::NicedSearchPool(int threads, int nice)
     : threads_(std::max(1, threads)), nice_(nice) {}
@@ -67,4 +67,4 @@ void NicedSearchPool::Loop() {
   }
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

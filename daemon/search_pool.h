@@ -19,9 +19,9 @@
 
 #include "tuner/driver.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
-class NicedSearchPool : public SearchPool {
+class NicedSearchPool : public tuner::SearchPool {
  public:
   // `threads` >= 1 (clamped); `nice` 0..19 (0: the daemon's priority).
   NicedSearchPool(int threads, int nice);
@@ -53,6 +53,6 @@ class NicedSearchPool : public SearchPool {
   std::vector<std::thread> pool_;
 };
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_SEARCH_POOL_H_

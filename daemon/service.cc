@@ -35,7 +35,7 @@
 #include "tuner/tune.h"
 #include "tuner/tune_common.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 namespace {
 
@@ -101,7 +101,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       options.reaper_interval_ms < 1) {
     return absl::InvalidArgumentError("heartbeat, lease and reaper intervals must be positive");
   }
-  if (absl::Status st = CreateParentDirectory(options.db_path); !st.ok()) return st;
+  if (absl::Status st = tuner::CreateParentDirectory(options.db_path); !st.ok()) return st;
   if (options.search_nice < 0 || options.search_nice > 19) {
     return absl::InvalidArgumentError(
         absl::StrCat("search_nice ", options.search_nice, " (need 0..19)"));
@@ -201,7 +201,7 @@ absl::StatusOr<std::unique_ptr<TunerService>> TunerService::Create(const Service
       // Progress as committed: the traces stored since the job was created (see below when
       // another job of the workload ran meanwhile).
       {
-        if (auto keys = MeasuredPrograms(*s.db, w->key, j.device_class); keys.ok()) {
+        if (auto keys = tuner::MeasuredPrograms(*s.db, w->key, j.device_class); keys.ok()) {
           run.done = static_cast<int>(std::clamp<int64_t>(
               static_cast<int64_t>(keys->size()) - run.baseline, 0, run.target));
         }
@@ -371,7 +371,7 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
     spec.set_device_class(*dc);
   }
   const std::string dc = spec.device_class();
-  if (absl::StatusOr<CpuTarget> cpu = CpuTargetForDeviceClass(dc);
+  if (absl::StatusOr<tuner::CpuTarget> cpu = tuner::CpuTargetForDeviceClass(dc);
       !cpu.ok() && !ir::TargetOfDeviceClass(dc).ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "spec.device_class: '", dc,
@@ -379,12 +379,12 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   }
   std::vector<int64_t> baseline;
   for (size_t i = 0; i < wls.size(); ++i) {
-    absl::StatusOr<std::unique_ptr<SearchSpace>> sp = SpaceForDeviceClass(wls[i], dc);
+    absl::StatusOr<std::unique_ptr<tuner::SearchSpace>> sp = tuner::SpaceForDeviceClass(wls[i], dc);
     if (!sp.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("spec.workloads[", i, "] '", wls[i].canonical,
                                                      "': ", sp.status().message()));
     }
-    absl::StatusOr<ProgramSet> keys = MeasuredPrograms(*s_->db, wls[i].key, dc);
+    absl::StatusOr<tuner::ProgramSet> keys = tuner::MeasuredPrograms(*s_->db, wls[i].key, dc);
     if (!keys.ok()) return keys.status();
     baseline.push_back(static_cast<int64_t>(keys->size()));
   }
@@ -393,7 +393,7 @@ absl::StatusOr<v1::SubmitJobResponse> TunerService::SubmitJob(const v1::SubmitJo
   auto job = std::make_unique<JobEntry>();
   job->spec = spec;
   job->device_class = dc;
-  job->created_ms = job->updated_ms = NowUnixMs();
+  job->created_ms = job->updated_ms = tuner::NowUnixMs();
   for (size_t i = 0; i < wls.size(); ++i) {
     WorkloadRun run;
     run.canonical = wls[i].canonical;
@@ -564,4 +564,4 @@ absl::StatusOr<v1::ReleaseResponse> TunerService::Release(const v1::ReleaseReque
   return s_->registry.Release(req);
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

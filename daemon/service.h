@@ -66,7 +66,7 @@
 #include "tuner/driver.h"
 #include "tuner/search.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 class Metrics;
 
@@ -81,7 +81,7 @@ struct ServiceOptions {
   int reaper_interval_ms = 200;       // how often expiries are checked
   // The evolutionary search of every job; threads: the search threads all jobs share, i.e. the
   // rounds searched at once over every task and job (0: every core; job_runner.h).
-  SearchOptions search;
+  tuner::SearchOptions search;
   int seed_records = 16;  // best records that seed each round
   // Lost workers are forgotten after this; at most max_workers are registered at once.
   int forget_lost_after_ms = 15 * 60 * 1000;
@@ -97,7 +97,7 @@ struct ServiceOptions {
   Metrics* metrics = nullptr;  // not owned; may be null
   // The jobs' search threads (job_runner.h); null: the service's own, search.threads of them.
   // Not owned; must outlive the service.
-  SearchPool* search_pool = nullptr;
+  tuner::SearchPool* search_pool = nullptr;
 };
 
 // The search threads lathed uses by default: every usable core (at least 1). They run niced
@@ -177,6 +177,6 @@ class TunerService {
   std::unique_ptr<State> s_;
 };
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_SERVICE_H_

@@ -15,7 +15,7 @@
 #include "spdlog/spdlog.h"
 #include "tuner/tune_common.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 namespace {
 
@@ -70,7 +70,7 @@ StoredResult AddRetiming(db::Database& database, const v1::MeasureResult& m,
   p.remeasure = true;
   std::string why;
   if (m.error_class() != v1::OK) {
-    p.error_class = ErrorClassFromProto(m.error_class());
+    p.error_class = tuner::ErrorClassFromProto(m.error_class());
     why = absl::StrCat(std::string(db::ErrorClassName(p.error_class)), ": ", m.error_msg());
   } else if (m.repeats_us().empty()) {
     p.error_class = db::ErrorClass::kRuntimeError;
@@ -78,7 +78,7 @@ StoredResult AddRetiming(db::Database& database, const v1::MeasureResult& m,
   } else {
     std::vector<double> repeats(m.repeats_us().begin(), m.repeats_us().end());
     absl::StatusOr<db::Record> updated =
-        database.AddRepeats(m.candidate_id(), repeats, NowUnixMs());
+        database.AddRepeats(m.candidate_id(), repeats, tuner::NowUnixMs());
     if (updated.ok()) {
       p.error_class = db::ErrorClass::kOk;
       p.median_us = updated->median_us;
@@ -203,8 +203,8 @@ ReportPlan TunerService::State::PlanReport(const v1::ReportRequest& req,
       task = &t;
       rest = std::move(*restored);
     }
-    db::Record r = MakeRecord(task->request().workload(), workload_key, flops, task->device_class(),
-                              task->request().trace_json(), m, worker);
+    db::Record r = tuner::MakeRecord(task->request().workload(), workload_key, flops,
+                                     task->device_class(), task->request().trace_json(), m, worker);
     plan.records.push_back(std::move(r));
     plan.restored.push_back(std::move(rest));
   }
@@ -222,7 +222,7 @@ absl::StatusOr<Restored> TunerService::State::RestoreFromTask(const v1::Task& t,
   ir::ProgramId program;
   if (index.ok()) {
     program = traceio::ProgramIdOfTraceJson(t.request().trace_json());
-    if (CandidateId(w->key, program, t.device_class()) != m.candidate_id()) {
+    if (tuner::CandidateId(w->key, program, t.device_class()) != m.candidate_id()) {
       index = absl::InvalidArgumentError("the candidate id does not match its task's trace");
     }
   }
@@ -327,4 +327,4 @@ int64_t TunerService::State::AccountStored(const v1::ReportRequest& req, const R
   return stored_now;
 }
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

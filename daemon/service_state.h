@@ -24,7 +24,7 @@
 #include "ir/target.h"
 #include "ir/trace.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 
 namespace v1 = lathe::v1;
 
@@ -100,6 +100,6 @@ struct TunerService::State {
   }
 };
 
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon
 
 #endif  // LATHE_DAEMON_SERVICE_STATE_H_

@@ -284,7 +284,7 @@ void AppendWorker(std::string* out, const v1::WorkerInfo& w) {
 }  // namespace
 
 struct DashboardData::Impl {
-  tuner::TunerService* service = nullptr;
+  daemon::TunerService* service = nullptr;
   std::mutex state_mu;  // guards the last State() answer
   std::string state_text;
   std::chrono::steady_clock::time_point state_at;
@@ -294,7 +294,7 @@ struct DashboardData::Impl {
   std::unique_ptr<LibraryFigures> figures;
 };
 
-absl::StatusOr<std::unique_ptr<DashboardData>> DashboardData::Create(tuner::TunerService* service,
+absl::StatusOr<std::unique_ptr<DashboardData>> DashboardData::Create(daemon::TunerService* service,
                                                                      const DataOptions& options) {
   if (service == nullptr) return absl::InvalidArgumentError("no service");
   auto impl = std::make_unique<Impl>();

@@ -51,7 +51,7 @@ struct DataOptions {
 class DashboardData {
  public:
   // `service` is not owned and must outlive this. Fails when the database cannot be opened.
-  static absl::StatusOr<std::unique_ptr<DashboardData>> Create(tuner::TunerService* service,
+  static absl::StatusOr<std::unique_ptr<DashboardData>> Create(daemon::TunerService* service,
                                                                const DataOptions& options);
   ~DashboardData();
 

@@ -257,7 +257,7 @@ class BufferStream final : public httplib::Stream {
 }  // namespace
 
 struct DashboardServer::Impl {
-  tuner::TunerService* service = nullptr;
+  daemon::TunerService* service = nullptr;
   ServerOptions options;
   std::unique_ptr<DashboardData> data;
   std::unique_ptr<Authenticator> auth;
@@ -457,7 +457,7 @@ struct DashboardServer::Impl {
     // Method, path (never the query, headers or body) and status.
     s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
       spdlog::debug("event=http method={} path=\"{}\" status={} remote={}",
-                    tuner::LogText(req.method, 16), tuner::LogText(req.path), res.status,
+                    daemon::LogText(req.method, 16), daemon::LogText(req.path), res.status,
                     req.remote_addr);
     });
     // same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the
@@ -471,7 +471,7 @@ struct DashboardServer::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
-    tuner::TunerService* service, const ServerOptions& options) {
+    daemon::TunerService* service, const ServerOptions& options) {
   if (service == nullptr) return absl::InvalidArgumentError("no service");
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError("TLS needs both a certificate and a key");

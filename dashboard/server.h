@@ -69,7 +69,7 @@ class DashboardServer {
   // options (with the OpenSSL reason for unreadable PEM); Unavailable when the address
   // cannot be bound; the database's error when it cannot be opened. `service` is not owned
   // and must outlive the server.
-  static absl::StatusOr<std::unique_ptr<DashboardServer>> Start(tuner::TunerService* service,
+  static absl::StatusOr<std::unique_ptr<DashboardServer>> Start(daemon::TunerService* service,
                                                                 const ServerOptions& options);
   // Stop().
   ~DashboardServer();

@@ -34,7 +34,7 @@ constexpr char kDeviceClass[] = "cpu:Fuzz CPU:avx2:2c";
 
 // A job with measured records, so that the data endpoints have something to show: submitted,
 // leased by a worker and answered.
-void Populate(lathe::tuner::TunerService& s) {
+void Populate(lathe::daemon::TunerService& s) {
   v1::SubmitJobRequest submit;
   submit.mutable_spec()->add_workloads("matmul:m=16,n=16,k=16");
   submit.mutable_spec()->set_device_class(kDeviceClass);
@@ -76,7 +76,7 @@ void Populate(lathe::tuner::TunerService& s) {
 }
 
 struct Dashboard {
-  std::unique_ptr<lathe::tuner::TunerService> service;
+  std::unique_ptr<lathe::daemon::TunerService> service;
   std::unique_ptr<lathe::dashboard::DashboardServer> server;
   std::string session;  // the value of the session cookie of the harness's own login
   std::string origin;   // "http://lathe.example:PORT"
@@ -111,15 +111,15 @@ void LogIn(Dashboard& d) {
 
 Dashboard* Start() {
   auto* d = new Dashboard;
-  lathe::tuner::ServiceOptions o;
+  lathe::daemon::ServiceOptions o;
   o.db_path = lathe::fuzz::ScratchDir() + "/tuning.db";
   o.search.population = 16;
   o.search.generations = 1;
   o.search.threads = 1;
   o.use_cost_model = false;
   o.remeasure_top = 0;
-  absl::StatusOr<std::unique_ptr<lathe::tuner::TunerService>> service =
-      lathe::tuner::TunerService::Create(o);
+  absl::StatusOr<std::unique_ptr<lathe::daemon::TunerService>> service =
+      lathe::daemon::TunerService::Create(o);
   if (!service.ok()) Die("service", service.status());
   d->service = std::move(*service);
   Populate(*d->service);

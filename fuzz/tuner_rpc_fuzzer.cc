@@ -39,8 +39,8 @@ void FillWorker(Request* r, const Handed& h) {
   Fill(r->mutable_worker_secret(), h.worker_secret);
 }
 
-lathe::tuner::ServiceOptions Options(const std::string& db_path) {
-  lathe::tuner::ServiceOptions o;
+lathe::daemon::ServiceOptions Options(const std::string& db_path) {
+  lathe::daemon::ServiceOptions o;
   o.db_path = db_path;
   // A small search on one thread: the requests are under test, not the search.
   o.search.population = 16;
@@ -59,7 +59,7 @@ lathe::tuner::ServiceOptions Options(const std::string& db_path) {
   return o;
 }
 
-void Call(lathe::tuner::TunerService& s, lathe::fuzz::Call call, Handed& h) {
+void Call(lathe::daemon::TunerService& s, lathe::fuzz::Call call, Handed& h) {
   switch (call.rpc_case()) {
     case lathe::fuzz::Call::kSubmitJob: {
       absl::StatusOr<v1::SubmitJobResponse> r = s.SubmitJob(call.submit_job());
@@ -177,8 +177,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = lathe::fuzz::ScratchDir() + "/tuning.db";
   lathe::fuzz::RemoveDatabase(path);
   {
-    absl::StatusOr<std::unique_ptr<lathe::tuner::TunerService>> service =
-        lathe::tuner::TunerService::Create(Options(path));
+    absl::StatusOr<std::unique_ptr<lathe::daemon::TunerService>> service =
+        lathe::daemon::TunerService::Create(Options(path));
     if (!service.ok()) {
       std::fprintf(stderr, "cannot start the service: %s\n", service.status().ToString().c_str());
       std::abort();

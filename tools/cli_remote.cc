@@ -49,14 +49,14 @@ std::string FormatTime(int64_t unix_ms) {
   return buf;
 }
 
-absl::StatusOr<std::unique_ptr<tuner::TunerClient>> Connect(const std::string& tuner,
-                                                            const std::string& token_file,
-                                                            const std::string& tls_ca) {
-  tuner::ClientOptions c;
+absl::StatusOr<std::unique_ptr<client::TunerClient>> Connect(const std::string& tuner,
+                                                             const std::string& token_file,
+                                                             const std::string& tls_ca) {
+  client::ClientOptions c;
   c.address = tuner;
   c.token_file = token_file;
   c.tls_ca = tls_ca;
-  return tuner::TunerClient::Connect(c);
+  return client::TunerClient::Connect(c);
 }
 
 // --- Ctrl-C while following a job: the first detaches (or cancels), the second kills ---
@@ -117,7 +117,7 @@ json JobJson(const lathe::v1::JobStatus& j) {
                {"fell", 1 - current / first.objective_us()}};
   }
   return {{"id", SafeText(j.job_id())},
-          {"state", tuner::JobStateName(j.state())},
+          {"state", client::JobStateName(j.state())},
           {"device_class", SafeText(j.device_class())},
           {"message", SafeText(j.message())},
           {"created_at", j.created_at_ms()},
@@ -146,7 +146,7 @@ void PrintTasksJob(const lathe::v1::JobStatus& j, int top) {
     }
   }
   std::printf("%-20s %-10s %-14s %d tasks, objective %s\n", SafeText(j.job_id()).c_str(),
-              tuner::JobStateName(j.state()).c_str(),
+              client::JobStateName(j.state()).c_str(),
               fmt::format("{}/{}", j.trials_done(), j.trials_budget()).c_str(), j.workloads_size(),
               objective.c_str());
   std::vector<int> order(static_cast<size_t>(j.workloads_size()));
@@ -199,7 +199,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
   if (o.remeasure_top < 0) {
     return Fail(cmd, fmt::format("--remeasure-top {} (need >= 0)", o.remeasure_top), kExitUsage);
   }
-  absl::StatusOr<std::unique_ptr<tuner::TunerClient>> client =
+  absl::StatusOr<std::unique_ptr<client::TunerClient>> client =
       Connect(o.tuner, o.token_file, o.tls_ca);
   if (!client.ok()) return FailStatus(cmd, client.status());
 
@@ -300,7 +300,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
   auto on_status = [&](const lathe::v1::JobStatus& s) {
     absorb(s);
     if (s.state() != last_state && !tty) {
-      fmt::print(stderr, "lathe tune: job {} is {}\n", s.job_id(), tuner::JobStateName(s.state()));
+      fmt::print(stderr, "lathe tune: job {} is {}\n", s.job_id(), client::JobStateName(s.state()));
     }
     last_state = s.state();
     if (s.workloads_size() == 0) return;
@@ -324,7 +324,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
       // Without a terminal, a block per batch of trials (and at the end).
       p.end_of_round = p.trials_done != last_printed &&
                        (last_printed < 0 || p.trials_done / o.batch != last_printed / o.batch ||
-                        tuner::IsFinal(s.state()));
+                        client::IsFinal(s.state()));
       if (p.end_of_round) last_printed = p.trials_done;
       tasks_printer.Update(p);
       return;
@@ -357,7 +357,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
       }
     } else if (p.trials_done != last_printed &&
                (last_printed < 0 || p.trials_done / o.batch != last_printed / o.batch ||
-                tuner::IsFinal(s.state()))) {
+                client::IsFinal(s.state()))) {
       fmt::print(stderr, "{}\n", ProgressLine(p));
       last_printed = p.trials_done;
     }
@@ -388,12 +388,12 @@ int RunRemoteTune(const TuneCliOptions& o) {
             cmd, fmt::format("cancelling job {}: {}", *job_id, std::string(c.status().message())));
       }
       absorb(*c);
-      where.state = tuner::JobStateName(c->state());
+      where.state = client::JobStateName(c->state());
       r.stopped_early = true;
       fmt::print(stderr, "lathe tune: cancelled job {} after {} trials; every result is kept\n",
                  *job_id, r.trials);
     } else {
-      where.state = tuner::JobStateName(last_state);
+      where.state = client::JobStateName(last_state);
       where.detached = true;
       r.stopped_early = true;
       fmt::print(stderr,
@@ -403,7 +403,7 @@ int RunRemoteTune(const TuneCliOptions& o) {
     }
   } else {
     absorb(*final_status);
-    where.state = tuner::JobStateName(final_status->state());
+    where.state = client::JobStateName(final_status->state());
     if (final_status->state() == lathe::v1::FAILED) {
       return Fail(cmd, fmt::format("job {} failed on lathed at {}: {}", *job_id, o.tuner,
                                    final_status->message()));
@@ -457,7 +457,7 @@ int RunRemoteQuery(const QueryOptions& q, const RemoteOptions& remote) {
       return Fail(cmd, std::string(dc.status().message()), kExitUsage);
     }
   }
-  absl::StatusOr<std::unique_ptr<tuner::TunerClient>> client =
+  absl::StatusOr<std::unique_ptr<client::TunerClient>> client =
       Connect(remote.tuner, remote.token_file, remote.tls_ca);
   if (!client.ok()) return FailStatus(cmd, client.status());
   absl::StatusOr<lathe::v1::QueryBestResponse> r = (*client)->QueryBest(canonical, device_class);
@@ -511,7 +511,7 @@ int RunRemoteQuery(const QueryOptions& q, const RemoteOptions& remote) {
 int RunJobs(const RemoteOptions& remote) {
   const std::string cmd = "lathe jobs";
   if (remote.tuner.empty()) return Fail(cmd, "--tuner HOST:PORT is required", kExitUsage);
-  absl::StatusOr<std::unique_ptr<tuner::TunerClient>> client =
+  absl::StatusOr<std::unique_ptr<client::TunerClient>> client =
       Connect(remote.tuner, remote.token_file, remote.tls_ca);
   if (!client.ok()) return FailStatus(cmd, client.status());
   absl::StatusOr<std::vector<lathe::v1::JobStatus>> jobs = (*client)->ListJobs();
@@ -535,7 +535,7 @@ int RunJobs(const RemoteOptions& remote) {
     }
     if (j.workloads_size() == 0) {
       std::printf("%-20s %-10s %-14s %-12s %s\n", SafeText(j.job_id()).c_str(),
-                  tuner::JobStateName(j.state()).c_str(), "-", "-", "-");
+                  client::JobStateName(j.state()).c_str(), "-", "-", "-");
     }
     for (const lathe::v1::WorkloadProgress& w : j.workloads()) {
       std::string trials = fmt::format("{}/{}", w.trials_done(), w.trials_target());
@@ -547,7 +547,7 @@ int RunJobs(const RemoteOptions& remote) {
       }
       std::string best = w.best_gflops() > 0 ? fmt::format("{:.1f}", w.best_gflops()) : "-";
       std::printf("%-20s %-10s %-14s %-12s %s\n", SafeText(j.job_id()).c_str(),
-                  tuner::JobStateName(j.state()).c_str(), trials.c_str(), best.c_str(),
+                  client::JobStateName(j.state()).c_str(), trials.c_str(), best.c_str(),
                   SafeText(w.workload()).c_str());
     }
     if (!j.message().empty()) std::printf("  %s\n", SafeText(j.message()).c_str());
@@ -558,7 +558,7 @@ int RunJobs(const RemoteOptions& remote) {
 int RunWorkers(const RemoteOptions& remote) {
   const std::string cmd = "lathe workers";
   if (remote.tuner.empty()) return Fail(cmd, "--tuner HOST:PORT is required", kExitUsage);
-  absl::StatusOr<std::unique_ptr<tuner::TunerClient>> client =
+  absl::StatusOr<std::unique_ptr<client::TunerClient>> client =
       Connect(remote.tuner, remote.token_file, remote.tls_ca);
   if (!client.ok()) return FailStatus(cmd, client.status());
   absl::StatusOr<std::vector<lathe::v1::WorkerInfo>> workers = (*client)->ListWorkers();

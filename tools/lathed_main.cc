@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   std::string health_addr, worker_token_file;
   std::vector<std::string> http_hosts;
   int heartbeat_ms = 10000, lease_ms = 120000;
-  int search_threads = lathe::tuner::DefaultSearchThreads(), search_nice = 10;
+  int search_threads = lathe::daemon::DefaultSearchThreads(), search_nice = 10;
   int remeasure_top = 5;
   bool insecure = false, reflection = false;
   app.add_option("--listen", listen, "HOST:PORT to serve gRPC on (port 0 picks one)")->required();
@@ -140,10 +140,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  lathe::tuner::GrpcServerOptions gopts;
+  lathe::daemon::GrpcServerOptions gopts;
   gopts.listen = listen;
   auto read = [](const std::string& path, bool trim, std::string* out) {
-    absl::StatusOr<std::string> text = lathe::tuner::ReadSecretFile(path, trim);
+    absl::StatusOr<std::string> text = lathe::daemon::ReadSecretFile(path, trim);
     if (!text.ok()) {
       std::fprintf(stderr, "lathed: %s\n", std::string(text.status().message()).c_str());
       return false;
@@ -203,10 +203,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::unique_ptr<lathe::tuner::Metrics> metrics;
+  std::unique_ptr<lathe::daemon::Metrics> metrics;
   {
-    absl::StatusOr<std::unique_ptr<lathe::tuner::Metrics>> m =
-        lathe::tuner::Metrics::Create(metrics_addr, gopts.token);
+    absl::StatusOr<std::unique_ptr<lathe::daemon::Metrics>> m =
+        lathe::daemon::Metrics::Create(metrics_addr, gopts.token);
     if (!m.ok()) {
       std::fprintf(stderr, "lathed: %s\n", std::string(m.status().message()).c_str());
       return 1;
@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
     metrics = std::move(*m);
   }
 
-  lathe::tuner::ServiceOptions sopts;
+  lathe::daemon::ServiceOptions sopts;
   sopts.db_path = db_path;
   sopts.heartbeat_interval_ms = heartbeat_ms;
   sopts.lease_duration_ms = lease_ms;
@@ -222,16 +222,16 @@ int main(int argc, char** argv) {
   sopts.search.threads = search_threads;
   sopts.search_nice = search_nice;
   sopts.remeasure_top = remeasure_top;
-  absl::StatusOr<std::unique_ptr<lathe::tuner::TunerService>> service =
-      lathe::tuner::TunerService::Create(sopts);
+  absl::StatusOr<std::unique_ptr<lathe::daemon::TunerService>> service =
+      lathe::daemon::TunerService::Create(sopts);
   if (!service.ok()) {
     std::fprintf(stderr, "lathed: database %s: %s\n",
                  lathe::db::RedactDatabaseLocation(db_path).c_str(),
                  service.status().ToString().c_str());
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<lathe::tuner::GrpcServer>> server =
-      lathe::tuner::GrpcServer::Start(service->get(), gopts);
+  absl::StatusOr<std::unique_ptr<lathe::daemon::GrpcServer>> server =
+      lathe::daemon::GrpcServer::Start(service->get(), gopts);
   if (!server.ok()) {
     std::fprintf(stderr, "lathed: %s\n", std::string(server.status().message()).c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
   int health_port = 0;
   if (!health_addr.empty()) {
     grpc::ServerBuilder b;
-    b.SetOption(lathe::tuner::ReflectionOption(false));  // health alone, nothing else
+    b.SetOption(lathe::daemon::ReflectionOption(false));  // health alone, nothing else
     b.RegisterCallbackGenericService(&health_others);
     b.AddListeningPort(health_addr, grpc::InsecureServerCredentials(), &health_port);
     health = b.BuildAndStart();

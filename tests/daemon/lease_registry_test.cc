@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 namespace {
 
 namespace v1 = lathe::v1;
@@ -409,4 +409,4 @@ TEST_F(StartLeaseTest, ReleasedTasksGoToAWaitingCall) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

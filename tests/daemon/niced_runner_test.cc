@@ -9,7 +9,7 @@
 
 #include <cerrno>
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 namespace {
 
 pid_t ThreadId() { return static_cast<pid_t>(syscall(SYS_gettid)); }
@@ -47,4 +47,4 @@ TEST(NicedRunnerTest, NiceZeroRunsInline) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

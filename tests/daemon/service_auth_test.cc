@@ -23,7 +23,7 @@
 #include "tests/daemon/generic_call.h"
 #include "tests/daemon/service_fixture.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 namespace {
 
 using service_testing::kDeviceClass;
@@ -355,4 +355,4 @@ TEST(MetricsAuthTest, WithATokenMetricsNeedItAsTheBasicAuthPassword) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

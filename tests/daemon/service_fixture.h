@@ -23,7 +23,7 @@
 #include "db/database.h"
 #include "lathe/v1/service.grpc.pb.h"
 
-namespace lathe::tuner::service_testing {
+namespace lathe::daemon::service_testing {
 
 namespace v1 = lathe::v1;
 
@@ -235,6 +235,6 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<v1::WorkerService::Stub> worker_;
 };
 
-}  // namespace lathe::tuner::service_testing
+}  // namespace lathe::daemon::service_testing
 
 #endif  // LATHE_TESTS_DAEMON_SERVICE_FIXTURE_H_

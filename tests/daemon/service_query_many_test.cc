@@ -7,7 +7,7 @@
 
 #include "tests/daemon/service_fixture.h"
 
-namespace lathe::tuner::service_testing {
+namespace lathe::daemon::service_testing {
 namespace {
 
 TEST_F(ServiceTest, QueryBestManyAnswersEveryQueryInOrder) {
@@ -108,4 +108,4 @@ TEST_F(ServiceTest, ListWorkersShowsTheCurrentLease) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner::service_testing
+}  // namespace lathe::daemon::service_testing

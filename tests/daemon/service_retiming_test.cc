@@ -12,7 +12,7 @@
 #include "db/database.h"
 #include "tests/daemon/service_fixture.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 namespace {
 
 using service_testing::FakeMedian;
@@ -243,4 +243,4 @@ TEST_F(ServiceTest, RestartDuringRetimingResumesIt) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

@@ -15,12 +15,12 @@
 #include "daemon/search_pool.h"
 #include "service_fixture.h"
 
-namespace lathe::tuner::service_testing {
+namespace lathe::daemon::service_testing {
 namespace {
 
 // A search pool that holds the first round it is given until Release(), and counts the rounds
 // started and the most in flight at once.
-class HoldingPool : public SearchPool {
+class HoldingPool : public tuner::SearchPool {
  public:
   explicit HoldingPool(int threads) : pool_(threads, 0) {}
   ~HoldingPool() override { Release(); }
@@ -88,7 +88,7 @@ class ServiceSearchThreadsTest : public ServiceTest {
     pool_ = std::move(p);
     return ref;
   }
-  std::unique_ptr<SearchPool> pool_;
+  std::unique_ptr<tuner::SearchPool> pool_;
 
   // The three tasks, of one weight each.
   std::string SubmitTasks(int budget, int batch) {
@@ -177,4 +177,4 @@ TEST_F(ServiceSearchThreadsTest, TwoJobsSearchOnTheSharedThreads) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner::service_testing
+}  // namespace lathe::daemon::service_testing

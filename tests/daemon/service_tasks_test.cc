@@ -15,7 +15,7 @@
 #include "ir/workload.h"
 #include "service_fixture.h"
 
-namespace lathe::tuner::service_testing {
+namespace lathe::daemon::service_testing {
 namespace {
 
 class ServiceTasksTest : public ServiceTest {
@@ -158,4 +158,4 @@ TEST_F(ServiceTasksTest, RestartResumesEveryTaskWithItsOwnTrials) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner::service_testing
+}  // namespace lathe::daemon::service_testing

@@ -27,7 +27,7 @@
 #include "lathe/v1/service.grpc.pb.h"
 #include "tests/daemon/service_fixture.h"
 
-namespace lathe::tuner {
+namespace lathe::daemon {
 namespace {
 
 using service_testing::FakeMedian;
@@ -919,4 +919,4 @@ TEST_F(ServiceTest, ConcurrentJobsOfOneWorkloadMeasureEachCandidateOnce) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner
+}  // namespace lathe::daemon

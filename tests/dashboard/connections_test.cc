@@ -17,7 +17,7 @@
 #include "dashboard/server.h"
 #include "tests/daemon/service_fixture.h"
 
-namespace lathe::tuner::service_testing {
+namespace lathe::daemon::service_testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -145,4 +145,4 @@ TEST_F(DashboardConnectionsTest, KeptAliveConnectionsServeManyRequestsThenIdleOu
 }
 
 }  // namespace
-}  // namespace lathe::tuner::service_testing
+}  // namespace lathe::daemon::service_testing

@@ -11,7 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/daemon/service_fixture.h"
 
-namespace lathe::tuner::service_testing {
+namespace lathe::daemon::service_testing {
 namespace {
 
 using json = nlohmann::json;
@@ -279,4 +279,4 @@ TEST_F(DashboardDataTest, SampledProgressGivesARateAndTimeLeft) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner::service_testing
+}  // namespace lathe::daemon::service_testing

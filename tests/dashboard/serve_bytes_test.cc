@@ -9,7 +9,7 @@
 #include "dashboard/server.h"
 #include "tests/daemon/service_fixture.h"
 
-namespace lathe::tuner::service_testing {
+namespace lathe::daemon::service_testing {
 namespace {
 
 constexpr char kToken[] = "serve-bytes-token";
@@ -53,4 +53,4 @@ TEST_F(ServeBytesTest, ServesTheGateAndTheRoutesLikeASocket) {
 }
 
 }  // namespace
-}  // namespace lathe::tuner::service_testing
+}  // namespace lathe::daemon::service_testing

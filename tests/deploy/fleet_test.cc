@@ -208,36 +208,36 @@ class Fleet {
   // Starts lathed and the three workers; returns the client once they are all registered
   // (null, with a test failure, when something did not come up). Across links of 80 and 160 ms
   // round trip, with TLS, registering takes a few round trips.
-  std::unique_ptr<tuner::TunerClient> StartAll(
+  std::unique_ptr<client::TunerClient> StartAll(
       const std::map<std::string, std::vector<std::string>>& extra = {}) {
     if (!StartDaemon() || !StartWorkers(extra)) return nullptr;
-    std::unique_ptr<tuner::TunerClient> client = Client();
+    std::unique_ptr<client::TunerClient> client = Client();
     if (client == nullptr || !WaitForWorkers(*client, 3, 20)) return nullptr;
     return client;
   }
 
-  std::unique_ptr<tuner::TunerClient> Client() const {
-    tuner::ClientOptions o;
+  std::unique_ptr<client::TunerClient> Client() const {
+    client::ClientOptions o;
     o.address = "127.0.0.1:" + std::to_string(port());
     o.tls_ca = Certs() + "/ca.pem";
     o.tls_cert = Certs() + "/client.pem";
     o.tls_key = Certs() + "/client.key";
     o.timeout_ms = 15000;
     o.reconnect_ms = 60000;
-    absl::StatusOr<std::unique_ptr<tuner::TunerClient>> c = tuner::TunerClient::Connect(o);
+    absl::StatusOr<std::unique_ptr<client::TunerClient>> c = client::TunerClient::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }
 
   // Live (not lost) workers the daemon knows.
-  int LiveWorkers(tuner::TunerClient& client) {
+  int LiveWorkers(client::TunerClient& client) {
     absl::StatusOr<std::vector<lathe::v1::WorkerInfo>> ws = client.ListWorkers();
     if (!ws.ok()) return -1;
     int live = 0;
     for (const auto& w : *ws) live += w.state() != "lost";
     return live;
   }
-  bool WaitForWorkers(tuner::TunerClient& client, int n, int timeout_s = 60) {
+  bool WaitForWorkers(client::TunerClient& client, int n, int timeout_s = 60) {
     for (auto until = Clock::now() + std::chrono::seconds(timeout_s); Clock::now() < until;) {
       if (LiveWorkers(client) >= n) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -287,7 +287,7 @@ struct Outcome {
 
 // Submits `spec`, follows it to its end; `on_status` sees every status.
 std::optional<Outcome> RunJob(
-    tuner::TunerClient& client, const lathe::v1::JobSpec& spec, int timeout_s,
+    client::TunerClient& client, const lathe::v1::JobSpec& spec, int timeout_s,
     const std::function<void(const lathe::v1::JobStatus&)>& on_status = {}) {
   const auto start = Clock::now();
   absl::StatusOr<std::string> id = client.SubmitJob(spec);

@@ -308,7 +308,7 @@ TEST(ClusterTest, KilledDaemonResumesTheJobOnRestart) {
   absl::StatusOr<lathe::v1::JobStatus> done =
       WaitForJob(*client, *id, 200, [&](const lathe::v1::JobStatus& s) {
         if (restarted) ++seen_after_restart;
-        if (!restarted && TrialsDone(s) >= 8 && !lathe::tuner::IsFinal(s.state())) {
+        if (!restarted && TrialsDone(s) >= 8 && !lathe::client::IsFinal(s.state())) {
           c.daemon()->Signal(SIGKILL);
           c.daemon()->Wait(10000);
           restarted = c.StartDaemon(kFastLeases, address);

@@ -26,7 +26,7 @@ bool WaitForText(const std::string& path, const std::string& text, int timeout_m
 }
 
 // Waits until some worker is "busy" (holds a lease with unreported tasks).
-bool WaitForBusyWorker(tuner::TunerClient& client, int timeout_ms) {
+bool WaitForBusyWorker(client::TunerClient& client, int timeout_ms) {
   for (auto until = Clock::now() + std::chrono::milliseconds(timeout_ms); Clock::now() < until;) {
     absl::StatusOr<std::vector<lathe::v1::WorkerInfo>> ws = client.ListWorkers();
     if (ws.ok()) {

@@ -142,19 +142,19 @@ class Cluster {
     return raw;
   }
 
-  std::unique_ptr<tuner::TunerClient> Client(const std::string& token = "") const {
-    tuner::ClientOptions o;
+  std::unique_ptr<client::TunerClient> Client(const std::string& token = "") const {
+    client::ClientOptions o;
     o.address = address_;
     o.token = token;
     o.timeout_ms = 10000;
     o.reconnect_ms = 60000;
-    absl::StatusOr<std::unique_ptr<tuner::TunerClient>> c = tuner::TunerClient::Connect(o);
+    absl::StatusOr<std::unique_ptr<client::TunerClient>> c = client::TunerClient::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }
 
   // Waits until `n` workers are registered and not lost.
-  bool WaitForWorkers(tuner::TunerClient& client, int n, int timeout_ms = 30000) {
+  bool WaitForWorkers(client::TunerClient& client, int n, int timeout_ms = 30000) {
     auto until = Clock::now() + std::chrono::milliseconds(timeout_ms);
     while (Clock::now() < until) {
       absl::StatusOr<std::vector<lathe::v1::WorkerInfo>> ws = client.ListWorkers();
@@ -192,7 +192,7 @@ inline lathe::v1::JobSpec SmallJob(const std::string& workload, int trials, int 
 // Follows a job until it ends or `timeout_s` passes (then the status is DeadlineExceeded).
 // `on_status` sees every status.
 inline absl::StatusOr<lathe::v1::JobStatus> WaitForJob(
-    tuner::TunerClient& client, const std::string& job_id, int timeout_s,
+    client::TunerClient& client, const std::string& job_id, int timeout_s,
     const std::function<void(const lathe::v1::JobStatus&)>& on_status = nullptr) {
   std::atomic<bool> stop{false}, done{false};
   std::thread timer([&] {

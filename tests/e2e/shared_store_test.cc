@@ -146,7 +146,7 @@ TEST_F(SharedStoreTest, KilledDaemonLosesNothingAndDuplicatesNothing) {
   std::set<std::string> before_kill;
   absl::StatusOr<lathe::v1::JobStatus> da =
       WaitForJob(*ca, *ja, 200, [&](const lathe::v1::JobStatus& s) {
-        if (!restarted && TrialsDone(s) >= 8 && !lathe::tuner::IsFinal(s.state())) {
+        if (!restarted && TrialsDone(s) >= 8 && !lathe::client::IsFinal(s.state())) {
           a.daemon()->Signal(SIGKILL);
           a.daemon()->Wait(10000);
           before_kill = Candidates(Key(kWorkloadA));

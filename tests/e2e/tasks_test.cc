@@ -175,7 +175,7 @@ TEST(TasksTest, KilledDaemonResumesEveryTaskWithItsOwnTrials) {
   std::vector<int> at_kill;
   absl::StatusOr<lathe::v1::JobStatus> done =
       WaitForJob(*client, *id, 240, [&](const lathe::v1::JobStatus& s) {
-        if (!restarted && s.trials_done() >= 20 && !lathe::tuner::IsFinal(s.state())) {
+        if (!restarted && s.trials_done() >= 20 && !lathe::client::IsFinal(s.state())) {
           c.daemon()->Signal(SIGKILL);
           c.daemon()->Wait(10000);
           for (const std::string& t : kTasks) {
@@ -246,7 +246,7 @@ void CheckObjectiveHistoryAcrossAKill(Cluster& c) {
   bool restarted = false;
   absl::StatusOr<lathe::v1::JobStatus> done =
       WaitForJob(*client, *id, 240, [&](const lathe::v1::JobStatus& s) {
-        if (restarted || lathe::tuner::IsFinal(s.state())) return;
+        if (restarted || lathe::client::IsFinal(s.state())) return;
         if (!snapshot && s.objective_history_size() >= 2) {
           snapshot = s;
           snapshot_at = Clock::now();
