@@ -311,7 +311,7 @@ absl::StatusOr<std::pair<WorkloadSpec, WorkloadSpec>> SepConvParts(const Workloa
   if (absl::Status s = ExpectOp(spec, {OpKind::kSepConv2d}); !s.ok()) return s;
   WorkloadSpec dw{std::string(OpName(OpKind::kConv2d)), {}};
   WorkloadSpec pw = dw;
-  for (const char* key : {"n", "c", "h", "w", "r", "s", "stride", "pad", "dilation", "layout"}) {
+  for (const char* key : kSepConvDepthwiseKeys) {
     auto it = spec.params.find(key);
     if (it != spec.params.end()) dw.params[key] = it->second;
   }

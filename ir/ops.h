@@ -123,6 +123,9 @@ struct Conv2dParams : Window2d {
 // (dw_bias, dw_scale, dw_shift: [c]), W[k/y,c/x,1,1,x,y], the epilogue's tensors,
 // Y[n,k/y,oh,ow,y]. Stages: "pad" (when padded), "dwconv" (the depthwise reduction), "dw"
 // (its epilogue, present even when empty), then the 1x1's "conv2d" and "Y" as conv2d's.
+// The keys a sepconv2d spec shares with its depthwise part's conv2d spec.
+inline constexpr const char* kSepConvDepthwiseKeys[] = {"n", "c",      "h",   "w",        "r",
+                                                        "s", "stride", "pad", "dilation", "layout"};
 struct SepConv2dParams {
   Conv2dParams dw;  // the depthwise part: k = c = groups, kblock = cblock
   Conv2dParams pw;  // the 1x1 part: c = dw.k, h x w = dw's output, stride 1, no padding

@@ -6,17 +6,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "ir/ops.h"
 #include "ir/workload.h"
 #include "model/kernels.h"
 
 namespace lathe::model {
 namespace {
-
-std::string Param(const KernelDesc& k, const std::string& key, const std::string& fallback) {
-  auto it = k.params.find(key);
-  return it == k.params.end() ? fallback : it->second;
-}
 
 // The convolution of a conv2d kernel, read from its canonical spec; nullopt otherwise.
 std::optional<ir::Conv2dParams> ConvOf(const KernelDesc& k) {
@@ -64,12 +60,12 @@ void FuseSeparableConvs(Graph& g, Lowered& l, int64_t min_rows) {
     if (!pp || !Pointwise(*pp, dp->cblock)) continue;
     KernelDesc fused;
     fused.op = ir::OpName(ir::OpKind::kSepConv2d);
-    for (const char* key : {"n", "c", "h", "w", "r", "s", "stride", "pad", "dilation", "layout"}) {
+    for (const char* key : ir::kSepConvDepthwiseKeys) {
       auto it = dw.params.find(key);
       if (it != dw.params.end()) fused.params[key] = it->second;
     }
-    fused.params["k"] = Param(pw, "k", "");
-    if (pw.params.count("kblock")) fused.params["kblock"] = pw.params.at("kblock");
+    fused.params["k"] = absl::StrCat(pp->k);
+    if (pp->kblock != pp->cblock) fused.params["kblock"] = absl::StrCat(pp->kblock);
     fused.params["dw_epilogue"] = dw.epilogue.ToString();
     fused.inputs = dw.inputs;
     for (ir::StepKind s : dw.epilogue.TensorSteps()) fused.inputs.push_back(dw.step_inputs.at(s));

@@ -51,6 +51,8 @@ constexpr int64_t kChanUnroll = 4;
 // The convolution whose output a workload's tiles cover: a conv2d's parameters, a
 // sepconv2d's 1x1 part.
 absl::StatusOr<ir::Conv2dParams> BlockedConvParams(const ir::WorkloadSpec& spec);
+// The convolution whose input a workload pads: a conv2d's, a sepconv2d's depthwise part.
+absl::StatusOr<ir::Conv2dParams> PaddedConvParams(const ir::WorkloadSpec& spec);
 
 // The structure of a workload that the sketch rules found.
 struct Analysis {

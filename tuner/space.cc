@@ -81,13 +81,26 @@ bool IteratesOver(const Stage& st, const std::string& loop, const std::string& a
 
 namespace internal {
 
-absl::StatusOr<ir::Conv2dParams> BlockedConvParams(const ir::WorkloadSpec& spec) {
+namespace {
+
+// A conv2d's parameters, or a sepconv2d's depthwise (`depthwise`) or 1x1 part.
+absl::StatusOr<ir::Conv2dParams> ConvPartParams(const ir::WorkloadSpec& spec, bool depthwise) {
   if (spec.op == ir::OpName(ir::OpKind::kSepConv2d)) {
     absl::StatusOr<ir::SepConv2dParams> p = ir::GetSepConv2dParams(spec);
     if (!p.ok()) return p.status();
-    return p->pw;
+    return depthwise ? p->dw : p->pw;
   }
   return ir::GetConv2dParams(spec);
+}
+
+}  // namespace
+
+absl::StatusOr<ir::Conv2dParams> BlockedConvParams(const ir::WorkloadSpec& spec) {
+  return ConvPartParams(spec, /*depthwise=*/false);
+}
+
+absl::StatusOr<ir::Conv2dParams> PaddedConvParams(const ir::WorkloadSpec& spec) {
+  return ConvPartParams(spec, /*depthwise=*/true);
 }
 
 absl::Status CpuSpace::Init() {

@@ -75,20 +75,13 @@ std::vector<int64_t> RuleContext::Defaults() const {
   // Row statistics (and their partial results) per row tile, in the output's parallel loop
   // (softmax 1536x128 on Zen 3: 888-1114 us at root, 150-226 us per tile).
   for (int slot : side_slot) d[slot] = Nearest(slot, 1);
-  // A sepconv2d's depthwise register tile as the blocked depthwise convolution's first one:
-  // the most columns that divide the row and fill the accumulators (half of them on 32
-  // registers: 10 of 320 on AVX-512 ran 0.95-1.10 ms against 1.11-1.24 ms for 20, PP-OCR
-  // det's 16 -> 32 channels at 320x320 on Zen 4).
+  // A sepconv2d's depthwise register tile as the blocked depthwise convolution's first one
+  // (10 columns of 320 on AVX-512 ran 0.95-1.10 ms against 1.11-1.24 ms for 20, PP-OCR det's
+  // 16 -> 32 channels at 320x320 on Zen 4).
   if (dw_cols_slot >= 0) {
     const ir::Tensor* dw = space_.workload_->Find(an.dw_out);
-    const int64_t ow = dw != nullptr ? (*dw)->shape[3] : shape[3];
-    const int64_t per_col = target.vector_registers >= 32 ? 2 : 1;
-    int64_t best = 1;
-    for (int64_t c = 1; c * per_col <= acc_regs && c <= ow; ++c) {
-      if (ow % c == 0) best = c;
-    }
-    if (best * per_col * 2 <= acc_regs) best = std::min<int64_t>(ow, acc_regs / per_col);
-    d[dw_cols_slot] = Nearest(dw_cols_slot, best);
+    d[dw_cols_slot] =
+        Nearest(dw_cols_slot, FirstTileColumns(dw != nullptr ? (*dw)->shape[3] : shape[3]));
   }
   return d;
 }
@@ -103,6 +96,19 @@ void RuleContext::Emit(std::vector<int64_t> d) {
 }
 
 int64_t RuleContext::VectorsFor(int64_t elems) const { return space_.VectorsFor(elems); }
+
+int64_t RuleContext::ColumnsFor(int64_t width, int64_t per_col) const {
+  int64_t best = 1;
+  for (int64_t c = 1; c * per_col <= acc_regs && c <= width; ++c) {
+    if (width % c == 0) best = c;
+  }
+  if (best * per_col * 2 <= acc_regs) best = std::min<int64_t>(width, acc_regs / per_col);
+  return best;
+}
+
+int64_t RuleContext::FirstTileColumns(int64_t width) const {
+  return ColumnsFor(width, target.vector_registers >= 32 ? 2 : 1);
+}
 
 int64_t RuleContext::ChunkedTileBytes(int64_t images, int64_t blocks, int64_t rows) const {
   return space_.ChunkedTileBytes(images, blocks, rows);

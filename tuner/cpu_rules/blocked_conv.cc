@@ -35,20 +35,8 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     const int64_t ow = shape[3];
     // (channel blocks, rows, columns), the columns the most that fit (divisors of ow first).
     const int64_t acc = acc_regs;
-    auto cols_for = [&](int64_t per_col) {
-      int64_t best = 1;
-      for (int64_t c = 1; c * per_col <= acc && c <= ow; ++c) {
-        if (ow % c == 0) best = c;
-      }
-      // A divisor under half the file wastes it: take the most columns that fit instead.
-      if (best * per_col * 2 <= acc) best = std::min<int64_t>(ow, acc / per_col);
-      return best;
-    };
-    // Half the file in one row of columns first: a full file of accumulators leaves LLVM too
-    // few registers for the weights and broadcasts (a 1 x 28 tile measured 2x slower than
-    // 1 x 14 or 2 x 14 on AVX-512).
-    const int64_t first = c.target.vector_registers >= 32 ? 2 : 1;
-    std::vector<std::array<int64_t, 3>> blocked_shapes = {{1, 1, cols_for(first)},
+    auto cols_for = [&](int64_t per_col) { return c.ColumnsFor(ow, per_col); };
+    std::vector<std::array<int64_t, 3>> blocked_shapes = {{1, 1, c.FirstTileColumns(ow)},
                                                           {1, 2, cols_for(2)},
                                                           {2, 1, cols_for(2)},
                                                           {1, 2, cols_for(4)},
@@ -130,7 +118,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
                         {1, 2, half},
                         {2, 1, cols_for(2)},
                         {1, 2, std::max<int64_t>(1, half - 1)},
-                        {1, 1, cols_for(first)}};
+                        {1, 1, c.FirstTileColumns(ow)}};
       // A whole output row that fits the accumulators (7 x 7 maps): one channel block x the row
       // first (conv 3x3/512/7x7: 2281 us against 3429 us for 2 x 2 x 3 here).
       if (ow <= acc) {
@@ -153,14 +141,11 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // Inlined first where each input element is read at most 9 times (a depthwise 3x3, or a
     // strided 5x5: measured 1.5-2.5x faster so on AVX-512); a depthwise 5x5 at stride 1 and
     // dense convolutions read each element far more often and keep the copy.
+    // (A sepconv2d's padding is its depthwise part's.)
     bool inline_first = false;
-    if (params.ok()) {
-      inline_first = params->depthwise() && taps <= 9 * params->stride_h * params->stride_w;
-    }
-    // A sepconv2d's padding is its depthwise part's.
-    if (!c.an.dw_out.empty()) {
-      absl::StatusOr<ir::SepConv2dParams> sep = ir::GetSepConv2dParams(c.workload.spec);
-      inline_first = sep.ok() && sep->dw.r * sep->dw.s <= 9 * sep->dw.stride_h * sep->dw.stride_w;
+    if (absl::StatusOr<ir::Conv2dParams> padded = PaddedConvParams(c.workload.spec); padded.ok()) {
+      inline_first =
+          padded->depthwise() && padded->r * padded->s <= 9 * padded->stride_h * padded->stride_w;
     }
     std::vector<std::pair<const int64_t*, bool>> variants, others;
     for (const auto& bs : blocked_shapes) {

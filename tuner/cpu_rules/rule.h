@@ -55,6 +55,15 @@ class RuleContext {
   bool Full() const { return static_cast<int>(out_->size()) >= max_; }
 
   int64_t VectorsFor(int64_t elems) const;
+  // The columns of a register tile of `per_col` vectors a column over a row `width` wide: the
+  // most that fit the accumulators and divide the row, or, where that divisor wastes half of
+  // them, the most that fit.
+  int64_t ColumnsFor(int64_t width, int64_t per_col) const;
+  // ... of the first tile of a blocked convolution: one vector a column on 16 registers, two on
+  // 32 (half the file in one row of columns: a full file of accumulators leaves LLVM too few
+  // registers for the weights and broadcasts; a 1 x 28 tile measured 2x slower than 1 x 14 or
+  // 2 x 14 on AVX-512).
+  int64_t FirstTileColumns(int64_t width) const;
   int64_t ChunkedTileBytes(int64_t images, int64_t blocks, int64_t rows) const;
 
  private:
