@@ -189,6 +189,18 @@ absl::Status CpuSpace::Init() {
       !blocked_layout) {
     FindChannelAxis(*acc_def);
   }
+  if (acc_def && acc_def->tensor->axes.size() >= 3 && !blocked_layout && !an_.blocked_conv) {
+    const ir::Tensor& t = acc_def->tensor;
+    const ir::ExprNode* chan = t->axes[t->axes.size() - 3]->var.get();
+    bool all = true, any = false;
+    ir::Visit(t->body, [&](const ir::Expr& x) {
+      if (x->kind != ir::ExprKind::kTensorRead) return;
+      any = true;
+      all = all && std::any_of(x->operands.begin(), x->operands.end(),
+                               [&](const ir::Expr& e) { return ir::UsesVar(e, chan); });
+    });
+    an_.channels_private = any && all;
+  }
   out_axes_ = std::vector<std::string>(out->root_loops.begin(),
                                        out->root_loops.begin() + out->tensor->axes.size());
   int lanes = target_.vector_lanes;

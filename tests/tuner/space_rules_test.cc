@@ -395,6 +395,28 @@ TEST(SpaceHeuristicTest, BlockedLayoutsVectorizeTheirChannelBlock) {
   }
 }
 
+// A plain NCHW depthwise convolution's channels share no input: the first tile is rows (which
+// share the window's input rows) by one vector of columns, two channels, parallel over the
+// channel tiles only (5x5 at 28x28 on AVX-512: 107 us against 201 for 14 channels x 2 rows).
+// A dense one keeps its channel-vector tile (ConvGetsTheChannelVectorKernelFirst).
+TEST(SpaceHeuristicTest, PlainDepthwiseConvsTileRowsNotChannels) {
+  for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
+    const std::string lanes = std::to_string(target.vector_lanes);
+    std::vector<std::string> rules =
+        RuleTexts("conv2d:n=1,c=240,h=28,w=28,k=240,r=5,s=5,pad=2,groups=240", target, 2);
+    ASSERT_EQ(rules.size(), 2u);
+    EXPECT_NE(rules[0].find("split(Y, [k], {2})"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[0].find("split(Y, [y], {4})"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[0].find("split(Y, [x], {" + lanes + "})"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[0].find("parallel(Y, [n.0+k.0])"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[1].find("split(Y, [y], {7})"), std::string::npos) << rules[1];
+    rules = RuleTexts("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", target, 3);
+    for (const std::string& text : rules) {
+      EXPECT_EQ(text.find("split(Y, [k], {2})"), std::string::npos) << text;
+    }
+  }
+}
+
 // A global pool's tile of one channel block is a single chain of dependent adds (PP-OCR det's
 // pool over 96 channels at 160x160, AVX2: 226 us so, 77 us in tiles of 3 blocks): the first
 // rule tiles several channel blocks while each core keeps two tasks.

@@ -60,6 +60,16 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
     // columns unrolled (the best of every 300-trial tuning of conv 3x3/128/28x28 here: each
     // input vector serves every channel, each broadcast weight both rows).
     shapes.insert(shapes.begin(), {lanes, 2, acc_regs / 2, 4, false});
+    // Unless the channels share no input (plain NCHW depthwise convolutions, poolings): then
+    // rows, which share the window's input rows, and two channels for a second chain of
+    // loads. Plain depthwise convolutions, us, first tile (2 ch x 4 rows x 16 columns / 14 ch x
+    // 2 rows), Zen 4 AVX-512, 2 threads: 3x3 32 ch 112x112 62-78 / 103-110, 3x3/2 96 ch 112x112
+    // 102-138 / 183-198, 5x5 240 ch 28x28 107-141 / 201-208, 5x5/2 144 ch 56x56 109-149 /
+    // 169-171; 2 x 7 second (5x5 at 28x28: 99-115). Plain poolings alike (max 3x3/2 64 ch
+    // 112x112: 57-75 / 91-199; avg 3x3 96 ch 56x56: 67-83 / 121-187).
+    if (c.an.channels_private && n >= 4) {
+      shapes.insert(shapes.begin(), {{lanes, 4, 2, 4, false}, {lanes, 7, 2, 4, false}});
+    }
   }
   // The innermost reduce axis (a convolution's kernel columns): unrolled whole when short, so
   // that no unrolled copy runs guarded past its end (a 5x5 window unrolled by 4 runs a second,
