@@ -758,17 +758,33 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
   LATHE_TRY(s.StorageOrder(a, order));
   // The input that reads the channels, packed with them innermost; other packs as decided.
   std::vector<std::string> pack_stages(an_.pack.size());
+  std::vector<std::string> copy_order;  // the channel pack's copy loops, where reordered
   for (size_t p = 0; p < an_.pack.size(); ++p) {
     const bool chan_pack = static_cast<int>(p) == an_.chan_pack;
     if (!chan_pack && d(pack_slot_[p]) == 0) continue;
     LATHE_TRY_VALUE(name, s.CacheRead(an_.pack[p], "global", {a}));
     pack_stages[p] = name;
     if (!chan_pack) continue;
-    std::vector<std::string> dims = s.FindStage(name)->root_loops;
+    const std::vector<std::string> src = s.FindStage(name)->root_loops;  // the source's order
+    std::vector<std::string> dims = src;
     std::string cd = dims[an_.chan_dim];
     dims.erase(dims.begin() + an_.chan_dim);
     dims.push_back(cd);
     LATHE_TRY(s.StorageOrder(name, dims));
+    // The copy then walks the channels just inside the source's next dimension, so that each
+    // step reads the short rows after it (a window, W[k][c][r][s]: r*s contiguous floats)
+    // instead of one float of each channel's row (W[k][c] 18 KB apart for 512 input channels
+    // of 3x3: plain conv 3x3 512->512 at 7x7, 2250-2460 us with the channels innermost,
+    // 1580-1720 with them outside the window; Zen 4 AVX-512, 2 threads).
+    const ir::Stage* copy = s.FindStage(name);
+    const size_t next = static_cast<size_t>(an_.chan_dim) + 1;
+    int64_t after = 1;
+    for (size_t i = next + 1; i < src.size(); ++i) after *= copy->loops.at(src[i]).extent;
+    if (after > 1) {
+      copy_order = src;
+      copy_order.erase(copy_order.begin() + an_.chan_dim);
+      copy_order.insert(copy_order.begin() + static_cast<std::ptrdiff_t>(next), cd);
+    }
   }
 
   // The output: a channel tile of whole vectors (at most four), rows and columns as decided.
@@ -844,6 +860,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
     if (pack_stages[p].empty()) continue;
     if (static_cast<int>(p) == an_.chan_pack) {
       LATHE_TRY(s.ComputeAt(pack_stages[p], o, par));
+      if (!copy_order.empty()) LATHE_TRY(s.Reorder(pack_stages[p], copy_order));
       continue;
     }
     size_t at = std::min<size_t>(static_cast<size_t>(d(pack_slot_[p])) - 1, outer.size() - 1);
