@@ -41,7 +41,8 @@ constexpr int64_t kMaxChunkedTileBytes = 32 * 1024;
 // The most weight bytes a register-tiled convolution's channel tile may read where several
 // pixel tiles pass over them: they should stay in the L2 cache between the passes (5/8 of the
 // 1 MiB L2 of the smallest AVX-512 cores, Skylake-SP and Zen 4; Ice Lake has 1.25, Sapphire
-// Rapids 2), leaving room for the input rows each pass streams.
+// Rapids 2), leaving room for the input rows each pass streams. Also the most of a panel
+// matmul's A that every panel's task may re-read from L2 (panel_matmul.cc).
 constexpr int64_t kMaxTileWeightBytes = 640 * 1024;
 
 // An NCHW convolution vectorized over its output channels (the channels mode 2): its input

@@ -490,6 +490,17 @@ TEST(SpaceHeuristicTest, PanelMatmulTilesAWholePanel) {
   ASSERT_EQ(avx512.size(), 1u);
   EXPECT_NE(avx512[0].find("split(C, [i], {14})"), std::string::npos) << avx512[0];
   EXPECT_NE(avx512[0].find("split(C, [ji], {32})"), std::string::npos) << avx512[0];
+  // An A that does not stay in L2 (BERT's FFN2: 128 x 3072, 1.5 MB) streams from L3 for every
+  // panel: at most 8 of its rows a tile; a transposed A reads its rows contiguously.
+  avx512 = RuleTexts("matmul:m=128,n=768,k=3072,bpanel=32,epilogue=bias_res", Avx512TwoCores(), 2);
+  ASSERT_EQ(avx512.size(), 2u);
+  for (const std::string& text : avx512) {
+    EXPECT_NE(text.find("split(C, [i], {8})"), std::string::npos) << text;
+  }
+  avx512 = RuleTexts("matmul:m=128,n=768,k=3072,bpanel=32,transpose_a=1,epilogue=none",
+                     Avx512TwoCores(), 1);
+  ASSERT_EQ(avx512.size(), 1u);
+  EXPECT_NE(avx512[0].find("split(C, [i], {14})"), std::string::npos) << avx512[0];
 }
 
 // A batch_matmul with panels: one batch and one panel per parallel tile, the rows as for a

@@ -6,11 +6,15 @@
 #include <utility>
 #include <vector>
 
+#include "ir/ops.h"
 #include "tuner/cpu_rules/rule.h"
 
 namespace lathe::tuner::internal {
 
 namespace {
+
+// The most rows of A a panel tile reads at once where A streams from L3 (see Propose).
+constexpr int64_t kMaxStreamedRows = 8;
 
 class PanelMatmulRule final : public CpuRule {
  public:
@@ -30,11 +34,23 @@ bool PanelMatmulRule::Propose(RuleContext& c) const {
   if (c.an.panel_matmul && (n == 3 || n == 4)) {
     const size_t o = n - 3;  // a batch axis first: one batch per tile
     const int64_t vecs = c.VectorsFor(shape[o + 2]);
+    // Every panel's task reads all of A (the panels are the parallel loop). Where A does not
+    // stay in the L2 cache it comes from L3 for each panel, and a tile of many rows reads as
+    // many rows of A at once: at most kMaxStreamedRows then. A (m x k, row-major) of 1-1.5 MB,
+    // 128 or 384 rows in tiles of 14 / 8 / 6 rows x 2 zmm, us: BERT's FFN2 (k = 3072) 3400-3600
+    // / 2750-2820 / 2750-2840, k = 2048 2280-2630 / 1800-1890 / 1780-1940, m = 384 k = 1024
+    // 3350-3470 / 2660-2690 / 2680-2710; with A in L2 the rows made no difference (k = 768:
+    // 650-690 each; k = 1536, 768 KB: 1350-1470 / 1310-1390). Zen 4 AVX-512, 2 threads.
+    absl::StatusOr<ir::MatmulParams> mp = ir::GetMatmulParams(c.workload.spec);
+    int64_t rows = acc_regs / vecs;
+    if (mp.ok() && !mp->transpose_a && mp->m * mp->k * 4 > kMaxTileWeightBytes) {
+      rows = std::min(rows, kMaxStreamedRows);
+    }
     const int64_t panel_shapes[][3] = {// rows, panels, unroll_k
-                                       {acc_regs / vecs, 1, 4},
-                                       {acc_regs / vecs, 1, 2},
+                                       {rows, 1, 4},
+                                       {rows, 1, 2},
                                        {acc_regs / (2 * vecs), 2, 2},
-                                       {std::max<int64_t>(1, acc_regs / vecs - 2), 1, 2}};
+                                       {std::max<int64_t>(1, rows - 2), 1, 2}};
     for (const auto& ps : panel_shapes) {
       if (c.Full()) break;
       std::vector<int64_t> d = c.Defaults();
