@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,6 +49,9 @@ constexpr int64_t kMaxTileWeightBytes = 640 * 1024;
 // An NCHW convolution vectorized over its output channels (the channels mode 2): its input
 // channels split by this, the inner part innermost of the reduction and unrolled.
 constexpr int64_t kChanUnroll = 4;
+
+// A stage's root loops: the spatial ones (one per axis), then the reduce ones.
+std::pair<std::vector<std::string>, std::vector<std::string>> RootLoopsOf(const ir::Stage& st);
 
 // The convolution whose output a workload's tiles cover: a conv2d's parameters, a
 // sepconv2d's 1x1 part.
