@@ -15,6 +15,10 @@ namespace lathe::tuner::internal {
 
 namespace {
 
+// The accumulators of the first tile of a dense convolution whose output block is half a vector
+// (see Propose).
+constexpr int64_t kHalfBlockAccumulators = 16;
+
 class BlockedConvRule final : public CpuRule {
  public:
   const char* name() const override { return "blocked_conv"; }
@@ -101,6 +105,26 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
         if (3 * cols < 2 * max_cols) cols = max_cols;  // a tail beats a thin tile
       }
       blocked_shapes.insert(blocked_shapes.begin(), {blocks, 1, cols});
+    }
+    // 32 registers, a dense conv whose output block is half a vector (k = 24, 40 or 360 in
+    // blocks of 8 on AVX-512: one half-width register a block): 3 blocks (else 4 or 2, where
+    // they divide the blocks: a tail tile of blocks costs more) by the columns of about 16
+    // accumulators first (a divisor of the row within one, else that).
+    // Each broadcast input then feeds every block, where the tile of one block x 10 columns
+    // loaded 11 operands for 10 multiply-adds. Zen 4 AVX-512, 2 threads, us, 3 x 5 / 1 x 10
+    // (the first tile before) / 3 x 8: PP-OCR det's 3x3 96->24 at 160x160 5190-5270 /
+    // 6000-6830 / 5830-7570, at 80x80 1268-1280 / 1479 / 1438-1952; 1x1 384->360 at 20x20 517 /
+    // 563 (5 x 4: 527, 5 x 3: 544).
+    if (c.target.vector_registers >= 32 && params.ok() && !params->depthwise() &&
+        2 * shape[4] == lanes && shape[1] >= 2) {
+      for (int64_t blocks : {3, 4, 2}) {
+        if (shape[1] % blocks != 0) continue;
+        const int64_t want = std::min<int64_t>(kHalfBlockAccumulators / blocks, ow);
+        int64_t cols = want;
+        if (ow % want != 0 && want > 1 && ow % (want - 1) == 0) cols = want - 1;
+        blocked_shapes.insert(blocked_shapes.begin(), {blocks, 1, cols});
+        break;
+      }
     }
     // AVX2 (16 registers), a dense conv whose block is one vector: two channel blocks first
     // (2 x 2 x 2, then 1 x 2 x 6, 2 x 1 x 4), the weights packed per parallel tile (cache_read
