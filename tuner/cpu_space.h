@@ -79,11 +79,11 @@ struct Analysis {
   // reads it, as the plain index of its dimension `chan_dim`; nothing else depends on it.
   int chan_axis = -1;
   int chan_pack = -1;  // index into `pack`
+  int chan_dim = -1;
   // Every input of the accumulation reads the output's third axis from the end (a plain NCHW
   // depthwise convolution's or pooling's channels, [n, c, y, x]): channels of one tile share
   // no input, so a register tile gains nothing from several of them.
   bool channels_private = false;
-  int chan_dim = -1;
   // A convolution in a blocked layout (nchw{x}c): its innermost output axis is the block of
   // output channels, already the vector axis; the register tile is output columns (and a few
   // rows or channel blocks) x that vector.
