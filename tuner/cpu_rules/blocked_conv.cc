@@ -19,6 +19,19 @@ namespace {
 // (see Propose).
 constexpr int64_t kHalfBlockAccumulators = 16;
 
+// The vector tile of an output block of `block` lanes: the whole block, unless it is wider than
+// the vector and not a multiple of it (the layout pass's one block of 18 or 42 channels on
+// AVX-512): then one vector (a masked last one). LLVM legalizes a vector of 18 or 42 floats into
+// pieces and scalar lanes: PP-OCR det's 1x1 96->18 at 80x80 743-749 us as x18, 392-430 as x16
+// with a 2-lane tail; 1x1 192->42 at 40x40 864-999 us as x42, 246 as x16 (Zen 4 AVX-512, 2
+// threads). A block narrower than the vector stays whole (1x1 48->12 at 160x160: 192-227 us as
+// x12, 187-195 as x16, 520-870 as 8 + 4). Not for a single output pixel (squeeze-excitation
+// 1x1s on a pooled map): one call of a few vectors, which the split made 2-4x slower (0.3 ->
+// 1.0 us).
+int64_t BlockVectorTile(int64_t block, int lanes, int64_t pixels) {
+  return block > lanes && block % lanes != 0 && pixels > 1 ? lanes : block;
+}
+
 class BlockedConvRule final : public CpuRule {
  public:
   const char* name() const override { return "blocked_conv"; }
@@ -37,6 +50,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
   // blocked, nothing packed; the kernel's channel lanes unrolled by 4.
   if (c.an.blocked_conv && n == 5) {
     const int64_t ow = shape[3];
+    const int64_t kv_tile = BlockVectorTile(shape[4], lanes, shape[2] * ow);
     // (channel blocks, rows, columns), the columns the most that fit (divisors of ow first).
     const int64_t acc = acc_regs;
     auto cols_for = [&](int64_t per_col) { return c.ColumnsFor(ow, per_col); };
@@ -223,7 +237,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
         d[c.tile_slot[1]] = tk;
         d[c.tile_slot[2]] = c.Nearest(c.tile_slot[2], ty);
         d[c.tile_slot[3]] = tx;
-        d[c.tile_slot[4]] = c.Nearest(c.tile_slot[4], shape[4]);
+        d[c.tile_slot[4]] = c.Nearest(c.tile_slot[4], kv_tile);
         // Parallel over (images, channel tiles, row tiles): the columns are one tile.
         d[c.parallel_slot] = c.Nearest(c.parallel_slot, 3);
         d[c.unroll_k_slot] = c.Nearest(c.unroll_k_slot, 8);
@@ -273,7 +287,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       d[c.tile_slot[1]] = c.Nearest(c.tile_slot[1], bs[0]);
       d[c.tile_slot[2]] = c.Nearest(c.tile_slot[2], bs[1]);
       d[c.tile_slot[3]] = c.Nearest(c.tile_slot[3], bs[2]);
-      d[c.tile_slot[4]] = c.Nearest(c.tile_slot[4], shape[4]);
+      d[c.tile_slot[4]] = c.Nearest(c.tile_slot[4], kv_tile);
       std::vector<int64_t> outer(n);
       for (size_t a = 0; a < n; ++a)
         outer[a] = (shape[a] + d[c.tile_slot[a]] - 1) / d[c.tile_slot[a]];
