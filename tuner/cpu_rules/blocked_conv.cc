@@ -54,6 +54,14 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // (channel blocks, rows, columns), the columns the most that fit (divisors of ow first).
     const int64_t acc = acc_regs;
     auto cols_for = [&](int64_t per_col) { return c.ColumnsFor(ow, per_col); };
+    // The largest divisor of the row in [lo, hi], 0 where there is none.
+    auto largest_divisor = [&](int64_t lo, int64_t hi) {
+      int64_t best = 0;
+      for (int64_t d = std::max<int64_t>(lo, 1); d <= std::min(hi, ow); ++d) {
+        if (ow % d == 0) best = d;
+      }
+      return best;
+    };
     std::vector<std::array<int64_t, 3>> blocked_shapes = {{1, 1, c.FirstTileColumns(ow)},
                                                           {1, 2, cols_for(2)},
                                                           {2, 1, cols_for(2)},
@@ -96,13 +104,6 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       // vs 4 x 6 2760; 14 columns 1x1/256 2 x 7 123, 4 x 5 140, 4 x 6 149 and 3x3/256 2 x 7 957,
       // 4 x 6 1001, 4 x 5 1047; 28 columns 3x3/128 4 x 6 815, 4 x 4 895, 2 x 7 1019; 56 columns
       // 3x3/64 4 x 6 866, 2 x 8 956, 4 x 4 978, 2 x 7 1054.
-      auto largest_divisor = [&](int64_t lo, int64_t hi) {
-        int64_t best = 0;
-        for (int64_t d = std::max<int64_t>(lo, 1); d <= std::min(hi, ow); ++d) {
-          if (ow % d == 0) best = d;
-        }
-        return best;
-      };
       const int64_t max_cols = std::min<int64_t>(24 / blocks, ow);
       const int64_t tail_cols = (ow + max_cols - 1) / max_cols * max_cols - ow;
       int64_t cols = largest_divisor(max_cols - 1, max_cols);
@@ -134,9 +135,8 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       for (int64_t blocks : {3, 4, 2}) {
         if (shape[1] % blocks != 0) continue;
         const int64_t want = std::min<int64_t>(kHalfBlockAccumulators / blocks, ow);
-        int64_t cols = want;
-        if (ow % want != 0 && want > 1 && ow % (want - 1) == 0) cols = want - 1;
-        blocked_shapes.insert(blocked_shapes.begin(), {blocks, 1, cols});
+        const int64_t divisor = largest_divisor(want - 1, want);
+        blocked_shapes.insert(blocked_shapes.begin(), {blocks, 1, divisor > 0 ? divisor : want});
         break;
       }
     }
