@@ -178,7 +178,7 @@ double RetimeTrace(const ir::Workload& w, const std::string& trace_json) {
   lathe::v1::MeasureRequest req;
   req.set_candidate_id("retime");
   req.set_workload(w.canonical);
-  req.set_trace_json(trace_json);
+  traceio::SetRequestTraceJson(trace_json, &req);
   req.set_min_repeat_ms(500);
   auto r = (*m)->Measure(req);
   if (!r.ok() || r->error_class() != lathe::v1::OK) {

@@ -21,6 +21,7 @@
 #include "daemon/search_pool.h"
 #include "ir/trace.h"
 #include "ir/workload.h"
+#include "proto/trace_io.h"
 #include "spdlog/spdlog.h"
 #include "tuner/driver.h"
 #include "tuner/runner.h"
@@ -333,6 +334,7 @@ class JobRunner::Impl::LeaseRunner : public tuner::Runner {
   absl::StatusOr<std::vector<std::string>> Dispatch(std::vector<tuner::Trial> trials) override {
     std::vector<std::string> skipped;
     std::map<int, std::vector<v1::Task>> by_workload;
+    std::map<int, std::vector<std::string>> trace_json;  // the stored forms, by workload
     // Stored since the driver read its measured set (another job of the workload measured
     // it): its result would be a duplicate, not a trial of this job. One look-up for the
     // round; when it fails, every trial is queued (a duplicate result is stored once anyway).
@@ -352,6 +354,7 @@ class JobRunner::Impl::LeaseRunner : public tuner::Runner {
       task.set_device_class(job_->device_class);
       *task.mutable_request() = std::move(t.request);
       by_workload[t.task].push_back(std::move(task));
+      trace_json[t.task].push_back(std::move(t.trace_json));
     }
     std::lock_guard<std::mutex> lock(s_.mu);
     if (s_.stopping || job_->cancel || Terminal(job_->state)) {
@@ -364,7 +367,8 @@ class JobRunner::Impl::LeaseRunner : public tuner::Runner {
     for (auto& [i, tasks] : by_workload) {
       // Under `mu` (then the registry's): a concurrent Cancel drops them or never sees them.
       // A candidate the registry already holds (another job's) is not queued again.
-      job_->workloads[i].outstanding += s_.registry->Enqueue(i, std::move(tasks), &skipped);
+      job_->workloads[i].outstanding +=
+          s_.registry->Enqueue(i, std::move(tasks), &skipped, std::move(trace_json[i]));
     }
     s_.Touch(*job_);
     return skipped;
@@ -451,7 +455,7 @@ class JobRunner::Impl::LeaseRunner : public tuner::Runner {
       v1::MeasureRequest* req = t.mutable_request();
       req->set_candidate_id(r.candidate_id);
       req->set_workload(r.workload);
-      req->set_trace_json(r.trace_json);
+      traceio::SetRequestTraceJson(r.trace_json, req);
       req->set_min_repeat_ms(ms);
       req->set_flush_cache(tuner::IsGpuDeviceClass(job_->device_class));
       req->set_cold_weights(r.cold_weights);

@@ -226,18 +226,21 @@ absl::StatusOr<v1::ReleaseResponse> LeaseRegistry::Release(const v1::ReleaseRequ
 }
 
 int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks,
-                           std::vector<std::string>* skipped) {
+                           std::vector<std::string>* skipped, std::vector<std::string> trace_json) {
   Impl& s = *impl_;
   Locked lock(s);
   int queued = 0;
   std::set<std::string> classes;
-  for (v1::Task& t : tasks) {
+  const bool stored_forms = trace_json.size() == tasks.size();
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    v1::Task& t = tasks[k];
     const std::string id = t.candidate_id();
     std::deque<std::string>& q = s.queues[t.device_class()];
     TaskEntry e;
     e.bytes = t.ByteSizeLong() + kTaskFraming;
     e.d.task = std::move(t);
     e.d.workload = workload;
+    if (stored_forms) e.d.trace_json = std::move(trace_json[k]);
     // Its result was just stored (another job dispatched it): not a task any more, except
     // for a re-timing of the stored record.
     if (!e.d.task.remeasure() && s.completed.count(id) > 0) {

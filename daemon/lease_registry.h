@@ -74,8 +74,11 @@ struct LeaseHolder {
 
 // A dispatched candidate and the index of its workload in its job.
 struct DispatchedTask {
-  lathe::v1::Task task;
+  lathe::v1::Task task;  // what a worker is sent: the trace as a message, the workload once
   int workload = 0;
+  // The trace as its record stores it (made by the search beside the candidate); empty:
+  // derived from the task's request when its result is stored.
+  std::string trace_json;
 };
 
 class LeaseRegistry {
@@ -123,9 +126,11 @@ class LeaseRegistry {
   // dispatched it), and so is one completed recently (the last 65536; its result is stored:
   // two jobs of one workload may pick a candidate in the same instant) unless the task is a
   // re-timing (Task.remeasure). Returns how many were queued; the ids of those skipped are
-  // appended to `skipped` when given.
+  // appended to `skipped` when given. `trace_json`, when it holds one entry per task, are
+  // their traces' stored forms (DispatchedTask::trace_json).
   int Enqueue(int workload, std::vector<lathe::v1::Task> tasks,
-              std::vector<std::string>* skipped = nullptr);
+              std::vector<std::string>* skipped = nullptr,
+              std::vector<std::string> trace_json = {});
   // Forgets the queued tasks of a job; its leased tasks stay (their results are still stored).
   void DropQueued(const std::string& job_id);
   // Forgets up to `n` queued (not leased) tasks of workload index `workload` of job `job_id`,

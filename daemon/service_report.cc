@@ -162,7 +162,7 @@ ReportPlan TunerService::State::PlanReport(const v1::ReportRequest& req,
       auto sent = sent_tasks.find(m.candidate_id());
       if (held[k]->task.remeasure() || sent == sent_tasks.end() ||
           sent->second->job_id() != held[k]->task.job_id() ||
-          sent->second->request().trace_json() != held[k]->task.request().trace_json()) {
+          !traceio::SameRequestTrace(sent->second->request(), held[k]->task.request())) {
         plan.Unknown(m.candidate_id(), "not leased to this worker under this lease");
         continue;
       }
@@ -203,8 +203,11 @@ ReportPlan TunerService::State::PlanReport(const v1::ReportRequest& req,
       task = &t;
       rest = std::move(*restored);
     }
-    db::Record r = tuner::MakeRecord(task->request().workload(), workload_key, flops,
-                                     task->device_class(), task->request().trace_json(), m, worker);
+    const bool stored_form = held[k].has_value() && !held[k]->trace_json.empty();
+    db::Record r = tuner::MakeRecord(
+        task->request().workload(), workload_key, flops, task->device_class(),
+        stored_form ? std::move(held[k]->trace_json) : traceio::RequestTraceJson(task->request()),
+        m, worker);
     plan.records.push_back(std::move(r));
     plan.restored.push_back(std::move(rest));
   }
@@ -221,7 +224,7 @@ absl::StatusOr<Restored> TunerService::State::RestoreFromTask(const v1::Task& t,
               : runner.KnownWorkload(t.job_id(), w->canonical, t.device_class());
   ir::ProgramId program;
   if (index.ok()) {
-    program = traceio::ProgramIdOfTraceJson(t.request().trace_json());
+    program = traceio::RequestProgramId(t.request());
     if (tuner::CandidateId(w->key, program, t.device_class()) != m.candidate_id()) {
       index = absl::InvalidArgumentError("the candidate id does not match its task's trace");
     }

@@ -238,7 +238,7 @@ lathe::v1::MeasureResult MeasureInProcess(const lathe::v1::MeasureRequest& req,
   }
   WorkloadData& d = **data;
   auto t0 = Clock::now();
-  auto trace = RequestTrace(req);
+  auto trace = traceio::RequestTrace(req);
   if (!trace.ok()) return fail(lathe::v1::INVALID_SCHEDULE, std::string(trace.status().message()));
   if (absl::StatusOr<ir::Target> target = ir::ParseTarget(trace->target);
       target.ok() && target->is_gpu()) {

@@ -56,13 +56,6 @@ absl::Status GpuPresent(int ordinal) {
 
 }  // namespace
 
-absl::StatusOr<ir::Trace> RequestTrace(const lathe::v1::MeasureRequest& request) {
-  if (!request.has_trace()) return traceio::TraceFromJson(request.trace_json());
-  absl::StatusOr<ir::Trace> trace = traceio::TraceFromProto(request.trace());
-  if (trace.ok() && trace->workload.empty()) trace->workload = request.workload();
-  return trace;
-}
-
 absl::StatusOr<std::string> FindMeasureChild() {
   if (const char* env = std::getenv("LATHE_MEASURE_BIN"); env && Executable(env)) return env;
   char self[4096];
@@ -226,7 +219,7 @@ absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
     const lathe::v1::MeasureRequest& request) {
   // The trace is parsed here once: the child receives it as a message, the workload named
   // once (an unparsable trace is sent as it came, the child's to report).
-  absl::StatusOr<ir::Trace> trace = RequestTrace(request);
+  absl::StatusOr<ir::Trace> trace = traceio::RequestTrace(request);
   bool gpu = false;
   lathe::v1::MeasureRequest typed;
   if (trace.ok()) {
@@ -234,9 +227,7 @@ absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
     gpu = target.ok() && target->is_gpu();
     if (!request.has_trace()) {
       typed = request;
-      typed.clear_trace_json();
-      traceio::TraceToProto(*trace, typed.mutable_trace());
-      typed.mutable_trace()->clear_workload();
+      traceio::SetRequestTrace(*trace, &typed);
     }
   }
   const lathe::v1::MeasureRequest& sent = typed.has_trace() ? typed : request;

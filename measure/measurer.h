@@ -68,11 +68,6 @@ class Measurer {
   int restarts_ = 0;
 };
 
-// The schedule `request` carries: its `trace` when set, the workload taken from the request's
-// `workload`; else its `trace_json` (the tuning driver's and the daemon's form, and every older
-// sender's). Fails as traceio::TraceFromJson / TraceFromProto do.
-absl::StatusOr<ir::Trace> RequestTrace(const lathe::v1::MeasureRequest& request);
-
 // Finds the measurement child binary as MeasurerOptions documents.
 absl::StatusOr<std::string> FindMeasureChild();
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lathe/v1/measure.pb.h"
 #include "lathe/v1/trace.pb.h"
 
 namespace lathe::traceio {
@@ -57,9 +58,9 @@ absl::StatusOr<ir::Trace> TraceFromProto(const lathe::v1::Trace& msg) {
   return t;
 }
 
-std::string TraceToJson(const ir::Trace& trace, bool pretty) {
-  lathe::v1::Trace msg;
-  TraceToProto(trace, &msg);
+namespace {
+
+std::string MessageToJson(const lathe::v1::Trace& msg, bool pretty) {
   google::protobuf::util::JsonPrintOptions opts;
   opts.add_whitespace = pretty;
   opts.preserve_proto_field_names = true;
@@ -68,15 +69,28 @@ std::string TraceToJson(const ir::Trace& trace, bool pretty) {
   return out;
 }
 
-absl::StatusOr<ir::Trace> TraceFromJson(const std::string& json) {
-  lathe::v1::Trace msg;
+absl::Status MessageFromJson(const std::string& json, lathe::v1::Trace* msg) {
   google::protobuf::util::JsonParseOptions opts;
   opts.ignore_unknown_fields = false;
-  auto st = google::protobuf::util::JsonStringToMessage(json, &msg, opts);
+  auto st = google::protobuf::util::JsonStringToMessage(json, msg, opts);
   if (!st.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("malformed trace json: ", std::string(st.message())));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string TraceToJson(const ir::Trace& trace, bool pretty) {
+  lathe::v1::Trace msg;
+  TraceToProto(trace, &msg);
+  return MessageToJson(msg, pretty);
+}
+
+absl::StatusOr<ir::Trace> TraceFromJson(const std::string& json) {
+  lathe::v1::Trace msg;
+  if (absl::Status st = MessageFromJson(json, &msg); !st.ok()) return st;
   return TraceFromProto(msg);
 }
 
@@ -84,6 +98,50 @@ ir::ProgramId ProgramIdOfTraceJson(const std::string& trace_json) {
   absl::StatusOr<ir::Trace> t = TraceFromJson(trace_json);
   if (t.ok()) return ir::ProgramIdOf(*t);
   return ir::ProgramIdOfUnreadableTrace(trace_json);
+}
+
+absl::StatusOr<ir::Trace> RequestTrace(const lathe::v1::MeasureRequest& request) {
+  if (!request.has_trace()) return TraceFromJson(request.trace_json());
+  absl::StatusOr<ir::Trace> trace = TraceFromProto(request.trace());
+  if (trace.ok() && trace->workload.empty()) trace->workload = request.workload();
+  return trace;
+}
+
+void SetRequestTrace(const ir::Trace& trace, lathe::v1::MeasureRequest* request) {
+  request->clear_trace_json();
+  TraceToProto(trace, request->mutable_trace());
+  if (trace.workload == request->workload()) request->mutable_trace()->clear_workload();
+}
+
+void SetRequestTraceJson(const std::string& trace_json, lathe::v1::MeasureRequest* request) {
+  lathe::v1::Trace msg;
+  if (!MessageFromJson(trace_json, &msg).ok()) {
+    request->clear_trace();
+    request->set_trace_json(trace_json);
+    return;
+  }
+  if (msg.workload() == request->workload()) msg.clear_workload();
+  request->clear_trace_json();
+  *request->mutable_trace() = std::move(msg);
+}
+
+std::string RequestTraceJson(const lathe::v1::MeasureRequest& request) {
+  if (!request.has_trace()) return request.trace_json();
+  lathe::v1::Trace msg = request.trace();
+  if (msg.workload().empty()) msg.set_workload(request.workload());
+  return MessageToJson(msg, false);
+}
+
+ir::ProgramId RequestProgramId(const lathe::v1::MeasureRequest& request) {
+  absl::StatusOr<ir::Trace> t = RequestTrace(request);
+  if (t.ok()) return ir::ProgramIdOf(*t);
+  return ir::ProgramIdOfUnreadableTrace(RequestTraceJson(request));
+}
+
+bool SameRequestTrace(const lathe::v1::MeasureRequest& a, const lathe::v1::MeasureRequest& b) {
+  if (a.has_trace() != b.has_trace()) return false;
+  if (!a.has_trace()) return a.trace_json() == b.trace_json();
+  return a.trace().SerializeAsString() == b.trace().SerializeAsString();
 }
 
 absl::StatusOr<ir::Trace> ReadTraceFile(const std::string& path, std::string* json) {

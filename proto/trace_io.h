@@ -11,8 +11,9 @@
 #include "ir/trace.h"
 
 namespace lathe::v1 {
+class MeasureRequest;
 class Trace;
-}
+}  // namespace lathe::v1
 
 namespace lathe::traceio {
 
@@ -32,6 +33,29 @@ absl::StatusOr<ir::Trace> ReadTraceFile(const std::string& path, std::string* js
 // The program of a stored trace (JSON); for text that is not a readable trace, the hash of
 // the text itself (ir::ProgramIdOfUnreadableTrace), so that it still identifies what was stored.
 ir::ProgramId ProgramIdOfTraceJson(const std::string& trace_json);
+
+// A MeasureRequest's schedule. A request names its workload once (`workload`) and carries the
+// trace as a message whose own workload is empty (`trace`); stored records and older senders
+// give the trace's JSON form instead (`trace_json`, its workload inside). These read and write
+// either form.
+//
+// The request's trace: `trace` when set (its workload taken from the request), else
+// `trace_json`. Fails as TraceFromProto / TraceFromJson do.
+absl::StatusOr<ir::Trace> RequestTrace(const lathe::v1::MeasureRequest& request);
+// Sets the message form from `trace` and clears `trace_json`. Call it after the request's
+// `workload` is set: a trace of that workload leaves the message's own empty.
+void SetRequestTrace(const ir::Trace& trace, lathe::v1::MeasureRequest* request);
+// Sets the message form from a stored trace's JSON (as SetRequestTrace, after `workload`);
+// text that does not parse as a trace is kept as `trace_json`, for the measurer to report as
+// the invalid schedule it is.
+void SetRequestTraceJson(const std::string& trace_json, lathe::v1::MeasureRequest* request);
+// The request's trace in its stored form (the JSON that TraceToJson gives, workload inside);
+// `trace_json` as it came when the request carries that form.
+std::string RequestTraceJson(const lathe::v1::MeasureRequest& request);
+// The program of the request's trace, as ProgramIdOfTraceJson(RequestTraceJson(request)).
+ir::ProgramId RequestProgramId(const lathe::v1::MeasureRequest& request);
+// Whether two requests carry the same trace (in the same form).
+bool SameRequestTrace(const lathe::v1::MeasureRequest& a, const lathe::v1::MeasureRequest& b);
 
 }  // namespace lathe::traceio
 

@@ -284,7 +284,8 @@ absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(
     lathe::v1::MeasureRequest& req = tr.request;
     req.set_candidate_id(tr.candidate_id);
     req.set_workload(t.workload.canonical);
-    req.set_trace_json(serialized ? std::move(trace_json[k]) : traceio::TraceToJson(c.trace));
+    traceio::SetRequestTrace(c.trace, &req);
+    tr.trace_json = serialized ? std::move(trace_json[k]) : traceio::TraceToJson(c.trace);
     req.set_min_repeat_ms(o_.min_repeat_ms);
     req.set_flush_cache(o_.flush_cache);
     req.set_cold_weights(o_.cold_weights);

@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "proto/trace_io.h"
 #include "tuner/tune_common.h"
 
 namespace lathe::tuner {
@@ -68,8 +69,10 @@ absl::StatusOr<std::vector<TrialOutcome>> LocalRunner::Wait(bool) {
     return m.status();
   }
   const ir::Workload& w = workloads_[t.task];
-  db::Record r =
-      MakeRecord(w.canonical, w.key, w.flops, device_class_, t.request.trace_json(), *m, worker_);
+  db::Record r = MakeRecord(
+      w.canonical, w.key, w.flops, device_class_,
+      t.trace_json.empty() ? traceio::RequestTraceJson(t.request) : std::move(t.trace_json), *m,
+      worker_);
   TrialOutcome out;
   out.task = t.task;
   out.candidate_id = r.candidate_id;
@@ -103,7 +106,7 @@ absl::StatusOr<std::vector<bool>> LocalRunner::Retime(
       lathe::v1::MeasureRequest req;
       req.set_candidate_id(r.candidate_id);
       req.set_workload(r.workload);
-      req.set_trace_json(r.trace_json);
+      traceio::SetRequestTraceJson(r.trace_json, &req);
       req.set_min_repeat_ms(ms / 2);
       req.set_flush_cache(gpu_);
       req.set_cold_weights(r.cold_weights);

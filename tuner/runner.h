@@ -28,7 +28,10 @@ namespace lathe::tuner {
 struct Trial {
   int task = 0;
   std::string candidate_id;
-  lathe::v1::MeasureRequest request;  // workload, trace, timing options
+  lathe::v1::MeasureRequest request;  // workload, trace (message form), timing options
+  // The trace as its record stores it (traceio::TraceToJson, made beside the search); empty:
+  // derived from the request when the record is made.
+  std::string trace_json;
 };
 
 // What became of a trial, or a result the runner learnt of on its own.

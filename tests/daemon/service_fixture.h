@@ -209,7 +209,11 @@ class ServiceTest : public ::testing::Test {
       for (const v1::Task& t : l.tasks()) {
         EXPECT_EQ(t.job_id(), job_id);
         EXPECT_EQ(t.device_class(), kDeviceClass);
-        EXPECT_FALSE(t.request().trace_json().empty());
+        // The workload once: the trace travels as a message whose own workload is empty.
+        EXPECT_FALSE(t.request().workload().empty());
+        EXPECT_TRUE(t.request().has_trace());
+        EXPECT_TRUE(t.request().trace().workload().empty());
+        EXPECT_TRUE(t.request().trace_json().empty());
         seen->push_back(t.candidate_id());
       }
       v1::ReportResponse r = Report(OkReport(worker_id, l));

@@ -74,18 +74,26 @@ TEST(MeasurerTest, GoodCandidateIsTimedWithEveryRepeatKept) {
 // both are measured.
 TEST(MeasurerTest, TheTraceIsReadFromEitherFormOfTheRequest) {
   lathe::v1::MeasureRequest json = Request("form-json");
-  absl::StatusOr<ir::Trace> from_json = RequestTrace(json);
+  absl::StatusOr<ir::Trace> from_json = traceio::RequestTrace(json);
   ASSERT_TRUE(from_json.ok()) << from_json.status();
   EXPECT_EQ(from_json->workload, json.workload());
 
   lathe::v1::MeasureRequest typed = Request("form-typed");
-  typed.clear_trace_json();
-  traceio::TraceToProto(*from_json, typed.mutable_trace());
-  typed.mutable_trace()->clear_workload();
-  absl::StatusOr<ir::Trace> from_typed = RequestTrace(typed);
+  traceio::SetRequestTraceJson(typed.trace_json(), &typed);
+  ASSERT_TRUE(typed.has_trace());
+  EXPECT_TRUE(typed.trace_json().empty());
+  EXPECT_TRUE(typed.trace().workload().empty());  // named once, by the request
+  absl::StatusOr<ir::Trace> from_typed = traceio::RequestTrace(typed);
   ASSERT_TRUE(from_typed.ok()) << from_typed.status();
   EXPECT_EQ(ir::ProgramIdOf(*from_typed), ir::ProgramIdOf(*from_json));
   EXPECT_EQ(traceio::TraceToJson(*from_typed), json.trace_json());
+  // The stored form and the program come out the same from either form.
+  EXPECT_EQ(traceio::RequestTraceJson(typed), json.trace_json());
+  EXPECT_EQ(traceio::RequestProgramId(typed), traceio::ProgramIdOfTraceJson(json.trace_json()));
+  EXPECT_FALSE(traceio::SameRequestTrace(typed, json));
+  lathe::v1::MeasureRequest again = Request("form-typed-again");
+  traceio::SetRequestTrace(*from_json, &again);
+  EXPECT_TRUE(traceio::SameRequestTrace(typed, again));
 
   auto m = NewMeasurer();
   ASSERT_NE(m, nullptr);
@@ -97,7 +105,9 @@ TEST(MeasurerTest, TheTraceIsReadFromEitherFormOfTheRequest) {
     EXPECT_GT(result->median_us(), 0) << r.candidate_id();
   }
   lathe::v1::MeasureRequest broken = Request("form-broken");
-  broken.set_trace_json("{not json");
+  traceio::SetRequestTraceJson("{not json", &broken);  // kept as it came, the child's to report
+  EXPECT_FALSE(broken.has_trace());
+  EXPECT_EQ(traceio::RequestTraceJson(broken), "{not json");
   auto result = m->Measure(broken);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->error_class(), lathe::v1::INVALID_SCHEDULE);
