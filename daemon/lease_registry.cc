@@ -236,25 +236,27 @@ int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks,
     v1::Task& t = tasks[k];
     const std::string id = t.candidate_id();
     std::deque<std::string>& q = s.queues[t.device_class()];
-    TaskEntry e;
-    e.bytes = t.ByteSizeLong() + kTaskFraming;
-    e.d.task = std::move(t);
-    e.d.workload = workload;
-    if (stored_forms) e.d.trace_json = std::move(trace_json[k]);
     // Its result was just stored (another job dispatched it): not a task any more, except
     // for a re-timing of the stored record.
-    if (!e.d.task.remeasure() && s.completed.count(id) > 0) {
+    if (!t.remeasure() && s.completed.count(id) > 0) {
       if (skipped) skipped->push_back(id);
       continue;
     }
-    auto [it, fresh] = s.tasks.emplace(id, std::move(e));
-    if (!fresh) {  // another job dispatched it
+    if (s.tasks.count(id) > 0) {  // another job dispatched it
       if (skipped) skipped->push_back(id);
       continue;
     }
-    s.CountQueued(it->second.d, +1);
+    TaskEntry e;
+    e.bytes = t.ByteSizeLong() + kTaskFraming;
+    auto d = std::make_shared<DispatchedTask>();
+    d->task = std::move(t);
+    d->workload = workload;
+    if (stored_forms) d->trace_json = std::move(trace_json[k]);
+    e.d = std::move(d);
+    auto it = s.tasks.emplace(id, std::move(e)).first;
+    s.CountQueued(*it->second.d, +1);
     q.push_back(id);
-    classes.insert(it->second.d.task.device_class());
+    classes.insert(it->second.d->task.device_class());
     ++queued;
   }
   for (const std::string& dc : classes) s.Serve(dc);
@@ -265,7 +267,7 @@ void LeaseRegistry::DropQueued(const std::string& job_id) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
   for (auto it = s.tasks.begin(); it != s.tasks.end();) {
-    if (it->second.d.task.job_id() == job_id && it->second.lease_id.empty()) {
+    if (it->second.d->task.job_id() == job_id && it->second.lease_id.empty()) {
       it = s.tasks.erase(it);
     } else {
       ++it;
@@ -283,7 +285,7 @@ std::vector<std::string> LeaseRegistry::Withdraw(const std::string& job_id, int 
       --it;
       auto t = s.tasks.find(*it);
       if (t == s.tasks.end() || !t->second.lease_id.empty()) continue;  // stale or leased
-      const DispatchedTask& d = t->second.d;
+      const DispatchedTask& d = *t->second.d;
       if (d.workload != workload || d.task.job_id() != job_id || d.task.remeasure()) continue;
       s.CountQueued(d, -1);
       withdrawn.push_back(*it);
@@ -294,11 +296,10 @@ std::vector<std::string> LeaseRegistry::Withdraw(const std::string& job_id, int 
   return withdrawn;
 }
 
-std::vector<std::optional<DispatchedTask>> LeaseRegistry::Find(
-    const std::vector<std::string>& candidate_ids, const LeaseHolder* holder,
-    std::vector<bool>* foreign) {
+std::vector<HeldTask> LeaseRegistry::Find(const std::vector<std::string>& candidate_ids,
+                                          const LeaseHolder* holder, std::vector<bool>* foreign) {
   Impl& s = *impl_;
-  std::vector<std::optional<DispatchedTask>> out(candidate_ids.size());
+  std::vector<HeldTask> out(candidate_ids.size());
   if (foreign != nullptr) foreign->assign(candidate_ids.size(), false);
   std::lock_guard<std::mutex> lock(s.mu);
   for (size_t i = 0; i < candidate_ids.size(); ++i) {
@@ -316,10 +317,10 @@ std::vector<std::optional<DispatchedTask>> LeaseRegistry::Find(
   return out;
 }
 
-std::vector<std::optional<DispatchedTask>> LeaseRegistry::Complete(
-    const std::vector<std::string>& candidate_ids, const std::optional<std::string>& only_lease) {
+std::vector<HeldTask> LeaseRegistry::Complete(const std::vector<std::string>& candidate_ids,
+                                              const std::optional<std::string>& only_lease) {
   Impl& s = *impl_;
-  std::vector<std::optional<DispatchedTask>> out(candidate_ids.size());
+  std::vector<HeldTask> out(candidate_ids.size());
   std::lock_guard<std::mutex> lock(s.mu);
   for (size_t i = 0; i < candidate_ids.size(); ++i) {
     auto t = s.tasks.find(candidate_ids[i]);
@@ -328,7 +329,7 @@ std::vector<std::optional<DispatchedTask>> LeaseRegistry::Complete(
       continue;
     TaskEntry task = std::move(t->second);
     s.tasks.erase(t);
-    if (!task.d.task.remeasure() && s.completed.insert(candidate_ids[i]).second) {
+    if (!task.d->task.remeasure() && s.completed.insert(candidate_ids[i]).second) {
       s.completed_order.push_back(candidate_ids[i]);
       if (s.completed_order.size() > kMaxRememberedCompleted) {
         s.completed.erase(s.completed_order.front());
@@ -336,7 +337,7 @@ std::vector<std::optional<DispatchedTask>> LeaseRegistry::Complete(
       }
     }
     if (task.lease_id.empty()) {
-      s.CountQueued(task.d, -1);
+      s.CountQueued(*task.d, -1);
     } else {
       if (auto l = s.leases.find(task.lease_id); l != s.leases.end()) {
         l->second.tasks.erase(candidate_ids[i]);

@@ -80,6 +80,9 @@ struct DispatchedTask {
   // derived from the task's request when its result is stored.
   std::string trace_json;
 };
+// A task as the registry holds it: shared, never changed once queued, so that finding it
+// for a report copies a pointer rather than the request.
+using HeldTask = std::shared_ptr<const DispatchedTask>;
 
 class LeaseRegistry {
  public:
@@ -143,20 +146,20 @@ class LeaseRegistry {
   // "<id>@<hostname>". NotFound ("register again") for an unknown id or a wrong secret.
   absl::StatusOr<std::string> AuthorizeReport(const std::string& worker_id,
                                               const std::string& secret);
-  // Copies of the tasks of `candidate_ids` that the registry holds (queued or leased). With
+  // The tasks of `candidate_ids` that the registry holds (queued or leased; null where it
+  // holds none). With
   // `holder` and `foreign`, marks in `foreign` the tasks held but not granted to that worker
   // under that lease (now, or before the lease expired and the task went back to the queue):
   // a report that does not answer their lease.
-  std::vector<std::optional<DispatchedTask>> Find(const std::vector<std::string>& candidate_ids,
-                                                  const LeaseHolder* holder = nullptr,
-                                                  std::vector<bool>* foreign = nullptr);
+  std::vector<HeldTask> Find(const std::vector<std::string>& candidate_ids,
+                             const LeaseHolder* holder = nullptr,
+                             std::vector<bool>* foreign = nullptr);
   // Removes the task of each id (and from its lease); returns it where it was still present,
   // so that of two concurrent reports of one candidate exactly one accounts for it. With
   // `only_lease`, a task is removed only while that lease holds it (a re-timing's result
   // counts only from the worker that holds it: not from a late or retried report).
-  std::vector<std::optional<DispatchedTask>> Complete(
-      const std::vector<std::string>& candidate_ids,
-      const std::optional<std::string>& only_lease = std::nullopt);
+  std::vector<HeldTask> Complete(const std::vector<std::string>& candidate_ids,
+                                 const std::optional<std::string>& only_lease = std::nullopt);
   // Adds to the "measured" count of a worker shown by ListWorkers.
   void AddMeasured(const std::string& worker_id, int64_t n);
 

@@ -67,7 +67,7 @@ constexpr size_t kMaxRegistrationBytes = 2048;
 constexpr size_t kMaxGrants = 8;
 
 struct TaskEntry {
-  DispatchedTask d;
+  HeldTask d;            // never null
   std::string lease_id;  // empty: queued
   size_t bytes = 0;      // what the task adds to a LeaseResponse (see kTaskFraming)
   // (lease id, worker id) of the leases it was granted under, newest last (kMaxGrants).
@@ -323,9 +323,9 @@ class LeaseRegistry::Impl {
       t.lease_id = lease_id;
       t.grants.emplace_back(lease_id, worker_id);
       if (t.grants.size() > kMaxGrants) t.grants.pop_front();
-      CountQueued(t.d, -1);
+      CountQueued(*t.d, -1);
       lease.tasks.insert(id);
-      *resp.add_tasks() = t.d.task;
+      *resp.add_tasks() = t.d->task;
     }
     resp.set_lease_id(lease_id);
     resp.set_deadline_ms(tuner::NowUnixMs() + options.lease_duration_ms);
@@ -386,8 +386,8 @@ class LeaseRegistry::Impl {
       auto task = tasks.find(*it);
       if (task == tasks.end() || task->second.lease_id != lease_id) continue;
       task->second.lease_id.clear();
-      CountQueued(task->second.d, +1);
-      const std::string& dc = task->second.d.task.device_class();
+      CountQueued(*task->second.d, +1);
+      const std::string& dc = task->second.d->task.device_class();
       queues[dc].push_front(*it);
       classes.insert(dc);
       ++back;

@@ -228,7 +228,7 @@ v1::ListWorkersResponse LeaseRegistry::ListWorkers() {
     h.deadline = std::min(h.deadline, l.deadline);
     for (const std::string& c : l.tasks) {
       auto t = s.tasks.find(c);
-      if (t != s.tasks.end()) h.jobs.insert(t->second.d.task.job_id());
+      if (t != s.tasks.end()) h.jobs.insert(t->second.d->task.job_id());
     }
   }
   const Clock::time_point now = Clock::now();

@@ -147,7 +147,7 @@ ReportPlan TunerService::State::PlanReport(const v1::ReportRequest& req,
   }
   const LeaseHolder holder{req.worker_id(), req.lease_id()};
   std::vector<bool> foreign;
-  std::vector<std::optional<DispatchedTask>> held = registry.Find(ids, &holder, &foreign);
+  std::vector<HeldTask> held = registry.Find(ids, &holder, &foreign);
   // A candidate the daemon does not hold (it restarted since the lease) counts when the
   // request carries its task and the task still belongs to a running job (RestoreFromTask).
   std::map<std::string, const v1::Task*> sent_tasks;
@@ -167,11 +167,11 @@ ReportPlan TunerService::State::PlanReport(const v1::ReportRequest& req,
         continue;
       }
     }
-    if (held[k].has_value() && held[k]->task.remeasure()) {
+    if (held[k] && held[k]->task.remeasure()) {
       plan.retimes.push_back(k);
       continue;
     }
-    const v1::Task* task = held[k].has_value() ? &held[k]->task : nullptr;
+    const v1::Task* task = held[k] ? &held[k]->task : nullptr;
     std::optional<Restored> rest;
     std::string workload_key;
     double flops = 0;
@@ -203,11 +203,10 @@ ReportPlan TunerService::State::PlanReport(const v1::ReportRequest& req,
       task = &t;
       rest = std::move(*restored);
     }
-    const bool stored_form = held[k].has_value() && !held[k]->trace_json.empty();
+    const bool stored_form = held[k] && !held[k]->trace_json.empty();
     db::Record r = tuner::MakeRecord(
         task->request().workload(), workload_key, flops, task->device_class(),
-        stored_form ? std::move(held[k]->trace_json) : traceio::RequestTraceJson(task->request()),
-        m, worker);
+        stored_form ? held[k]->trace_json : traceio::RequestTraceJson(task->request()), m, worker);
     plan.records.push_back(std::move(r));
     plan.restored.push_back(std::move(rest));
   }
@@ -244,11 +243,10 @@ int64_t TunerService::State::ClaimRetimings(const v1::ReportRequest& req, const 
   for (size_t k : plan.retimes) retime_ids.push_back(plan.results[k]->candidate_id());
   // Claimed first, so that of two reports of one re-timing (a retry racing the original)
   // exactly one adds its repeats.
-  std::vector<std::optional<DispatchedTask>> claimed =
-      registry.Complete(retime_ids, req.lease_id());
+  std::vector<HeldTask> claimed = registry.Complete(retime_ids, req.lease_id());
   for (size_t j = 0; j < plan.retimes.size(); ++j) {
     const v1::MeasureResult& m = *plan.results[plan.retimes[j]];
-    if (!claimed[j].has_value()) {
+    if (!claimed[j]) {
       resp->set_duplicates(resp->duplicates() + 1);
       continue;
     }
@@ -290,7 +288,7 @@ int64_t TunerService::State::AccountStored(const v1::ReportRequest& req, const R
       held_record.push_back(k);
     }
   }
-  std::vector<std::optional<DispatchedTask>> completed = registry.Complete(held_ids);
+  std::vector<HeldTask> completed = registry.Complete(held_ids);
   auto account = [&](const db::Record& r, const std::string& job_id, int workload,
                      std::optional<ir::ProgramId> program) {
     StoredResult p;
@@ -304,7 +302,7 @@ int64_t TunerService::State::AccountStored(const v1::ReportRequest& req, const R
     progress->push_back(std::move(p));
   };
   for (size_t h = 0; h < held_ids.size(); ++h) {
-    if (!completed[h].has_value()) continue;
+    if (!completed[h]) continue;
     account(records[held_record[h]], completed[h]->task.job_id(), completed[h]->workload,
             std::nullopt);
   }

@@ -225,12 +225,12 @@ absl::StatusOr<lathe::v1::MeasureResult> Measurer::Measure(
   if (trace.ok()) {
     absl::StatusOr<ir::Target> target = ir::ParseTarget(trace->target);
     gpu = target.ok() && target->is_gpu();
-    if (!request.has_trace()) {
+    if (!traceio::HasTraceMessage(request)) {
       typed = request;
       traceio::SetRequestTrace(*trace, &typed);
     }
   }
-  const lathe::v1::MeasureRequest& sent = typed.has_trace() ? typed : request;
+  const lathe::v1::MeasureRequest& sent = traceio::HasTraceMessage(typed) ? typed : request;
   if (gpu && options_.emulated_arch.empty()) {
     if (absl::Status s = GpuPresent(options_.gpu_ordinal); !s.ok()) {
       return absl::FailedPreconditionError(

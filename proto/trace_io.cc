@@ -100,17 +100,38 @@ ir::ProgramId ProgramIdOfTraceJson(const std::string& trace_json) {
   return ir::ProgramIdOfUnreadableTrace(trace_json);
 }
 
+namespace {
+
+// The request's serialized trace message, its workload filled in from the request.
+absl::Status RequestMessage(const lathe::v1::MeasureRequest& request, lathe::v1::Trace* msg) {
+  if (!msg->ParseFromString(request.trace())) {
+    return absl::InvalidArgumentError("malformed trace: not a serialized lathe.v1.Trace");
+  }
+  if (msg->workload().empty()) msg->set_workload(request.workload());
+  return absl::OkStatus();
+}
+
+void SetRequestMessage(lathe::v1::Trace& msg, lathe::v1::MeasureRequest* request) {
+  if (msg.workload() == request->workload()) msg.clear_workload();
+  request->clear_trace_json();
+  (void)msg.SerializeToString(request->mutable_trace());
+}
+
+}  // namespace
+
+bool HasTraceMessage(const lathe::v1::MeasureRequest& request) { return !request.trace().empty(); }
+
 absl::StatusOr<ir::Trace> RequestTrace(const lathe::v1::MeasureRequest& request) {
-  if (!request.has_trace()) return TraceFromJson(request.trace_json());
-  absl::StatusOr<ir::Trace> trace = TraceFromProto(request.trace());
-  if (trace.ok() && trace->workload.empty()) trace->workload = request.workload();
-  return trace;
+  if (!HasTraceMessage(request)) return TraceFromJson(request.trace_json());
+  lathe::v1::Trace msg;
+  if (absl::Status st = RequestMessage(request, &msg); !st.ok()) return st;
+  return TraceFromProto(msg);
 }
 
 void SetRequestTrace(const ir::Trace& trace, lathe::v1::MeasureRequest* request) {
-  request->clear_trace_json();
-  TraceToProto(trace, request->mutable_trace());
-  if (trace.workload == request->workload()) request->mutable_trace()->clear_workload();
+  lathe::v1::Trace msg;
+  TraceToProto(trace, &msg);
+  SetRequestMessage(msg, request);
 }
 
 void SetRequestTraceJson(const std::string& trace_json, lathe::v1::MeasureRequest* request) {
@@ -120,15 +141,13 @@ void SetRequestTraceJson(const std::string& trace_json, lathe::v1::MeasureReques
     request->set_trace_json(trace_json);
     return;
   }
-  if (msg.workload() == request->workload()) msg.clear_workload();
-  request->clear_trace_json();
-  *request->mutable_trace() = std::move(msg);
+  SetRequestMessage(msg, request);
 }
 
 std::string RequestTraceJson(const lathe::v1::MeasureRequest& request) {
-  if (!request.has_trace()) return request.trace_json();
-  lathe::v1::Trace msg = request.trace();
-  if (msg.workload().empty()) msg.set_workload(request.workload());
+  if (!HasTraceMessage(request)) return request.trace_json();
+  lathe::v1::Trace msg;
+  if (!RequestMessage(request, &msg).ok()) return request.trace();  // kept as it came
   return MessageToJson(msg, false);
 }
 
@@ -139,9 +158,7 @@ ir::ProgramId RequestProgramId(const lathe::v1::MeasureRequest& request) {
 }
 
 bool SameRequestTrace(const lathe::v1::MeasureRequest& a, const lathe::v1::MeasureRequest& b) {
-  if (a.has_trace() != b.has_trace()) return false;
-  if (!a.has_trace()) return a.trace_json() == b.trace_json();
-  return a.trace().SerializeAsString() == b.trace().SerializeAsString();
+  return a.trace() == b.trace() && a.trace_json() == b.trace_json();
 }
 
 absl::StatusOr<ir::Trace> ReadTraceFile(const std::string& path, std::string* json) {

@@ -35,10 +35,12 @@ absl::StatusOr<ir::Trace> ReadTraceFile(const std::string& path, std::string* js
 ir::ProgramId ProgramIdOfTraceJson(const std::string& trace_json);
 
 // A MeasureRequest's schedule. A request names its workload once (`workload`) and carries the
-// trace as a message whose own workload is empty (`trace`); stored records and older senders
-// give the trace's JSON form instead (`trace_json`, its workload inside). These read and write
-// either form.
+// trace as a serialized lathe.v1.Trace whose own workload is empty (`trace`); stored records
+// and older senders give the trace's JSON form instead (`trace_json`, its workload inside).
+// These read and write either form.
 //
+// Whether the request carries the serialized message (else `trace_json`).
+bool HasTraceMessage(const lathe::v1::MeasureRequest& request);
 // The request's trace: `trace` when set (its workload taken from the request), else
 // `trace_json`. Fails as TraceFromProto / TraceFromJson do.
 absl::StatusOr<ir::Trace> RequestTrace(const lathe::v1::MeasureRequest& request);

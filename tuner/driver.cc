@@ -26,6 +26,21 @@ namespace {
 constexpr int kMaxInflightRounds = 4;
 
 // The driver's own view of a task, beside its public TaskStatus.
+// A candidate's trace in its two serialized forms: the JSON its record stores and the
+// request that carries it to a worker (its workload, the trace as a message).
+struct SerializedTrace {
+  std::string json;
+  lathe::v1::MeasureRequest request;
+};
+
+SerializedTrace SerializeTrace(const ir::Trace& trace, const ir::Workload& workload) {
+  SerializedTrace s;
+  s.json = traceio::TraceToJson(trace);
+  s.request.set_workload(workload.canonical);
+  traceio::SetRequestTrace(trace, &s.request);
+  return s;
+}
+
 struct TaskState {
   ProgramSet measured;   // programs stored or dispatched
   int inflight = 0;      // of `measured`: dispatched, not reported
@@ -52,7 +67,7 @@ struct BackgroundSearch {
   std::vector<Candidate> seeds;
   std::shared_ptr<const cost_model::CostModel> model;
   absl::StatusOr<std::vector<Candidate>> result = absl::UnknownError("no search ran");
-  std::vector<std::string> trace_json;  // of each candidate of `result`, in order
+  std::vector<SerializedTrace> traces;  // of each candidate of `result`, in order
   std::vector<ir::ProgramId> programs;  // likewise (hashing a trace is per-candidate work too)
 };
 
@@ -83,16 +98,14 @@ class Driver {
   // Waits until no background search is running (results dropped).
   void DrainSearches();
   // Hands the candidates of a round of task `i` to the runner, those not measured yet.
-  // `trace_json`: the candidates' traces already serialized (a background search's), else
-  // empty.
   struct Dispatched {
     size_t taken = 0;
     size_t skipped = 0;  // stored by someone else meanwhile (Runner::Dispatch)
   };
-  // `trace_json` and `programs`, when they hold one entry per candidate, are the candidates'
+  // `traces` and `programs`, when they hold one entry per candidate, are the candidates'
   // serialized traces and programs (computed on a search thread); else they are computed here.
   absl::StatusOr<Dispatched> DispatchCandidates(size_t i, std::vector<Candidate> next,
-                                                std::vector<std::string> trace_json = {},
+                                                std::vector<SerializedTrace> traces = {},
                                                 const std::vector<ir::ProgramId>& programs = {});
   // A round of task `i` found nothing new: exhausted, or stalled until an outcome.
   void MarkDry(size_t i);
@@ -268,10 +281,10 @@ absl::StatusOr<bool> Driver::DispatchRounds() {
 }
 
 absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(
-    size_t i, std::vector<Candidate> next, std::vector<std::string> trace_json,
+    size_t i, std::vector<Candidate> next, std::vector<SerializedTrace> traces,
     const std::vector<ir::ProgramId>& programs) {
   const DriverTask& t = tasks_[i];
-  const bool serialized = trace_json.size() == next.size();
+  const bool serialized = traces.size() == next.size();
   const bool hashed = programs.size() == next.size();
   std::vector<Trial> trials;
   for (size_t k = 0; k < next.size(); ++k) {
@@ -281,11 +294,11 @@ absl::StatusOr<Driver::Dispatched> Driver::DispatchCandidates(
     Trial tr;
     tr.task = static_cast<int>(i);
     tr.candidate_id = CandidateId(t.workload.key, key, o_.device_class);
+    SerializedTrace st = serialized ? std::move(traces[k]) : SerializeTrace(c.trace, t.workload);
+    tr.trace_json = std::move(st.json);
+    tr.request = std::move(st.request);
     lathe::v1::MeasureRequest& req = tr.request;
     req.set_candidate_id(tr.candidate_id);
-    req.set_workload(t.workload.canonical);
-    traceio::SetRequestTrace(c.trace, &req);
-    tr.trace_json = serialized ? std::move(trace_json[k]) : traceio::TraceToJson(c.trace);
     req.set_min_repeat_ms(o_.min_repeat_ms);
     req.set_flush_cache(o_.flush_cache);
     req.set_cold_weights(o_.cold_weights);
@@ -379,10 +392,10 @@ absl::StatusOr<bool> Driver::DispatchBackground() {
       search->result = NextRound(*task.space, *search->model, search->seeds, search->measured,
                                  search->want, so, search->rng, search->first_round);
       if (search->result.ok()) {
-        search->trace_json.reserve(search->result->size());
+        search->traces.reserve(search->result->size());
         search->programs.reserve(search->result->size());
         for (const Candidate& c : *search->result) {
-          search->trace_json.push_back(traceio::TraceToJson(c.trace));
+          search->traces.push_back(SerializeTrace(c.trace, task.workload));
           search->programs.push_back(ProgramOf(c));
         }
       }
@@ -432,12 +445,12 @@ absl::Status Driver::CollectSearches() {
     std::vector<Candidate>& next = *s->result;
     if (static_cast<int>(next.size()) > std::max(0, room)) {
       next.resize(std::max(0, room));
-      s->trace_json.resize(next.size());
+      s->traces.resize(next.size());
       s->programs.resize(next.size());
     }
     if (next.empty() && room <= 0) continue;
     absl::StatusOr<Dispatched> sent =
-        DispatchCandidates(i, std::move(next), std::move(s->trace_json), s->programs);
+        DispatchCandidates(i, std::move(next), std::move(s->traces), s->programs);
     if (!sent.ok()) {
       first_error = sent.status();
       continue;

@@ -254,11 +254,11 @@ TEST_F(LeaseRegistryTest, CompleteOnlyFromTheHoldingLease) {
   ASSERT_EQ(l.tasks_size(), 1);
   // Queued (c1) and a wrong lease (c0): nothing completes.
   auto none = registry_->Complete({"c0", "c1"}, std::string("lease-other"));
-  EXPECT_FALSE(none[0].has_value());
-  EXPECT_FALSE(none[1].has_value());
+  EXPECT_EQ(none[0], nullptr);
+  EXPECT_EQ(none[1], nullptr);
   auto done = registry_->Complete({"c0", "c1"}, l.lease_id());
-  EXPECT_TRUE(done[0].has_value());
-  EXPECT_FALSE(done[1].has_value());
+  EXPECT_NE(done[0], nullptr);
+  EXPECT_EQ(done[1], nullptr);
   EXPECT_EQ(registry_->Queued(), 1);
 }
 
@@ -269,7 +269,7 @@ TEST_F(LeaseRegistryTest, CompletedCandidateIsNotQueuedAgainButCanBeRetimed) {
   ASSERT_EQ(registry_->Enqueue(0, Tasks(2, 10)), 2);
   v1::LeaseResponse l = Lease(2);
   ASSERT_EQ(l.tasks_size(), 2);
-  ASSERT_TRUE(registry_->Complete({"c0", "c1"})[0].has_value());
+  ASSERT_NE(registry_->Complete({"c0", "c1"})[0], nullptr);
   EXPECT_EQ(registry_->Enqueue(0, Tasks(3, 10)), 1);  // c2 only
   std::vector<v1::Task> retime = Tasks(1, 10);
   retime[0].set_remeasure(true);

@@ -22,6 +22,7 @@
 #include "daemon/service.h"
 #include "db/database.h"
 #include "lathe/v1/service.grpc.pb.h"
+#include "proto/trace_io.h"
 
 namespace lathe::daemon::service_testing {
 
@@ -211,8 +212,11 @@ class ServiceTest : public ::testing::Test {
         EXPECT_EQ(t.device_class(), kDeviceClass);
         // The workload once: the trace travels as a message whose own workload is empty.
         EXPECT_FALSE(t.request().workload().empty());
-        EXPECT_TRUE(t.request().has_trace());
-        EXPECT_TRUE(t.request().trace().workload().empty());
+        EXPECT_TRUE(traceio::HasTraceMessage(t.request()));
+        v1::Trace trace;
+        EXPECT_TRUE(trace.ParseFromString(t.request().trace()));
+        EXPECT_TRUE(trace.workload().empty());
+        EXPECT_GT(trace.instructions_size(), 0);
         EXPECT_TRUE(t.request().trace_json().empty());
         seen->push_back(t.candidate_id());
       }

@@ -97,7 +97,7 @@ TEST_F(ServiceTest, ResultsKeptAcrossARestartCountForTheResumedJobWithTheirTasks
   // 2. A task whose trace does not give the candidate id is rejected too.
   v1::ReportRequest forged = OkReport(w, one);
   v1::Task bad = one.tasks(0);
-  *bad.mutable_request()->mutable_trace() = restorable.tasks(1).request().trace();
+  bad.mutable_request()->set_trace(restorable.tasks(1).request().trace());
   *forged.add_tasks() = bad;
   r = Report(forged);
   EXPECT_EQ(r.accepted(), 0);

@@ -80,9 +80,11 @@ TEST(MeasurerTest, TheTraceIsReadFromEitherFormOfTheRequest) {
 
   lathe::v1::MeasureRequest typed = Request("form-typed");
   traceio::SetRequestTraceJson(typed.trace_json(), &typed);
-  ASSERT_TRUE(typed.has_trace());
+  ASSERT_TRUE(traceio::HasTraceMessage(typed));
   EXPECT_TRUE(typed.trace_json().empty());
-  EXPECT_TRUE(typed.trace().workload().empty());  // named once, by the request
+  lathe::v1::Trace message;
+  ASSERT_TRUE(message.ParseFromString(typed.trace()));
+  EXPECT_TRUE(message.workload().empty());  // named once, by the request
   absl::StatusOr<ir::Trace> from_typed = traceio::RequestTrace(typed);
   ASSERT_TRUE(from_typed.ok()) << from_typed.status();
   EXPECT_EQ(ir::ProgramIdOf(*from_typed), ir::ProgramIdOf(*from_json));
@@ -106,11 +108,18 @@ TEST(MeasurerTest, TheTraceIsReadFromEitherFormOfTheRequest) {
   }
   lathe::v1::MeasureRequest broken = Request("form-broken");
   traceio::SetRequestTraceJson("{not json", &broken);  // kept as it came, the child's to report
-  EXPECT_FALSE(broken.has_trace());
+  EXPECT_FALSE(traceio::HasTraceMessage(broken));
   EXPECT_EQ(traceio::RequestTraceJson(broken), "{not json");
   auto result = m->Measure(broken);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->error_class(), lathe::v1::INVALID_SCHEDULE);
+  lathe::v1::MeasureRequest garbled = Request("form-garbled");
+  garbled.clear_trace_json();
+  garbled.set_trace(std::string("\xff\xff\x01not a trace", 14));
+  EXPECT_FALSE(traceio::RequestTrace(garbled).ok());
+  result = m->Measure(garbled);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->error_class(), lathe::v1::INVALID_SCHEDULE) << result->error_msg();
 }
 
 // The arguments cold_weights evicts are what a model holds as constants, by role: weights,
