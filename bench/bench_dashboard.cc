@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/service_harness.h"
 #include "client/client.h"
 #include "codegen/host.h"
 #include "daemon/grpc_server.h"
@@ -29,7 +30,9 @@ namespace lathe::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using lathe::bench::Clock;
+using lathe::bench::In;
+using lathe::bench::Percentile;
 namespace v1 = lathe::v1;
 
 constexpr char kToken[] = "bench-dashboard-token";
@@ -37,16 +40,6 @@ constexpr int kManyWorkloads = 1000;
 constexpr int kLongCurveTrials = 20000;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
-}
-
-std::chrono::system_clock::time_point In(int ms) {
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
-}
 
 // Records that the jobs never touch (softmax: the jobs tune matmul, and a new workload is
 // seeded only from records of its own op): one ok record for each of the 1,000 workloads that

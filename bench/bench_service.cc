@@ -68,8 +68,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_dashboard.h"
+#include "bench/bench_service_model.h"
 #include "bench/bench_util.h"
-#include "bench/det_tasks.h"
+#include "bench/service_harness.h"
 #include "client/client.h"
 #include "codegen/host.h"
 #include "daemon/grpc_server.h"
@@ -77,13 +78,19 @@
 #include "lathe/v1/service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
-extern char** environ;
-
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using lathe::daemon::GrpcServer;
-using lathe::daemon::TunerService;
+using lathe::bench::Child;
+using lathe::bench::Clock;
+using lathe::bench::Daemon;
+using lathe::bench::FakeWorker;
+using lathe::bench::In;
+using lathe::bench::Percentile;
+using lathe::bench::Seconds;
+using lathe::bench::Spawn;
+using lathe::bench::SubmitJob;
+using lathe::bench::TempDir;
+using lathe::bench::TreeCpuSeconds;
 
 // The in-process daemon's search settings (lathed's defaults unless given).
 int g_search_threads = lathe::daemon::DefaultSearchThreads();
@@ -96,174 +103,11 @@ int g_part2_generations = 1;
 int g_sim_nice = 0;
 int g_model_batch = 4;
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/lathe_bench_service_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
-// An in-process daemon on 127.0.0.1:0.
-struct Daemon {
-  std::unique_ptr<TunerService> service;
-  std::unique_ptr<GrpcServer> server;
-  std::string dir;
-
-  static std::unique_ptr<Daemon> Start(int population, int generations) {
-    auto d = std::make_unique<Daemon>();
-    d->dir = TempDir();
-    lathe::daemon::ServiceOptions o;
-    o.db_path = d->dir + "/tuning.db";
-    o.search.population = population;
-    o.search.generations = generations;
-    o.search.threads = g_search_threads;
-    o.search_nice = g_search_nice;
-    o.use_cost_model = false;  // fake results would teach it nothing
-    // No re-timing of the best at the end of a job: the parts time dispatch and measurement
-    // throughput up to the last trial, and a job would stay open for the re-timing after it.
-    o.remeasure_top = 0;
-    o.heartbeat_interval_ms = 10000;
-    o.lease_duration_ms = 120000;
-    auto s = TunerService::Create(o);
-    if (!s.ok()) {
-      std::fprintf(stderr, "bench_service: %s\n", s.status().ToString().c_str());
-      return nullptr;
-    }
-    d->service = std::move(*s);
-    lathe::daemon::GrpcServerOptions g;
-    g.listen = "127.0.0.1:0";
-    auto srv = GrpcServer::Start(d->service.get(), g);
-    if (!srv.ok()) {
-      std::fprintf(stderr, "bench_service: %s\n", srv.status().ToString().c_str());
-      return nullptr;
-    }
-    d->server = std::move(*srv);
-    return d;
-  }
-  ~Daemon() {
-    if (server) server->Shutdown(std::chrono::milliseconds(1000));
-    if (service) service->Shutdown();
-    server.reset();
-    service.reset();
-    std::error_code ec;
-    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
-  }
-};
-
-std::chrono::system_clock::time_point In(int ms) {
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
-}
-
-std::string SubmitJob(const std::string& address, const std::string& workload, int trials,
-                      int batch) {
-  lathe::client::ClientOptions co;
-  co.address = address;
-  auto client = lathe::client::TunerClient::Connect(co);
-  if (!client.ok()) {
-    std::printf("   connect: %s\n", client.status().ToString().c_str());
-    return "";
-  }
-  lathe::v1::JobSpec spec;
-  spec.add_workloads(workload);
-  spec.set_target("cpu");
-  spec.set_device_class(lathe::codegen::HostDeviceClass());
-  spec.set_trials(trials);
-  spec.set_batch(batch);
-  spec.set_seed(1);
-  spec.set_min_repeat_ms(1);
-  auto id = (*client)->SubmitJob(spec);
-  if (!id.ok()) {
-    std::printf("   submit: %s\n", id.status().ToString().c_str());
-    return "";
-  }
-  return *id;
-}
-
-// A synthetic worker: its own channel, registered with the host's device class.
-class FakeWorker {
- public:
-  explicit FakeWorker(const std::string& address, uint64_t seed) : rng_(seed) {
-    grpc::ChannelArguments args;
-    args.SetInt("grpc.use_local_subchannel_pool", 1);  // a connection of its own
-    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    stub_ = lathe::v1::WorkerService::NewStub(channel_);
-  }
-
-  bool Register() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(In(30000));
-    lathe::v1::RegisterRequest req;
-    req.set_hostname("bench");
-    lathe::v1::DeviceInfo* d = req.add_devices();
-    d->set_device_class(lathe::codegen::HostDeviceClass());
-    d->set_kind("cpu");
-    d->set_cores(2);
-    lathe::v1::RegisterResponse resp;
-    grpc::Status s = stub_->Register(&ctx, req, &resp);
-    if (!s.ok()) return false;
-    id_ = resp.worker_id();
-    secret_ = resp.worker_secret();
-    return true;
-  }
-
-  // Leases up to max_tasks; returns false on an RPC error.
-  bool Lease(int max_tasks, int wait_ms, lathe::v1::LeaseResponse* resp) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(In(wait_ms + 30000));
-    lathe::v1::LeaseRequest req;
-    req.set_worker_id(id_);
-    req.set_worker_secret(secret_);
-    req.set_device_class(lathe::codegen::HostDeviceClass());
-    req.set_max_tasks(max_tasks);
-    req.set_wait_ms(wait_ms);
-    return stub_->Lease(&ctx, req, resp).ok();
-  }
-
-  bool Report(const lathe::v1::LeaseResponse& lease, int* accepted) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(In(30000));
-    lathe::v1::ReportRequest req;
-    req.set_worker_id(id_);
-    req.set_worker_secret(secret_);
-    req.set_lease_id(lease.lease_id());
-    req.set_device_class(lathe::codegen::HostDeviceClass());
-    std::uniform_real_distribution<double> us(50, 500);
-    for (const lathe::v1::Task& t : lease.tasks()) {
-      lathe::v1::MeasureResult* r = req.add_results();
-      r->set_candidate_id(t.candidate_id());
-      r->set_error_class(lathe::v1::OK);
-      double m = us(rng_);
-      for (double f : {0.99, 1.0, 1.01}) r->add_repeats_us(m * f);
-      r->set_median_us(m);
-      r->set_cv(0.01);
-      r->set_compile_ms(1);
-    }
-    lathe::v1::ReportResponse resp;
-    grpc::Status s = stub_->Report(&ctx, req, &resp);
-    if (accepted) *accepted = resp.accepted();
-    return s.ok();
-  }
-
- private:
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<lathe::v1::WorkerService::Stub> stub_;
-  std::string id_;
-  std::string secret_;
-  std::mt19937_64 rng_;
-};
-
 // --- part 1 ---
 
 void DispatchOverhead(int candidates) {
   std::printf("\n1. dispatch overhead per candidate (in-process daemon, 1 synthetic worker)\n");
-  auto d = Daemon::Start(/*population=*/256, /*generations=*/1);
+  auto d = Daemon::Start(/*population=*/256, /*generations=*/1, g_search_threads, g_search_nice);
   if (!d) return;
   FakeWorker w(d->server->address(), 1);
   if (!w.Register()) {
@@ -320,7 +164,7 @@ void ManyWorkers(int n, int seconds, int measure_ms, bool prefill) {
       "by %d ms (+-50%%) of simulated measurement and a report, an empty one by 100 ms; %s\n",
       prefill ? "a" : "b", n, seconds, measure_ms,
       prefill ? "4096 tasks queued first" : "rounds of 256 searched meanwhile");
-  auto d = Daemon::Start(g_part2_population, g_part2_generations);
+  auto d = Daemon::Start(g_part2_population, g_part2_generations, g_search_threads, g_search_nice);
   if (!d) return;
   const std::string address = d->server->address();
   const int batch = prefill ? 4096 : 256;
@@ -416,75 +260,6 @@ void ManyWorkers(int n, int seconds, int measure_ms, bool prefill) {
 
 // --- part 3 ---
 
-struct Child {
-  pid_t pid = -1;
-  ~Child() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-std::unique_ptr<Child> Spawn(std::vector<std::string> argv, const std::string& log) {
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  auto c = std::make_unique<Child>();
-  int rc = posix_spawn(&c->pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) c->pid = -1;
-  return c;
-}
-
-// CPU seconds (user + system) used so far by the processes `pids` and their direct children
-// (a worker's measurement child), from /proc; with `runqueue_s`, also the seconds their main
-// threads spent runnable but waiting for a CPU (schedstat).
-double TreeCpuSeconds(const std::vector<pid_t>& pids, double* runqueue_s = nullptr) {
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  auto stat = [](const std::string& path, pid_t* ppid, double* ticks) {
-    std::ifstream in(path);
-    std::string line;
-    if (!std::getline(in, line)) return false;
-    size_t close = line.rfind(')');
-    if (close == std::string::npos) return false;
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    long long v = 0, ut = 0, st = 0;
-    rest >> state >> *ppid;
-    for (int field = 5; field <= 13 && rest >> v; ++field) {
-    }
-    rest >> ut >> st;
-    *ticks = static_cast<double>(ut + st);
-    return true;
-  };
-  double total = 0;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
-       it.increment(ec)) {
-    const std::string name = it->path().filename();
-    if (name.empty() || name[0] < '0' || name[0] > '9') continue;
-    pid_t ppid = 0;
-    double ticks = 0;
-    if (!stat(it->path().string() + "/stat", &ppid, &ticks)) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(name));
-    for (pid_t p : pids) {
-      if (pid != p && ppid != p) continue;
-      total += ticks / tick;
-      if (runqueue_s == nullptr) continue;
-      std::ifstream sched(it->path().string() + "/schedstat");
-      long long on_cpu = 0, waiting = 0;
-      if (sched >> on_cpu >> waiting) *runqueue_s += waiting * 1e-9;
-    }
-  }
-  return total;
-}
-
 // The device class of this host's CPU restricted to one core: the class a lathe-worker
 // pinned to one core (taskset) registers, since discovery counts the cores of its affinity.
 std::string OneCoreDeviceClass() {
@@ -504,7 +279,8 @@ double RealThroughput(int workers, int trials, int min_repeat_ms, bool pin,
                       double* cpu_share = nullptr) {
   const unsigned cores = std::thread::hardware_concurrency();
   const std::string dc = pin ? OneCoreDeviceClass() : lathe::codegen::HostDeviceClass();
-  auto d = Daemon::Start(/*population=*/std::max(256, trials * 2), /*generations=*/1);
+  auto d = Daemon::Start(/*population=*/std::max(256, trials * 2), /*generations=*/1,
+                         g_search_threads, g_search_nice);
   if (!d) return 0;
   const std::string address = d->server->address();
   lathe::client::ClientOptions co;
@@ -635,333 +411,6 @@ void RealWorkers(int trials, int min_repeat_ms, int rounds) {
       ratio, ratios.size(), ratio >= 1.8 ? "ok" : "MISSED", cores, load[0]);
 }
 
-// --- part 5: a model job ---
-
-std::vector<std::pair<std::string, double>> ModelTasks(const std::string& path) {
-  if (path.empty()) return lathe::bench::DetTasks();
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::vector<std::pair<std::string, double>> tasks;
-  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc["tasks"].is_array()) {
-    std::printf("   %s is not the JSON of `lathe model tasks --json`; the embedded det tasks\n",
-                path.c_str());
-    return lathe::bench::DetTasks();
-  }
-  for (const nlohmann::json& t : doc["tasks"]) {
-    if (!t["workload"].is_string()) continue;
-    tasks.emplace_back(t["workload"].get<std::string>(),
-                       t["weight"].is_number() ? t["weight"].get<double>() : 1.0);
-  }
-  return tasks;
-}
-
-// What the simulated workers of a model-job run saw (the child process writes it, one line of
-// numbers).
-struct SimFigures {
-  double measure_s = 0;  // simulated measurement, all workers
-  double lease_s = 0;    // in Lease calls (waiting for a task), all workers
-  int64_t candidates = 0;
-  int64_t errors = 0;
-  double lease_p50_ms = 0, lease_p99_ms = 0;
-  double report_p50_ms = 0, report_p99_ms = 0;
-  int registered = 0;
-};
-
-// The child side: `n` workers, each with its own channel, lease 1 task (long poll up to 1 s),
-// "measure" it for 50-300 ms (uniform) and report it, for `seconds`; figures to `out`.
-int SimWorkersMain(const std::string& address, int n, int seconds, const std::string& out) {
-  std::mutex mu;
-  std::vector<double> lease_ms, report_ms;
-  std::atomic<int64_t> candidates{0}, errors{0};
-  std::atomic<int> registered{0};
-  double measure_s = 0, lease_s = 0;
-  std::atomic<bool> go{false};
-  Clock::time_point until;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      FakeWorker w(address, 5000 + i);
-      if (!w.Register()) {
-        ++errors;
-        return;
-      }
-      ++registered;
-      while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      std::mt19937_64 rng(i);
-      std::uniform_int_distribution<int> measure(50, 300);
-      std::vector<double> mine_lease, mine_report;
-      double mine_measure = 0, mine_lease_s = 0;
-      // Workers are mid-measurement at the start, not a thundering herd of first leases.
-      std::this_thread::sleep_for(std::chrono::milliseconds(measure(rng)));
-      while (Clock::now() < until) {
-        lathe::v1::LeaseResponse lease;
-        const auto a = Clock::now();
-        if (!w.Lease(g_model_batch, 1000, &lease)) {
-          ++errors;
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          continue;
-        }
-        const double waited = Seconds(Clock::now() - a);
-        mine_lease.push_back(waited * 1e3);
-        mine_lease_s += waited;
-        if (lease.tasks_size() == 0) continue;
-        int ms = 0;
-        for (int t = 0; t < lease.tasks_size(); ++t) ms += measure(rng);
-        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-        mine_measure += ms * 1e-3;
-        candidates += lease.tasks_size();
-        const auto r0 = Clock::now();
-        if (!w.Report(lease, nullptr)) ++errors;
-        mine_report.push_back(Seconds(Clock::now() - r0) * 1e3);
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      lease_ms.insert(lease_ms.end(), mine_lease.begin(), mine_lease.end());
-      report_ms.insert(report_ms.end(), mine_report.begin(), mine_report.end());
-      measure_s += mine_measure;
-      lease_s += mine_lease_s;
-    });
-  }
-  const auto reg_until = Clock::now() + std::chrono::seconds(120);
-  while (registered.load() + errors.load() < n && Clock::now() < reg_until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  until = Clock::now() + std::chrono::seconds(seconds);
-  // The parent times the daemon's CPU from this line on.
-  std::printf("go\n");
-  std::fflush(stdout);
-  go.store(true);
-  for (std::thread& t : threads) t.join();
-  std::ofstream f(out);
-  f << measure_s << " " << lease_s << " " << candidates.load() << " " << errors.load() << " "
-    << Percentile(lease_ms, 0.5) << " " << Percentile(lease_ms, 0.99) << " "
-    << Percentile(report_ms, 0.5) << " " << Percentile(report_ms, 0.99) << " " << registered.load()
-    << "\n";
-  return 0;
-}
-
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec +
-         u.ru_stime.tv_usec * 1e-6;
-}
-
-// CPU seconds (user + system) of this process's threads so far, summed by thread name (lathed's
-// threads are named: lathe-job, lathe-search, lathe-report, ...; gRPC's nexting_thread, ...).
-std::map<std::string, double> ThreadCpuByName() {
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  std::map<std::string, double> by_name;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
-       it.increment(ec)) {
-    std::ifstream stat(it->path().string() + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const size_t open = line.find('('), close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close < open) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string field;
-    for (int k = 3; k <= 13 && rest >> field; ++k) {
-    }
-    long long ut = 0, st = 0;
-    if (rest >> ut >> st) by_name[line.substr(open + 1, close - open - 1)] += (ut + st) / tick;
-  }
-  return by_name;
-}
-
-struct ModelJobFigures {
-  bool ok = false;
-  SimFigures sim;
-  double daemon_cpu_s = 0;
-  std::map<std::string, double> cpu_by_thread;  // in the window, by thread name
-  double wall_s = 0;
-  double first_task_s = 0;  // from the job's submission to its first queued task
-};
-
-// One model-job run: an in-process daemon with `search_threads` search threads, a tasks job
-// of `tasks`, `n` simulated workers in a child process (so that this process's CPU time is
-// the daemon's) for `seconds`.
-ModelJobFigures ModelJobRun(const std::vector<std::pair<std::string, double>>& tasks, int n,
-                            int seconds, int search_threads) {
-  ModelJobFigures fig;
-  const int saved = g_search_threads;
-  g_search_threads = search_threads;
-  auto d = Daemon::Start(g_part2_population, g_part2_generations);
-  g_search_threads = saved;
-  if (!d) return fig;
-  const std::string address = d->server->address();
-  lathe::client::ClientOptions co;
-  co.address = address;
-  auto client = lathe::client::TunerClient::Connect(co);
-  if (!client.ok()) return fig;
-  lathe::v1::JobSpec spec;
-  for (const auto& [workload, weight] : tasks) {
-    lathe::v1::TaskSpec* t = spec.add_tasks();
-    t->set_workload(workload);
-    t->set_weight(weight);
-  }
-  spec.set_target("cpu");
-  spec.set_device_class(lathe::codegen::HostDeviceClass());
-  spec.set_trials(1000000);
-  spec.set_batch(64);
-  spec.set_seed(1);
-  spec.set_min_repeat_ms(1);
-  const auto submitted = Clock::now();
-  auto id = (*client)->SubmitJob(spec);
-  if (!id.ok()) {
-    std::printf("   submit: %s\n", id.status().ToString().c_str());
-    return fig;
-  }
-  for (auto until = Clock::now() + std::chrono::seconds(300);
-       d->service->QueueDepth() == 0 && Clock::now() < until;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  fig.first_task_s = Seconds(Clock::now() - submitted);
-  const std::string out = d->dir + "/sim.txt", log = d->dir + "/sim.log";
-  char self[4096] = {0};
-  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) {
-    std::printf("   cannot find this program's path\n");
-    return fig;
-  }
-  std::vector<std::string> argv = {self,
-                                   "--sim-workers",
-                                   std::to_string(n),
-                                   "--address",
-                                   address,
-                                   "--seconds",
-                                   std::to_string(seconds),
-                                   "--sim-out",
-                                   out,
-                                   "--model-batch",
-                                   std::to_string(g_model_batch)};
-  // The workers stand for other machines: niced, they leave the daemon the CPU it would have
-  // on its own host (both share this one).
-  if (g_sim_nice > 0) {
-    argv.insert(argv.begin(), {"/usr/bin/nice", "-n", std::to_string(g_sim_nice)});
-  }
-  auto child = Spawn(argv, log);
-  if (child->pid <= 0) {
-    std::printf("   cannot start the simulated workers\n");
-    return fig;
-  }
-  // The window starts when every worker has registered (the child logs "go").
-  double cpu0 = -1;
-  std::map<std::string, double> threads0;
-  Clock::time_point t0;
-  for (auto until = Clock::now() + std::chrono::seconds(180); Clock::now() < until;) {
-    std::ifstream in(log);
-    std::string line;
-    bool go = false;
-    while (std::getline(in, line)) go = go || line == "go";
-    if (go) {
-      cpu0 = ProcessCpuSeconds();
-      threads0 = ThreadCpuByName();
-      t0 = Clock::now();
-      break;
-    }
-    if (waitpid(child->pid, nullptr, WNOHANG) == child->pid) {
-      child->pid = -1;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (cpu0 < 0 || child->pid <= 0) {
-    std::printf("   the simulated workers did not start (see %s)\n", log.c_str());
-    return fig;
-  }
-  int status = 0;
-  waitpid(child->pid, &status, 0);
-  child->pid = -1;
-  fig.daemon_cpu_s = ProcessCpuSeconds() - cpu0;
-  for (const auto& [name, s] : ThreadCpuByName()) fig.cpu_by_thread[name] = s - threads0[name];
-  fig.wall_s = Seconds(Clock::now() - t0);
-  std::ifstream in(out);
-  SimFigures& s = fig.sim;
-  if (!(in >> s.measure_s >> s.lease_s >> s.candidates >> s.errors >> s.lease_p50_ms >>
-        s.lease_p99_ms >> s.report_p50_ms >> s.report_p99_ms >> s.registered)) {
-    std::printf("   no figures from the simulated workers\n");
-    return fig;
-  }
-  fig.ok = true;
-  return fig;
-}
-
-void ModelJob(int n, int seconds, const std::string& tasks_file) {
-  const std::vector<std::pair<std::string, double>> tasks = ModelTasks(tasks_file);
-  std::printf(
-      "\n5. a model job: %zu tasks of %s, %d simulated workers (a child process) leasing %d "
-      "task(s) (long poll <= 1 s), measuring each 50-300 ms and reporting, %d s; rounds of 64, "
-      "population "
-      "%d, %d generation(s), no cost model; --search-threads 1 (one round at a time) against "
-      "%d; the workers' process at nice +%d\n",
-      tasks.size(), tasks_file.empty() ? "PP-OCRv4 det (embedded)" : tasks_file.c_str(), n,
-      g_model_batch, seconds, g_part2_population, g_part2_generations, g_search_threads,
-      g_sim_nice);
-  if (tasks.empty()) {
-    std::printf("   no tasks\n");
-    return;
-  }
-  std::vector<int> settings = {1};
-  if (g_search_threads != 1) settings.push_back(g_search_threads);
-  std::vector<ModelJobFigures> figs;
-  for (int threads : settings) figs.push_back(ModelJobRun(tasks, n, seconds, threads));
-  std::printf("   %-34s", "--search-threads");
-  for (int t : settings) std::printf(" %14d", t);
-  std::printf("\n");
-  auto row = [&](const char* name, const std::function<std::string(const ModelJobFigures&)>& f) {
-    std::printf("   %-34s", name);
-    for (const ModelJobFigures& g : figs) std::printf(" %14s", g.ok ? f(g).c_str() : "failed");
-    std::printf("\n");
-  };
-  auto fmt = [](const char* format, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, format, v);
-    return std::string(buf);
-  };
-  row("workers registered",
-      [&](const ModelJobFigures& g) { return fmt("%.0f", g.sim.registered); });
-  row("first task queued after (s)",
-      [&](const ModelJobFigures& g) { return fmt("%.2f", g.first_task_s); });
-  row("candidates measured /s", [&](const ModelJobFigures& g) {
-    return fmt("%.0f", g.sim.candidates / std::max(1e-9, g.wall_s));
-  });
-  row("demand fed (target >= 90 %)", [&](const ModelJobFigures& g) {
-    return fmt("%.1f %%", 100 * g.sim.measure_s / std::max(1e-9, g.sim.measure_s + g.sim.lease_s));
-  });
-  row("lease wait p50 (ms)",
-      [&](const ModelJobFigures& g) { return fmt("%.1f", g.sim.lease_p50_ms); });
-  row("lease wait p99 (ms, target <= 50)",
-      [&](const ModelJobFigures& g) { return fmt("%.1f", g.sim.lease_p99_ms); });
-  row("report p50 / p99 (ms)", [&](const ModelJobFigures& g) {
-    return fmt("%.1f", g.sim.report_p50_ms) + fmt(" / %.1f", g.sim.report_p99_ms);
-  });
-  row("daemon CPU per candidate (ms)", [&](const ModelJobFigures& g) {
-    return fmt("%.2f", g.daemon_cpu_s * 1e3 / std::max<int64_t>(1, g.sim.candidates));
-  });
-  row("daemon CPU (s) in the window",
-      [&](const ModelJobFigures& g) { return fmt("%.1f", g.daemon_cpu_s); });
-  row("errors", [&](const ModelJobFigures& g) { return fmt("%.0f", g.sim.errors); });
-  for (size_t k = 0; k < figs.size(); ++k) {
-    const ModelJobFigures& g = figs[k];
-    if (!g.ok) continue;
-    std::vector<std::pair<double, std::string>> parts;
-    for (const auto& [name, s] : g.cpu_by_thread) {
-      if (s > 0) parts.emplace_back(s, name);
-    }
-    std::sort(parts.rbegin(), parts.rend());
-    std::printf("   daemon CPU per candidate by thread (ms), --search-threads %d:", settings[k]);
-    for (const auto& [s, name] : parts) {
-      std::printf(" %s %.3f", name.c_str(), 1e3 * s / std::max<int64_t>(1, g.sim.candidates));
-    }
-    std::printf("\n");
-  }
-  std::printf(
-      "   demand fed: the workers' time measuring over their time measuring or waiting in Lease "
-      "(reports excluded: a pipelined worker sends them in the background)\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1032,7 +481,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (sim_workers > 0) return SimWorkersMain(sim_address, sim_workers, seconds, sim_out);
+  if (sim_workers > 0) {
+    return lathe::bench::SimWorkersMain(sim_address, sim_workers, seconds, g_model_batch, sim_out);
+  }
   spdlog::set_level(spdlog::level::warn);  // the in-process daemon logs every registration
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
@@ -1049,7 +500,19 @@ int main(int argc, char** argv) {
   if (part("2a")) ManyWorkers(workers, seconds, measure_ms, /*prefill=*/true);
   if (part("2b")) ManyWorkers(workers, seconds, measure_ms, /*prefill=*/false);
   if (part("3") && !skip_real) RealWorkers(real_trials, real_ms, real_rounds);
-  if (part("5")) ModelJob(model_workers, seconds, model_tasks);
+  if (part("5")) {
+    lathe::bench::ModelJobOptions mo;
+    mo.workers = model_workers;
+    mo.seconds = seconds;
+    mo.tasks_file = model_tasks;
+    mo.search_threads = g_search_threads;
+    mo.search_nice = g_search_nice;
+    mo.population = g_part2_population;
+    mo.generations = g_part2_generations;
+    mo.sim_nice = g_sim_nice;
+    mo.batch = g_model_batch;
+    lathe::bench::ModelJob(mo);
+  }
   if (part("4")) {
     lathe::bench::DashboardUnderLoad(workers, dashboard_jobs, seconds, measure_ms, g_search_threads,
                                      g_search_nice);
