@@ -242,21 +242,21 @@ int LeaseRegistry::Enqueue(int workload, std::vector<v1::Task> tasks,
       if (skipped) skipped->push_back(id);
       continue;
     }
-    if (s.tasks.count(id) > 0) {  // another job dispatched it
+    auto [it, fresh] = s.tasks.try_emplace(id);
+    if (!fresh) {  // another job dispatched it
       if (skipped) skipped->push_back(id);
       continue;
     }
-    TaskEntry e;
+    TaskEntry& e = it->second;
     e.bytes = t.ByteSizeLong() + kTaskFraming;
     auto d = std::make_shared<DispatchedTask>();
     d->task = std::move(t);
     d->workload = workload;
     if (stored_forms) d->trace_json = std::move(trace_json[k]);
     e.d = std::move(d);
-    auto it = s.tasks.emplace(id, std::move(e)).first;
-    s.CountQueued(*it->second.d, +1);
+    s.CountQueued(*e.d, +1);
     q.push_back(id);
-    classes.insert(it->second.d->task.device_class());
+    classes.insert(e.d->task.device_class());
     ++queued;
   }
   for (const std::string& dc : classes) s.Serve(dc);

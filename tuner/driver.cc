@@ -25,7 +25,6 @@ namespace {
 // greedy fleet cannot make the search run far ahead of the results that teach the model).
 constexpr int kMaxInflightRounds = 4;
 
-// The driver's own view of a task, beside its public TaskStatus.
 // A candidate's trace in its two serialized forms: the JSON its record stores and the
 // request that carries it to a worker (its workload, the trace as a message).
 struct SerializedTrace {
@@ -41,6 +40,7 @@ SerializedTrace SerializeTrace(const ir::Trace& trace, const ir::Workload& workl
   return s;
 }
 
+// The driver's own view of a task, beside its public TaskStatus.
 struct TaskState {
   ProgramSet measured;   // programs stored or dispatched
   int inflight = 0;      // of `measured`: dispatched, not reported

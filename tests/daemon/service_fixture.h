@@ -94,13 +94,13 @@ class ServiceTest : public ::testing::Test {
     return ctx;
   }
 
-  std::string Submit(int trials, int batch) {
+  std::string Submit(int trials, int batch, int seed = 7) {
     v1::SubmitJobRequest req;
     req.mutable_spec()->add_workloads(kSpec);
     req.mutable_spec()->set_device_class(kDeviceClass);
     req.mutable_spec()->set_trials(trials);
     req.mutable_spec()->set_batch(batch);
-    req.mutable_spec()->set_seed(7);
+    req.mutable_spec()->set_seed(seed);
     req.mutable_spec()->set_min_repeat_ms(1);
     v1::SubmitJobResponse resp;
     grpc::Status st = tuner_->SubmitJob(Ctx().get(), req, &resp);

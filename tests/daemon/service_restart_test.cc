@@ -59,16 +59,8 @@ TEST_F(ServiceTest, ResultsKeptAcrossARestartCountForTheResumedJobWithTheirTasks
   StartServer(o);
   // seed 0: the resumed job draws other candidates than the first run, so the results below
   // are for candidates the restarted daemon does not hold.
-  v1::SubmitJobRequest sub;
-  sub.mutable_spec()->add_workloads(kSpec);
-  sub.mutable_spec()->set_device_class(kDeviceClass);
-  sub.mutable_spec()->set_trials(6);
-  sub.mutable_spec()->set_batch(6);
-  sub.mutable_spec()->set_seed(0);
-  sub.mutable_spec()->set_min_repeat_ms(1);
-  v1::SubmitJobResponse subr;
-  ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), sub, &subr).ok());
-  const std::string job = subr.job_id();
+  const std::string job = Submit(6, 6, /*seed=*/0);
+  ASSERT_FALSE(job.empty());
   std::string w = RegisterWorker("host-a");
   v1::LeaseResponse kept = Lease(w, 6, 10000);
   ASSERT_EQ(kept.tasks_size(), 6);
@@ -147,16 +139,8 @@ TEST_F(ServiceTest, ResultsKeptAcrossARestartCountForTheResumedJobWithTheirTasks
 TEST_F(ServiceTest, ResultsKeptAcrossARestartNeverTakeTheJobPastItsTarget) {
   ServiceOptions o = Options();
   StartServer(o);
-  v1::SubmitJobRequest sub;
-  sub.mutable_spec()->add_workloads(kSpec);
-  sub.mutable_spec()->set_device_class(kDeviceClass);
-  sub.mutable_spec()->set_trials(12);
-  sub.mutable_spec()->set_batch(12);
-  sub.mutable_spec()->set_seed(0);
-  sub.mutable_spec()->set_min_repeat_ms(1);
-  v1::SubmitJobResponse subr;
-  ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), sub, &subr).ok());
-  const std::string job = subr.job_id();
+  const std::string job = Submit(12, 12, /*seed=*/0);
+  ASSERT_FALSE(job.empty());
   std::string w = RegisterWorker("host-a");
   v1::LeaseResponse kept = Lease(w, 6, 10000);
   ASSERT_EQ(kept.tasks_size(), 6);
@@ -208,16 +192,8 @@ TEST_F(ServiceTest, ResultsKeptAcrossARestartNeverTakeTheJobPastItsTarget) {
 TEST_F(ServiceTest, ResultsKeptAcrossARestartAreStoredAfterTheResumedJobEnded) {
   ServiceOptions o = Options();
   StartServer(o);
-  v1::SubmitJobRequest sub;
-  sub.mutable_spec()->add_workloads(kSpec);
-  sub.mutable_spec()->set_device_class(kDeviceClass);
-  sub.mutable_spec()->set_trials(8);
-  sub.mutable_spec()->set_batch(8);
-  sub.mutable_spec()->set_seed(0);
-  sub.mutable_spec()->set_min_repeat_ms(1);
-  v1::SubmitJobResponse subr;
-  ASSERT_TRUE(tuner_->SubmitJob(Ctx().get(), sub, &subr).ok());
-  const std::string job = subr.job_id();
+  const std::string job = Submit(8, 8, /*seed=*/0);
+  ASSERT_FALSE(job.empty());
   std::string w = RegisterWorker("host-a");
   v1::LeaseResponse kept = Lease(w, 8, 10000);
   ASSERT_EQ(kept.tasks_size(), 8);
