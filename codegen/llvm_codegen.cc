@@ -287,6 +287,10 @@ absl::Status CodeGen::Emit(const Stmt& s) {
         return absl::InternalError("vector condition outside a vectorized loop");
       }
       llvm::Value* c = Emit(s->cond);
+      // A constant condition (a guard inside unrolled loops, zero_taps.h) emits its side only.
+      if (auto* k = llvm::dyn_cast<llvm::ConstantInt>(c)) {
+        return Emit(k->isOne() ? s->body : s->else_body);
+      }
       auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
       auto* else_bb = s->else_body ? llvm::BasicBlock::Create(ctx_, "else", fn_) : nullptr;
       auto* end_bb = llvm::BasicBlock::Create(ctx_, "endif", fn_);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codegen/gpu_passes.h"
+#include "codegen/zero_taps.h"
 #include "ir/arith.h"
 #include "ir/functor.h"
 
@@ -544,6 +545,7 @@ LowerOptions LowerOptions::ForTarget(ir::TargetKind kind) {
 
 LowerOptions LowerOptions::StructuralOnly() {
   LowerOptions o;
+  o.skip_zero_taps = false;
   o.partition = false;
   o.vectorize = false;
   return o;
@@ -553,7 +555,9 @@ absl::StatusOr<LoweredFunc> Lower(const Schedule& sch, const std::string& name,
                                   const LowerOptions& options) {
   absl::StatusOr<LoweredFunc> f = Lowerer(sch).Run(name);  // 1. structural lowering
   if (!f.ok()) return f;
+  if (options.skip_zero_taps) f->body = SkipZeroTaps(f->body);                          // 1b.
   if (options.partition) f->body = PartitionLoops(f->body, options.partition_options);  // 2.
+  if (options.skip_zero_taps) f->body = SkipZeroTaps(f->body);                          // 2b.
   if (options.vectorize) f->body = VectorizeLoops(f->body);                             // 3.
   if (options.gpu_vectorize) f->body = VectorizeGpuAccesses(f->body);                   // 4.
   if (options.double_buffer) f->body = DoubleBufferSharedTiles(f->body);                // 5.

@@ -9,7 +9,10 @@
 //      extent), reduction init placed before the first reduce loop, storage (each
 //      intermediate stage gets a compact buffer sized by its region, allocated where it is
 //      attached), flattening of accesses to row-major indices, and simplification;
+//   1b. accumulations of zero-padded products guarded instead (SkipZeroTaps, zero_taps.h), CPU
+//      targets: the guards that are constants or rise above the unrolled code;
 //   2. loop versioning for guards (PartitionLoops, partition.h), CPU targets;
+//   2b. SkipZeroTaps again: the guards that versioning made constants (a peeled border tile);
 //   3. vectorization of loops marked kVectorized (VectorizeLoops), CPU targets;
 //   4. 4-lane (float4) accesses where alignment is provable (VectorizeGpuAccesses,
 //      gpu_passes.h), GPU targets;
@@ -31,6 +34,8 @@ namespace lathe::codegen {
 
 // Which passes follow structural lowering. The default is the CPU recipe.
 struct LowerOptions {
+  // Products of a padding's zeros guarded and lifted (SkipZeroTaps).
+  bool skip_zero_taps = true;
   // Loop versioning for guards (PartitionLoops).
   bool partition = true;
   PartitionOptions partition_options;

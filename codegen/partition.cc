@@ -59,7 +59,8 @@ class Partitioner {
   struct BodyGuards {
     std::vector<Expr> conds;  // distinct, each mentioning the loop's variable
     RangeMap ranges;          // enclosing loops and the loops inside the body
-    std::unordered_map<const ExprNode*, bool> inner;  // variables of the loops inside
+    std::unordered_map<const ExprNode*, bool> inner;     // variables of the loops inside
+    std::unordered_map<const ExprNode*, bool> unrolled;  // ... of the unrolled ones
   };
 
   BodyGuards Collect(const Stmt& f) const {
@@ -78,7 +79,8 @@ class Partitioner {
 
   // Conditions that guard code inside a loop nested in `body` (the hot paths): if-conditions
   // and select conditions, split into conjuncts. Adds those loops to `g`'s ranges.
-  void Guards(const Stmt& s, bool nested, std::vector<Expr>* out, BodyGuards* g) const {
+  void Guards(const Stmt& s, bool nested, std::vector<Expr>* out, BodyGuards* g,
+              bool hot = false) const {
     if (!s) return;
     auto selects = [&](const Expr& e) {
       if (!e || !nested) return;
@@ -92,28 +94,34 @@ class Partitioner {
       case StmtKind::kFor: {
         // A variable may head several loops (a reduction's init and update nest): the union.
         ConstInterval r = LoopRange(s, g->ranges);
+        if (s->for_kind == ForKind::kUnrolled) g->unrolled[s->var.get()] = true;
         if (g->inner.emplace(s->var.get(), true).second) {
           g->ranges[s->var.get()] = r;
         } else {
           ConstInterval& u = g->ranges[s->var.get()];
           u = {std::min(u.lo, r.lo), std::max(u.hi, r.hi)};
         }
-        Guards(s->body, true, out, g);
+        Guards(s->body, true, out, g,
+               hot || s->for_kind == ForKind::kUnrolled || s->for_kind == ForKind::kVectorized);
         return;
       }
       case StmtKind::kIfThenElse:
         // Guards under a vectorized loop count too: as lane masks they would cost a masked
-        // load or store on every access of the tile.
-        if (nested && s->cond->type.lanes == 1) Conjuncts(s->cond, out);
+        // load or store on every access of the tile. A guard around loops outside unrolled
+        // code (a padded row skipped at the window's row loop, zero_taps.h) is one branch per
+        // iteration of many products: not worth a copy of the code.
+        if (nested && s->cond->type.lanes == 1 && (hot || !HasLoop(s->body))) {
+          Conjuncts(s->cond, out);
+        }
         selects(s->cond);
-        Guards(s->body, nested, out, g);
-        Guards(s->else_body, nested, out, g);
+        Guards(s->body, nested, out, g, hot);
+        Guards(s->else_body, nested, out, g, hot);
         return;
       case StmtKind::kSeq:
-        for (const Stmt& x : s->seq) Guards(x, nested, out, g);
+        for (const Stmt& x : s->seq) Guards(x, nested, out, g, hot);
         return;
       case StmtKind::kAllocate:
-        Guards(s->body, nested, out, g);
+        Guards(s->body, nested, out, g, hot);
         return;
       case StmtKind::kStore:
         selects(s->index);
@@ -124,7 +132,10 @@ class Partitioner {
 
   // The iterations [lo, hi] of loop `f` (range `r`) on which every guard of its body that
   // depends on it provably holds; nullopt when there is no such guard or range.
-  std::optional<ConstInterval> CleanRange(const Stmt& f, ConstInterval r, BodyGuards g) const {
+  // `guarded_ends` (optional) is set when guards fail at both ends of the range: padding on
+  // both sides of an image, which PeelBorders may split off iteration by iteration.
+  std::optional<ConstInterval> CleanRange(const Stmt& f, ConstInterval r, BodyGuards g,
+                                          ConstInterval* raw = nullptr) const {
     RangeMap& ranges = g.ranges;
     const ExprNode* var = f->var.get();
     auto holds = [&](const Expr& c, int64_t lo, int64_t hi) {
@@ -156,6 +167,7 @@ class Partitioner {
       }
       any = true;
     }
+    if (raw != nullptr) *raw = any ? clean : ConstInterval{};
     if (!any || clean.lo > clean.hi) return std::nullopt;
     const double share =
         static_cast<double>(clean.hi - clean.lo + 1) / static_cast<double>(r.hi - r.lo + 1);
@@ -207,7 +219,9 @@ class Partitioner {
     if (candidate) {
       BodyGuards g = Collect(f);
       if (!g.conds.empty()) {
-        clean = CleanRange(f, r, g);
+        ConstInterval raw;
+        clean = CleanRange(f, r, g, &raw);
+        if (Stmt peeled = PeelBorders(f, r, raw, g, depth); peeled) return peeled;
         if (!clean) pred = CleanPredicate(g, &hoisted);
       }
     }
@@ -250,6 +264,57 @@ class Partitioner {
       cond = cond ? And(cond, le) : le;
     }
     Stmt body = cond ? IfThenElse(cond, fast, slow) : fast;
+    return For(f->var, f->min, f->extent, f->for_kind, body, f->thread_tag);
+  }
+
+  // Guards that fail on the first and on the last iteration only (a tile of columns whose
+  // first and last tiles touch the padding on either side): those two iterations each get a
+  // copy of the body with the loop's variable a constant, in which the guards of unrolled
+  // taps fold away (zero_taps.h), and the iterations between get the guard-free copy. The
+  // copies are not versioned further (as PartitionOptions::version_slow_copies). Null where
+  // the guards' range is not of that shape, or where every guard would still vary in a copy
+  // (each reads a variable other than the loop's, those of unrolled loops inside and those of
+  // one iteration): there the copies gain nothing over CleanRange's one guarded copy.
+  Stmt PeelBorders(const Stmt& f, ConstInterval r, ConstInterval clean, const BodyGuards& g,
+                   int depth) {
+    if (!opt_.peel_borders || !clean.bounded() || clean.lo != r.lo + 1 || clean.hi != r.hi - 1) {
+      return nullptr;
+    }
+    bool any_folds = false;
+    for (const Expr& c : g.conds) {
+      bool folds = true;
+      Visit(c, [&](const Expr& x) {
+        if (x->kind != ExprKind::kVar || x.get() == f->var.get() || g.unrolled.count(x.get())) {
+          return;
+        }
+        auto r = g.ranges.find(x.get());
+        if (r == g.ranges.end() || r->second.lo != r->second.hi) folds = false;  // varies
+      });
+      any_folds = any_folds || folds;
+    }
+    if (!any_folds) return nullptr;
+    ++versioned_;
+    const ExprNode* var = f->var.get();
+    auto at = [&](int64_t v) {
+      RangeMap ranges = outer_;
+      ranges[var] = {v, v};
+      Stmt b = SimplifyStmt(Substitute(f->body, VarMap{{var, IntImm(v)}}), ranges);
+      return opt_.version_slow_copies ? Run(b, depth + 1) : b;
+    };
+    Stmt last = at(r.hi);
+    Stmt body;
+    if (clean.lo <= clean.hi) {
+      RangeMap narrowed = outer_;
+      narrowed[var] = clean;
+      Stmt fast = SimplifyStmt(f->body, narrowed);
+      outer_[var] = clean;
+      fast = Run(fast, depth + 1);
+      outer_.erase(var);
+      body = IfThenElse(LT(f->var, IntImm(r.hi)), fast, last);
+    } else {
+      body = last;  // two iterations: the first and the last
+    }
+    body = IfThenElse(EQ(f->var, IntImm(r.lo)), at(r.lo), body);
     return For(f->var, f->min, f->extent, f->for_kind, body, f->thread_tag);
   }
 

@@ -30,6 +30,9 @@ struct PartitionOptions {
   // the few tail iterations, and each level doubles the code LLVM compiles (a conv with a
   // fused row tail and a column tail compiled 2.8x slower with them versioned).
   bool version_slow_copies = false;
+  // Guards failing on a loop's first and last iterations only (padding on both sides): those
+  // two iterations peeled into copies with the variable a constant (Partitioner::PeelBorders).
+  bool peel_borders = true;
 };
 
 ir::Stmt PartitionLoops(const ir::Stmt& s, const PartitionOptions& options = {});

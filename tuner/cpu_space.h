@@ -38,6 +38,9 @@ struct Slot {
 // written once per chunk of the reduction and should stay in the L1 cache (32-48 KiB on
 // current x86 cores).
 constexpr int64_t kMaxChunkedTileBytes = 32 * 1024;
+// Vector operations per reduce step up to which a blocked convolution with its padding inlined
+// also unrolls the window's columns (ApplyTiles): 4 blocks x 6 columns x 4 lanes x 3 taps.
+constexpr int64_t kMaxUnrolledWindowOps = 288;
 
 // The most weight bytes a register-tiled convolution's channel tile may read where several
 // pixel tiles pass over them: they should stay in the L2 cache between the passes (5/8 of the
@@ -198,6 +201,13 @@ class CpuSpace : public SearchSpace {
   // Channel blocks per vector register: lanes / block (2 for 8-channel blocks on AVX-512).
   int64_t PairFactor() const { return target_.vector_lanes / workload_->output()->shape.back(); }
   bool Paired(const Candidate& c) const { return pair_slot_ >= 0 && c.decisions[pair_slot_] != 0; }
+  // Whether `c` computes a padding inlined into its reader.
+  bool PaddingInlined(const Candidate& c) const {
+    for (int slot : pad_slot_) {
+      if (c.decisions[slot] == 0) return true;
+    }
+    return false;
+  }
   // Vector registers that `elems` contiguous floats take.
   int64_t VectorsFor(int64_t elems) const {
     return (elems + target_.vector_lanes - 1) / target_.vector_lanes;

@@ -188,23 +188,29 @@ TEST(SpaceHeuristicTest, SeparableConvsComputeTheDepthwisePartPerRowTile) {
 // A blocked convolution's channels are innermost already: its rule-picked candidates vectorize
 // the output channel block, hold a row of output columns in registers (half the register file
 // on AVX-512: 14 of 28 columns), pack nothing and permute nothing. A depthwise 3x3 reads each
-// input element a few times only: its padding is inlined first.
+// input element a few times only: its padding is inlined first. A dense 3x3's is inlined first
+// too where the tile's window columns unroll (the padding's products then drop out of the
+// code, codegen/zero_taps.h).
 TEST(SpaceHeuristicTest, BlockedConvVectorizesTheChannelBlock) {
   const std::string conv16 = "conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1,layout=nchw16c";
   // (Unchunked ones: a dense 3x3 conv's first candidate is chunked, SpaceChunkTest.)
   std::vector<std::string> rules = UnchunkedRuleTexts(conv16, Avx512TwoCores(), 4);
   ASSERT_GE(rules.size(), 3u);
-  // (First: 4 channel blocks x 6 columns, padding at root and then inlined,
+  // (First: 4 channel blocks x 6 columns, padding inlined and then at root,
   // OneByOneConvsGetFourBlocksBySixColumnsOnAvx512.)
   EXPECT_NE(rules[0].find("split(Y, [k], {4})"), std::string::npos) << rules[0];
   EXPECT_EQ(rules[0].find("[rc], {"), std::string::npos) << rules[0];  // not chunked first
+  EXPECT_NE(rules[0].find("compute_inline(pad)"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("unroll(Y.local, [rx])"), std::string::npos) << rules[0];
+  EXPECT_EQ(rules[1].find("compute_inline(pad)"), std::string::npos) << rules[1];
+  EXPECT_EQ(rules[1].find("unroll(Y.local, [rx])"), std::string::npos) << rules[1];
   std::string text = rules[2];
   EXPECT_NE(text.find("split(Y, [x], {14})"), std::string::npos) << text;
   EXPECT_NE(text.find("split(Y, [kv], {16})"), std::string::npos) << text;
   EXPECT_NE(text.find("vectorize(Y.local, [kv])"), std::string::npos) << text;
   EXPECT_EQ(text.find("storage_order"), std::string::npos) << text;
   EXPECT_EQ(text.find("cache_read"), std::string::npos) << text;
-  EXPECT_EQ(text.find("compute_inline(pad)"), std::string::npos) << text;
+  EXPECT_NE(text.find("compute_inline(pad)"), std::string::npos) << text;
   // AVX2: a full row of accumulators (12 of 16 registers): 7 columns of 28.
   std::vector<std::string> avx2_rules = UnchunkedRuleTexts(conv16, Avx2TwoCores(), 1);
   ASSERT_EQ(avx2_rules.size(), 1u);

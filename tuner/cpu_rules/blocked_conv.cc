@@ -177,18 +177,28 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // (a depthwise conv reads each input element a few times only: a padded copy of the whole
     // input can cost as much as the convolution).
     // Inlined first where each input element is read at most 9 times (a depthwise 3x3, or a
-    // strided 5x5: measured 1.5-2.5x faster so on AVX-512); a depthwise 5x5 at stride 1 and
-    // dense convolutions read each element far more often and keep the copy.
+    // strided 5x5: measured 1.5-2.5x faster so on AVX-512); a depthwise 5x5 at stride 1 keeps
+    // the copy. Dense convolutions inline it first where the tile's window columns unroll
+    // (ApplyTiles: kMaxUnrolledWindowOps), so that the products of the padding drop out of the
+    // code (codegen/zero_taps.h): the copy costs a pass over the input and its border taps
+    // multiply zeros (3x3 convs, 2 threads, Zen 4 AVX-512, bench_rules --blocked, us, inlined
+    // / copied: 64ch 56x56 1034 / 1057, 128ch 28x28 989 / 1040, 256ch 14x14 934 / 1060, 512ch
+    // 7x7 926 / 1078). Not a model's plain-input first conv (its own rule: Defaults).
     // (A sepconv2d's padding is its depthwise part's.)
-    bool inline_first = false;
-    if (absl::StatusOr<ir::Conv2dParams> padded = PaddedConvParams(c.workload.spec); padded.ok()) {
-      inline_first =
-          padded->depthwise() && padded->r * padded->s <= 9 * padded->stride_h * padded->stride_w;
-    }
+    absl::StatusOr<ir::Conv2dParams> padded = PaddedConvParams(c.workload.spec);
+    auto inline_first = [&](const int64_t* bs) {
+      if (!padded.ok()) return false;
+      if (padded->depthwise()) {
+        return padded->r * padded->s <= 9 * padded->stride_h * padded->stride_w;
+      }
+      const int64_t ops = unroll_k * c.VectorsFor(kv_tile) * bs[0] * bs[1] * bs[2];
+      return !c.an.plain_input_conv && padded->s > 1 && ops * padded->s <= kMaxUnrolledWindowOps;
+    };
     std::vector<std::pair<const int64_t*, bool>> variants, others;
     for (const auto& bs : blocked_shapes) {
-      variants.emplace_back(bs.data(), inline_first);
-      if (!c.pad_slot.empty()) others.emplace_back(bs.data(), !inline_first);
+      const bool first = inline_first(bs.data());
+      variants.emplace_back(bs.data(), first);
+      if (!c.pad_slot.empty()) others.emplace_back(bs.data(), !first);
     }
     if (!others.empty()) variants.insert(variants.begin() + 1, others.front());
     variants.insert(variants.end(), others.begin() + (others.empty() ? 0 : 1), others.end());
