@@ -181,9 +181,10 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // the copy. Dense convolutions inline it first where the tile's window columns unroll
     // (ApplyTiles: kMaxUnrolledWindowOps), so that the products of the padding drop out of the
     // code (codegen/zero_taps.h): the copy costs a pass over the input and its border taps
-    // multiply zeros (3x3 convs, 2 threads, Zen 4 AVX-512, bench_rules --blocked, us, inlined
-    // / copied: 64ch 56x56 1034 / 1057, 128ch 28x28 989 / 1040, 256ch 14x14 934 / 1060, 512ch
-    // 7x7 926 / 1078). Not a model's plain-input first conv (its own rule: Defaults).
+    // multiply zeros (3x3 convs, 2 threads, Zen 4 AVX-512, bench_rules --blocked, us, the
+    // session's start / inlined first: 64ch 56x56 1044 / 1058, 128ch 28x28 1029 / 1020, 256ch
+    // 14x14 1001 / 918, 512ch 7x7 1007 / 838; oneDNN 849-995). Not a model's plain-input first
+    // conv (its own rule: Defaults).
     // (A sepconv2d's padding is its depthwise part's.)
     absl::StatusOr<ir::Conv2dParams> padded = PaddedConvParams(c.workload.spec);
     auto inline_first = [&](const int64_t* bs) {
@@ -191,8 +192,12 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       if (padded->depthwise()) {
         return padded->r * padded->s <= 9 * padded->stride_h * padded->stride_w;
       }
+      // One row a tile: with several, the rows' guards vary inside the unrolled tile and stay
+      // selects (AVX2 on Zen 4, 2 x 2 x 2 tiles, us, inlined / copied: 3x3 64ch 56x56 1202 /
+      // 1130, 128ch 28x28 1192 / 1082).
       const int64_t ops = unroll_k * c.VectorsFor(kv_tile) * bs[0] * bs[1] * bs[2];
-      return !c.an.plain_input_conv && padded->s > 1 && ops * padded->s <= kMaxUnrolledWindowOps;
+      return !c.an.plain_input_conv && padded->s > 1 && bs[1] == 1 &&
+             ops * padded->s <= kMaxUnrolledWindowOps;
     };
     std::vector<std::pair<const int64_t*, bool>> variants, others;
     for (const auto& bs : blocked_shapes) {
