@@ -555,9 +555,10 @@ absl::StatusOr<LoweredFunc> Lower(const Schedule& sch, const std::string& name,
                                   const LowerOptions& options) {
   absl::StatusOr<LoweredFunc> f = Lowerer(sch).Run(name);  // 1. structural lowering
   if (!f.ok()) return f;
-  if (options.skip_zero_taps) f->body = SkipZeroTaps(f->body);                          // 1b.
+  bool padded = false;  // any accumulation of a padding's products
+  if (options.skip_zero_taps) f->body = SkipZeroTaps(f->body, &padded);                 // 1b.
   if (options.partition) f->body = PartitionLoops(f->body, options.partition_options);  // 2.
-  if (options.skip_zero_taps) f->body = SkipZeroTaps(f->body);                          // 2b.
+  if (padded) f->body = SkipZeroTaps(f->body);                                          // 2b.
   if (options.vectorize) f->body = VectorizeLoops(f->body);                             // 3.
   if (options.gpu_vectorize) f->body = VectorizeGpuAccesses(f->body);                   // 4.
   if (options.double_buffer) f->body = DoubleBufferSharedTiles(f->body);                // 5.

@@ -38,6 +38,8 @@ Expr AndAll(const std::vector<Expr>& cs) {
 
 class ZeroTaps {
  public:
+  bool padded() const { return padded_; }
+
   Stmt Run(const Stmt& s) {
     if (!s) return s;
     switch (s->kind) {
@@ -95,6 +97,7 @@ class ZeroTaps {
       case ExprKind::kSelect: {
         const Expr& c = e->operands[0];
         if (c->type.lanes != 1 || !IsZero(e->operands[2])) return e;
+        padded_ = true;
         std::vector<Expr> all, rest;
         Conjuncts(c, &all);
         for (const Expr& x : all) {
@@ -177,10 +180,16 @@ class ZeroTaps {
   // The guards this pass made (their conjuncts' nodes).
   std::unordered_set<const ExprNode*> ours_;
   std::unordered_map<const ExprNode*, Loop> loops_;  // the enclosing loops
+  bool padded_ = false;                              // saw a padding's select in a product
 };
 
 }  // namespace
 
-Stmt SkipZeroTaps(const Stmt& s) { return ZeroTaps().Run(s); }
+Stmt SkipZeroTaps(const Stmt& s, bool* padded) {
+  ZeroTaps pass;
+  Stmt out = pass.Run(s);
+  if (padded != nullptr) *padded = pass.padded();
+  return out;
+}
 
 }  // namespace lathe::codegen

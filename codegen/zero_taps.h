@@ -28,7 +28,9 @@
 
 namespace lathe::codegen {
 
-ir::Stmt SkipZeroTaps(const ir::Stmt& s);
+// `padded` (optional) is set when `s` accumulates a padding's products at all (whether or not
+// any became a guard): without them a second run has nothing to do.
+ir::Stmt SkipZeroTaps(const ir::Stmt& s, bool* padded = nullptr);
 
 }  // namespace lathe::codegen
 
