@@ -11,13 +11,8 @@
 namespace lathe {
 namespace {
 
+using testing::Count;
 using testing::W;
-
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
 
 // The GEMM micro-kernel shape: a 4-row accumulator tile over 10 rows leaves a last tile of 2
 // rows; every row of the reduction is guarded (C.local vectorized over 8 columns).

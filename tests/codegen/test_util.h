@@ -23,6 +23,13 @@ inline ir::Workload W(const std::string& spec) {
   return *w;
 }
 
+// How many times `what` occurs in `text` (a lowered program's or LLVM IR's text).
+inline size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 // Lowers, JIT-compiles and runs `sch` on seeded random inputs and checks the output against
 // the naive reference. Returns the first failure.
 inline absl::Status BuildAndCheck(const ir::Schedule& sch, uint64_t seed = 1) {

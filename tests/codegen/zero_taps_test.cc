@@ -14,13 +14,8 @@
 namespace lathe {
 namespace {
 
+using testing::Count;
 using testing::W;
-
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
 
 // A 3x3 convolution in nchw16c with its padding inlined, as the CPU space's blocked rule
 // tiles it: 2 output blocks x `cols` columns of accumulators, the input block's lanes
