@@ -132,8 +132,9 @@ class Partitioner {
 
   // The iterations [lo, hi] of loop `f` (range `r`) on which every guard of its body that
   // depends on it provably holds; nullopt when there is no such guard or range.
-  // `guarded_ends` (optional) is set when guards fail at both ends of the range: padding on
-  // both sides of an image, which PeelBorders may split off iteration by iteration.
+  // `raw` (optional) receives the clean range before the share check, unbounded where no
+  // guard narrows it and empty (lo > hi) where the guards leave no iteration clean: PeelBorders
+  // reads it for guards that fail on the first and last iterations only.
   std::optional<ConstInterval> CleanRange(const Stmt& f, ConstInterval r, BodyGuards g,
                                           ConstInterval* raw = nullptr) const {
     RangeMap& ranges = g.ranges;
