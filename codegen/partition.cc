@@ -15,11 +15,11 @@ namespace {
 
 using namespace lathe::ir;  // NOLINT: the pass speaks IR throughout
 
-// The conjuncts of a condition: a && (b && c) -> a, b, c.
-void Conjuncts(const Expr& c, std::vector<Expr>* out) {
+// The conjuncts of a condition that bound a range: a && (b && c) -> a, b, c, equalities left out.
+void RangeConjuncts(const Expr& c, std::vector<Expr>* out) {
   if (c->kind == ExprKind::kAnd) {
-    Conjuncts(c->operands[0], out);
-    Conjuncts(c->operands[1], out);
+    RangeConjuncts(c->operands[0], out);
+    RangeConjuncts(c->operands[1], out);
     return;
   }
   // An equality picks single iterations, not a range to split off: the cases of an unrolled
@@ -86,7 +86,7 @@ class Partitioner {
       if (!e || !nested) return;
       Visit(e, [&](const Expr& x) {
         if (x->kind == ExprKind::kSelect && x->operands[0]->type.lanes == 1) {
-          Conjuncts(x->operands[0], out);
+          RangeConjuncts(x->operands[0], out);
         }
       });
     };
@@ -111,7 +111,7 @@ class Partitioner {
         // code (a padded row skipped at the window's row loop, zero_taps.h) is one branch per
         // iteration of many products: not worth a copy of the code.
         if (nested && s->cond->type.lanes == 1 && (hot || !HasLoop(s->body))) {
-          Conjuncts(s->cond, out);
+          RangeConjuncts(s->cond, out);
         }
         selects(s->cond);
         Guards(s->body, nested, out, g, hot);

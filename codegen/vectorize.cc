@@ -113,16 +113,6 @@ class Vectorizer {
  private:
   int lanes() const { return ramp_->type.lanes; }
 
-  // The operands of a tree of ands.
-  static void Conjuncts(const Expr& e, std::vector<Expr>* out) {
-    if (e->kind == ExprKind::kAnd) {
-      Conjuncts(e->operands[0], out);
-      Conjuncts(e->operands[1], out);
-      return;
-    }
-    out->push_back(e);
-  }
-
   // True for a contiguous vector access of a thread-local buffer whose lanes stay in one row
   // of its innermost dimension: each lane then is the element of the tile it names, and a
   // lane that a guard masks is a position past the tensor's edge (the guards that keep

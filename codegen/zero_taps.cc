@@ -21,15 +21,6 @@ bool IsZero(const Expr& e) {
   return false;
 }
 
-void Conjuncts(const Expr& c, std::vector<Expr>* out) {
-  if (c->kind == ExprKind::kAnd) {
-    Conjuncts(c->operands[0], out);
-    Conjuncts(c->operands[1], out);
-    return;
-  }
-  out->push_back(c);
-}
-
 Expr AndAll(const std::vector<Expr>& cs) {
   Expr out;
   for (const Expr& c : cs) out = out ? And(out, c) : c;

@@ -208,4 +208,13 @@ bool UsesVar(const Expr& e, const ExprNode* var) {
   return found;
 }
 
+void Conjuncts(const Expr& c, std::vector<Expr>* out) {
+  if (c->kind == ExprKind::kAnd) {
+    Conjuncts(c->operands[0], out);
+    Conjuncts(c->operands[1], out);
+    return;
+  }
+  out->push_back(c);
+}
+
 }  // namespace lathe::ir

@@ -91,6 +91,9 @@ bool StructEqual(const Expr& a, const Expr& b);
 bool UsesVar(const Expr& e, const std::unordered_map<const ExprNode*, bool>& vars);
 bool UsesVar(const Expr& e, const ExprNode* var);
 
+// The operands of a tree of ands, left to right: a && (b && c) -> a, b, c.
+void Conjuncts(const Expr& c, std::vector<Expr>* out);
+
 }  // namespace lathe::ir
 
 #endif  // LATHE_IR_FUNCTOR_H_

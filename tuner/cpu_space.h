@@ -41,6 +41,11 @@ constexpr int64_t kMaxChunkedTileBytes = 32 * 1024;
 // Vector operations per reduce step up to which a blocked convolution with its padding inlined
 // also unrolls the window's columns (ApplyTiles): 4 blocks x 6 columns x 4 lanes x 3 taps.
 constexpr int64_t kMaxUnrolledWindowOps = 288;
+// Whether a register tile of `ops` vector operations a reduce step unrolls its window's
+// `columns` as well (ApplyTiles; the blocked rule puts an inlined padding first where it does).
+inline bool UnrollsWindowColumns(int64_t ops, int64_t columns) {
+  return columns > 1 && ops * columns <= kMaxUnrolledWindowOps;
+}
 
 // The most weight bytes a register-tiled convolution's channel tile may read where several
 // pixel tiles pass over them: they should stay in the L2 cache between the passes (5/8 of the

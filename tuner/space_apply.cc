@@ -285,7 +285,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
       // the multiply-adds at 7x7).
       if (an_.blocked_conv && reduce.size() == 4 && unroll_rows && PaddingInlined(c)) {
         const int64_t rx = as->loops.at(reduce[2]).extent;
-        if (rx > 1 && body * rx <= kMaxUnrolledWindowOps) LATHE_TRY(s.Unroll(a, reduce[2]));
+        if (UnrollsWindowColumns(body, rx)) LATHE_TRY(s.Unroll(a, reduce[2]));
       }
       if (vec && d(tile_slot_[n - 1]) > 1 && as->loops.at(spatial.back()).extent <= 1024) {
         LATHE_TRY(s.Vectorize(a, spatial.back()));
