@@ -466,9 +466,15 @@ TEST(SpaceHeuristicTest, PlainDepthwiseConvsTileRowsNotChannels) {
     EXPECT_NE(rules[0].find("split(Y, [x], {" + lanes + "})"), std::string::npos) << rules[0];
     EXPECT_NE(rules[0].find("parallel(Y, [n.0+k.0])"), std::string::npos) << rules[0];
     EXPECT_NE(rules[1].find("split(Y, [y], {7})"), std::string::npos) << rules[1];
+    // The window's rows unrolled too, so that the input rows the tile's rows share are loaded
+    // once: 2 channels x 4 rows x 5 columns x 5 window rows fit kMaxUnrolledWindowOps, 7 rows
+    // do not.
+    EXPECT_NE(rules[0].find("unroll(Y.local, [ry])"), std::string::npos) << rules[0];
+    EXPECT_EQ(rules[1].find("unroll(Y.local, [ry])"), std::string::npos) << rules[1];
     rules = RuleTexts("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", target, 3);
     for (const std::string& text : rules) {
       EXPECT_EQ(text.find("split(Y, [k], {2})"), std::string::npos) << text;
+      EXPECT_EQ(text.find("unroll(Y.local, [ry])"), std::string::npos) << text;
     }
   }
 }
