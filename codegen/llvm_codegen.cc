@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "codegen/host.h"
 #include "codegen/llvm_target.h"
+#include "codegen/transpose_copy.h"
 #include "ir/arith.h"
 #include "ir/functor.h"
 #include "llvm/IR/IRBuilder.h"
@@ -138,6 +140,8 @@ class CodeGen {
   absl::Status EmitFor(const Stmt& s);
   absl::Status EmitParallel(const Stmt& s);
   absl::Status EmitAllocate(const Stmt& s);
+  // Row loads and an in-register transposition for a copy of gathers (transpose_copy.h).
+  void EmitTransposedCopy(const TransposedCopy& tc);
   llvm::Value* Emit(const Expr& e);
   llvm::Value* EmitBinary(const Expr& e);
   // Whether a truncated remainder `rem` of a division by `divisor` needs the floor fix-up.
@@ -394,6 +398,10 @@ absl::Status CodeGen::EmitFor(const Stmt& s) {
   int64_t n = 0;
   bool const_extent = AsConstInt(s->extent, &n);
   if (s->for_kind == ForKind::kUnrolled && const_extent && n <= 4096) {
+    if (std::optional<TransposedCopy> tc = MatchTransposedCopy(s)) {
+      EmitTransposedCopy(*tc);
+      return absl::OkStatus();
+    }
     llvm::Value* mn = Emit(s->min);
     for (int64_t i = 0; i < n; ++i) {
       vars_[s->var.get()] = b_.CreateAdd(mn, b_.getInt64(i));
@@ -422,6 +430,51 @@ absl::Status CodeGen::EmitFor(const Stmt& s) {
   b_.CreateBr(head);
   b_.SetInsertPoint(exit);
   return absl::OkStatus();
+}
+
+void CodeGen::EmitTransposedCopy(const TransposedCopy& tc) {
+  const int lanes = tc.lanes;
+  auto* vty = llvm::FixedVectorType::get(ElemType(tc.src->dtype), static_cast<unsigned>(lanes));
+  const llvm::Align src_align(tc.src->dtype.bytes()), dst_align(tc.dst->dtype.bytes());
+  llvm::Value* stride = Emit(tc.row_stride);
+  for (const TransposedCopy::Block& block : tc.blocks) {
+    int cols = 0;
+    for (const TransposedCopy::Column& c : block.columns) cols = std::max(cols, c.offset + 1);
+    // Row j of the block: the first `cols` elements from src_base + j * stride (the masked-off
+    // lanes are not read: they are no element of the copy).
+    std::vector<llvm::Constant*> on(static_cast<size_t>(lanes));
+    for (int i = 0; i < lanes; ++i) on[i] = b_.getInt1(i < cols);
+    llvm::Value* mask = llvm::ConstantVector::get(on);
+    llvm::Value* base = Emit(block.src_base);
+    std::vector<llvm::Value*> rows(static_cast<size_t>(lanes));
+    for (int j = 0; j < lanes; ++j) {
+      llvm::Value* at = b_.CreateAdd(base, b_.CreateMul(stride, b_.getInt64(j)));
+      llvm::Value* vp = b_.CreateBitCast(Address(tc.src, at), vty->getPointerTo());
+      rows[j] = cols == lanes ? static_cast<llvm::Value*>(b_.CreateAlignedLoad(vty, vp, src_align))
+                              : b_.CreateMaskedLoad(vty, vp, src_align, mask,
+                                                    llvm::Constant::getNullValue(vty));
+    }
+    // Transposed in log2(lanes) steps: step b swaps bit b of the row index with bit b of the
+    // column index (rows p and p + b trade their elements whose columns differ in bit b).
+    for (int bit = lanes / 2; bit >= 1; bit /= 2) {
+      std::vector<int> low(static_cast<size_t>(lanes)), high(static_cast<size_t>(lanes));
+      for (int c = 0; c < lanes; ++c) {
+        low[c] = (c & bit) ? lanes + c - bit : c;
+        high[c] = (c & bit) ? lanes + c : c + bit;
+      }
+      for (int p = 0; p < lanes; ++p) {
+        if (p & bit) continue;
+        llvm::Value* a = b_.CreateShuffleVector(rows[p], rows[p + bit], low);
+        llvm::Value* b = b_.CreateShuffleVector(rows[p], rows[p + bit], high);
+        rows[p] = a;
+        rows[p + bit] = b;
+      }
+    }
+    for (const TransposedCopy::Column& c : block.columns) {
+      llvm::Value* vp = b_.CreateBitCast(Address(tc.dst, Emit(c.dst_base)), vty->getPointerTo());
+      b_.CreateAlignedStore(rows[c.offset], vp, dst_align);
+    }
+  }
 }
 
 absl::Status CodeGen::EmitParallel(const Stmt& s) {

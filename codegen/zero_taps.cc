@@ -36,9 +36,13 @@ class ZeroTaps {
     switch (s->kind) {
       case StmtKind::kFor: {
         Loop& l = loops_[s->var.get()];
-        l.hot = s->for_kind == ForKind::kVectorized || s->for_kind == ForKind::kUnrolled;
+        // A loop of one iteration (a one-row tile's unrolled row loop) neither multiplies the
+        // guards inside it nor varies: a constant, and cold.
+        const bool single = IsConstInt(s->extent, 1);
+        l.hot =
+            !single && (s->for_kind == ForKind::kVectorized || s->for_kind == ForKind::kUnrolled);
         l.lanes = s->for_kind == ForKind::kVectorized;
-        l.folds = s->for_kind == ForKind::kUnrolled || IsConstInt(s->extent, 1);
+        l.folds = s->for_kind == ForKind::kUnrolled || single;
         Stmt body = Run(s->body);
         loops_.erase(s->var.get());
         return Lift(s, body);

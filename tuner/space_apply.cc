@@ -4,6 +4,7 @@
 // depthwise part of a sepconv2d; an NCHW convolution's channel vectors). The slots, the
 // analysis and sampling are in space.cc.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,50 @@ namespace {
 
 using ir::Schedule;
 using ir::Stage;
+
+// A channel pack copied as transposed tiles (codegen/transpose_copy.h): the channel loop
+// split by the vector and its inner part vectorized, the source's innermost axes (contiguous
+// elements) unrolled between the two parts, so that each unrolled copy is a gather of one
+// element per channel whose first lanes run over consecutive elements. Code generation then
+// loads rows of the source and transposes them in registers.
+struct TransposedPack {
+  std::vector<std::string> outer;     // the source's other axes, in its order
+  std::string split;                  // an axis whose inner part is unrolled too ("" if none)
+  int64_t factor = 1;                 // ... by this
+  std::vector<std::string> unrolled;  // whole axes unrolled, in the source's order
+};
+
+// The plan for copy stage `copy` whose root loops `src` are its source's axes in order, the
+// channel axis at `chan`; nothing where fewer than a quarter of `lanes` consecutive elements
+// would be unrolled (code generation keeps the gathers there).
+std::optional<TransposedPack> PlanTransposedPack(const Stage& copy,
+                                                 const std::vector<std::string>& src, size_t chan,
+                                                 int64_t lanes) {
+  TransposedPack plan;
+  int64_t run = 1;
+  size_t i = src.size();
+  for (; i > chan + 1 && run * copy.loops.at(src[i - 1]).extent <= lanes; --i) {
+    run *= copy.loops.at(src[i - 1]).extent;
+  }
+  plan.unrolled.assign(src.begin() + static_cast<std::ptrdiff_t>(i), src.end());
+  if (i > chan + 1) {
+    // Part of the next axis out (a 1x1 convolution's input channels): its largest divisor
+    // that keeps the run within the vector.
+    const int64_t e = copy.loops.at(src[i - 1]).extent;
+    for (int64_t f = lanes / run; f >= 2; --f) {
+      if (e % f == 0) {
+        plan.split = src[i - 1];
+        plan.factor = f;
+        break;
+      }
+    }
+  }
+  if (run * plan.factor * 4 < lanes) return std::nullopt;
+  for (size_t a = 0; a < i; ++a) {
+    if (a != chan) plan.outer.push_back(src[a]);
+  }
+  return plan;
+}
 
 // Splits the innermost reduce loop of `stage` (the last of `order`, its reduce loops) by
 // `factor` when that is above 1: `order` then ends with both parts. Returns the inner part
@@ -441,7 +486,9 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
   LATHE_TRY(s.StorageOrder(a, order));
   // The input that reads the channels, packed with them innermost; other packs as decided.
   std::vector<std::string> pack_stages(an_.pack.size());
-  std::vector<std::string> copy_order;  // the channel pack's copy loops, where reordered
+  std::vector<std::string> copy_order;       // the channel pack's copy loops, where reordered
+  std::optional<TransposedPack> transposed;  // or copied as transposed tiles
+  std::string chan_src;                      // the channel pack's channel loop
   for (size_t p = 0; p < an_.pack.size(); ++p) {
     const bool chan_pack = static_cast<int>(p) == an_.chan_pack;
     if (!chan_pack && d(pack_slot_[p]) == 0) continue;
@@ -468,6 +515,12 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
       copy_order.erase(copy_order.begin() + an_.chan_dim);
       copy_order.insert(copy_order.begin() + static_cast<std::ptrdiff_t>(next), cd);
     }
+    // Better: as transposed tiles, which load whole rows of the source and store whole
+    // vectors (plain conv 3x3 512->512 at 7x7, 2 channel vectors x 7 columns: 1364-1398 us
+    // with the scalar copy above, 1197-1250 so; Zen 4 AVX-512, 2 threads).
+    transposed =
+        PlanTransposedPack(*copy, src, static_cast<size_t>(an_.chan_dim), target_.vector_lanes);
+    chan_src = cd;
   }
 
   // The output: a channel tile of whole vectors (at most four), rows and columns as decided.
@@ -542,8 +595,30 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
   for (size_t p = 0; p < pack_stages.size(); ++p) {
     if (pack_stages[p].empty()) continue;
     if (static_cast<int>(p) == an_.chan_pack) {
-      LATHE_TRY(s.ComputeAt(pack_stages[p], o, par));
-      if (!copy_order.empty()) LATHE_TRY(s.Reorder(pack_stages[p], copy_order));
+      const std::string& pk = pack_stages[p];
+      LATHE_TRY(s.ComputeAt(pk, o, par));
+      // Transposed tiles where each channel tile is whole vectors of the channels (no partial
+      // tile, whose guarded stores code generation would not transpose).
+      const int64_t channels = workload_->output()->shape[ca];
+      if (transposed && channels % lanes == 0 &&
+          (channels % tile[ca] == 0 || channels <= tile[ca])) {
+        LATHE_TRY_VALUE(kp, s.Split(pk, chan_src, {lanes}));
+        std::vector<std::string> corder = transposed->outer;
+        std::vector<std::string> unrolled = transposed->unrolled;
+        if (transposed->factor > 1) {
+          LATHE_TRY_VALUE(sp, s.Split(pk, transposed->split, {transposed->factor}));
+          std::replace(corder.begin(), corder.end(), transposed->split, sp[0]);
+          unrolled.insert(unrolled.begin(), sp[1]);
+        }
+        corder.push_back(kp[0]);
+        corder.insert(corder.end(), unrolled.begin(), unrolled.end());
+        corder.push_back(kp[1]);
+        LATHE_TRY(s.Reorder(pk, corder));
+        for (const std::string& u : unrolled) LATHE_TRY(s.Unroll(pk, u));
+        LATHE_TRY(s.Vectorize(pk, kp[1]));
+      } else if (!copy_order.empty()) {
+        LATHE_TRY(s.Reorder(pk, copy_order));
+      }
       continue;
     }
     size_t at = std::min<size_t>(static_cast<size_t>(d(pack_slot_[p])) - 1, outer.size() - 1);

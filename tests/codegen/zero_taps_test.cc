@@ -19,11 +19,13 @@ using testing::W;
 
 // A 3x3 convolution in nchw16c with its padding inlined, as the CPU space's blocked rule
 // tiles it: 2 output blocks x `cols` columns of accumulators, the input block's lanes
-// unrolled by 4, the window's columns unrolled.
-ir::Schedule BlockedConv(const std::string& spec, int64_t cols) {
+// unrolled by 4, the window's columns unrolled (and the tile's one row, where `unroll_row`).
+ir::Schedule BlockedConv(const std::string& spec, int64_t cols, bool unroll_row = false) {
   ir::Schedule sch(W(spec));
   for (const ir::Stage& s : sch.stages()) {
-    if (s.tensor->tag == "pad") EXPECT_TRUE(sch.ComputeInline(s.name).ok());
+    if (s.tensor->tag == "pad") {
+      EXPECT_TRUE(sch.ComputeInline(s.name).ok());
+    }
   }
   EXPECT_TRUE(sch.CacheWrite("Y", "local").ok());
   EXPECT_TRUE(sch.Split("Y", "n", {1}).ok());
@@ -42,6 +44,9 @@ ir::Schedule BlockedConv(const std::string& spec, int64_t cols) {
   EXPECT_TRUE(
       sch.Reorder("Y.local", {"rc", "ry", "rx", "rv.0", "rv.1", "n", "k", "y", "x", "kv"}).ok());
   for (const char* l : {"rv.1", "k", "x", "rx"}) EXPECT_TRUE(sch.Unroll("Y.local", l).ok());
+  if (unroll_row) {
+    EXPECT_TRUE(sch.Unroll("Y.local", "y").ok());
+  }
   EXPECT_TRUE(sch.Vectorize("Y.local", "kv").ok());
   return sch;
 }
@@ -71,6 +76,19 @@ TEST(ZeroTapsTest, BorderTapsOfARowTileAreNotComputed) {
   all_taps.skip_zero_taps = false;
   // Without the pass: every tap, in two copies (the rows versioned for the selects).
   EXPECT_GE(Products(sch, all_taps, &text), 2u * 2u * 4u * 21u) << text;
+  absl::Status st = testing::BuildAndCheck(sch);
+  EXPECT_TRUE(st.ok()) << st;
+}
+
+// The tile's one row unrolled (as the CPU space unrolls a register tile's rows): a loop of one
+// iteration is no hot loop, so the row guard still rises to the window's rows rather than
+// staying a select per product.
+TEST(ZeroTapsTest, AnUnrolledRowOfOneIterationKeepsTheRowGuardAboveTheTile) {
+  const ir::Schedule sch =
+      BlockedConv("conv2d:n=1,c=16,h=7,w=7,k=32,r=3,s=3,pad=1,layout=nchw16c", 7, true);
+  std::string text;
+  EXPECT_EQ(Products(sch, {}, &text), 2u * 4u * 19u) << text;
+  EXPECT_EQ(text.find("select("), std::string::npos) << text;
   absl::Status st = testing::BuildAndCheck(sch);
   EXPECT_TRUE(st.ok()) << st;
 }

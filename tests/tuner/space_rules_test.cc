@@ -80,29 +80,44 @@ TEST(SpaceHeuristicTest, ConvGetsTheChannelVectorKernelFirst) {
   EXPECT_TRUE(x_vector_kernel);
 }
 
-// On AVX-512, a plain NCHW conv's first tile is four channel vectors by the columns that fill
-// the register file (a divisor of the row one above: 7 of 28), fewer vectors where the channel
-// tile's packed weights would not stay in L2 (512 input channels x 3x3: two vectors, and two
-// rows of a 7-wide map), and one vector where two would not give both cores a tile (40
-// channels: one vector by the whole 15-column row).
+// On AVX-512, a plain NCHW conv with a window over channels in pairs of vectors first tiles two
+// channel vectors by one row of 5-8 columns (7 of 28; both rows of a 7-wide map in turn), its
+// padding inlined and the window's columns unrolled (mode 1: no input-channel split). Second,
+// four channel vectors by the columns that fill the register file (a divisor of the row one
+// above: 7 of 28), fewer vectors where the channel tile's packed weights would not stay in L2
+// (512 input channels x 3x3: two vectors, and two rows of a 7-wide map), the padding copied
+// and the input channels unrolled (mode 2). Where two vectors would not give both cores a tile
+// (40 channels) only the latter, one vector by the whole 15-column row.
 TEST(SpaceHeuristicTest, PlainConvChannelTilesFitTheRegistersAndL2) {
   struct Case {
     const char* spec;
     const char* k;
     const char* y;
     const char* x;
+    bool inlined;  // the first rule is the inlined-padding tile
   };
-  for (const Case& c : {Case{"conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", "64", "1", "7"},
-                        Case{"conv2d:n=1,c=512,h=7,w=7,k=512,r=3,s=3,pad=1", "32", "2", "7"},
-                        Case{"conv2d:n=2,c=32,h=31,w=31,k=40,r=5,s=3,stride=2,pad=1,dilation=2",
-                             "16", "1", "15"}}) {
+  for (const Case& c :
+       {Case{"conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", "64", "1", "7", true},
+        Case{"conv2d:n=1,c=512,h=7,w=7,k=512,r=3,s=3,pad=1", "32", "2", "7", true},
+        Case{"conv2d:n=2,c=32,h=31,w=31,k=40,r=5,s=3,stride=2,pad=1,dilation=2", "16", "1", "15",
+             false}}) {
     auto w = ir::MakeWorkload(c.spec);
     ASSERT_TRUE(w.ok()) << c.spec;
     auto space = SearchSpace::Create(*w, Avx512TwoCores());
     ASSERT_TRUE(space.ok()) << space.status();
-    std::vector<Candidate> rules = (*space)->Heuristic(1);
-    ASSERT_EQ(rules.size(), 1u) << c.spec;
-    const std::string text = ir::TraceToText(rules[0].trace);
+    std::vector<Candidate> rules = (*space)->Heuristic(2);
+    ASSERT_EQ(rules.size(), 2u) << c.spec;
+    if (c.inlined) {
+      const std::string first = ir::TraceToText(rules[0].trace);
+      EXPECT_NE(first.find("compute_inline(pad)"), std::string::npos) << first;
+      EXPECT_NE(first.find("split(Y, [k], {32})"), std::string::npos) << first;
+      EXPECT_NE(first.find("split(Y, [y], {1})"), std::string::npos) << first;
+      EXPECT_NE(first.find("split(Y, [x], {7})"), std::string::npos) << first;
+      EXPECT_NE(first.find("unroll(Y.local, [rx])"), std::string::npos) << first;
+      EXPECT_EQ(first.find("split(Y.local, [rc]"), std::string::npos) << first;
+    }
+    const std::string text = ir::TraceToText(rules[c.inlined ? 1 : 0].trace);
+    EXPECT_EQ(text.find("compute_inline(pad)"), std::string::npos) << text;
     EXPECT_NE(text.find(absl::StrCat("split(Y, [k], {", c.k, "})")), std::string::npos) << text;
     EXPECT_NE(text.find(absl::StrCat("split(Y, [y], {", c.y, "})")), std::string::npos) << text;
     EXPECT_NE(text.find(absl::StrCat("split(Y, [x], {", c.x, "})")), std::string::npos) << text;
@@ -418,24 +433,38 @@ TEST(SpaceHeuristicTest, BlockedLayoutsVectorizeTheirChannelBlock) {
   }
 }
 
-// The per-call copy of a plain convolution's weights (W[k][c][r][s] -> [c][r][s][k tile]) walks
-// the output channels outside the window, reading r*s contiguous floats a step (3x3 512->512 at
-// 7x7: 2250-2460 -> 1580-1720 us); a 1x1 convolution's copy has no window and keeps its order.
-TEST(SpaceHeuristicTest, PlainConvWeightCopiesReadWholeWindows) {
+// The per-call copy of a plain convolution's weights (W[k][c][r][s] -> [c][r][s][k tile]) is
+// made of transposed tiles (codegen/transpose_copy.h): the output channels split by the vector,
+// the inner part vectorized, the source's contiguous innermost axes unrolled between the parts
+// (a 3x3 window's 9 floats on 16 lanes, its rows' 3 on 8; 16 or 8 input channels of a 1x1
+// convolution, split off).
+TEST(SpaceHeuristicTest, PlainConvWeightCopiesAreTransposedTiles) {
   for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
+    const std::string lanes = std::to_string(target.vector_lanes);
+    const bool wide = target.vector_lanes == 16;
     std::vector<std::string> rules =
         RuleTexts("conv2d:n=1,c=512,h=7,w=7,k=512,r=3,s=3,pad=1", target, 2);
     ASSERT_EQ(rules.size(), 2u);
     for (const std::string& text : rules) {
       EXPECT_NE(text.find("storage_order(W.global, [ax1, ax2, ax3, ax0])"), std::string::npos)
           << text;
-      EXPECT_NE(text.find("reorder(W.global, [ax1, ax0, ax2, ax3])"), std::string::npos) << text;
+      EXPECT_NE(text.find("split(W.global, [ax0], {" + lanes + "})"), std::string::npos) << text;
+      EXPECT_NE(text.find(wide ? "reorder(W.global, [ax1, ax0.0, ax2, ax3, ax0.1])"
+                               : "reorder(W.global, [ax1, ax2, ax0.0, ax3, ax0.1])"),
+                std::string::npos)
+          << text;
+      EXPECT_EQ(text.find("unroll(W.global, [ax2])") != std::string::npos, wide) << text;
+      EXPECT_NE(text.find("unroll(W.global, [ax3])"), std::string::npos) << text;
+      EXPECT_NE(text.find("vectorize(W.global, [ax0.1])"), std::string::npos) << text;
     }
     rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1", target, 2);
     ASSERT_EQ(rules.size(), 2u);
     for (const std::string& text : rules) {
-      EXPECT_NE(text.find("storage_order(W.global"), std::string::npos) << text;
-      EXPECT_EQ(text.find("reorder(W.global"), std::string::npos) << text;
+      EXPECT_NE(text.find("split(W.global, [ax1], {" + lanes + "})"), std::string::npos) << text;
+      EXPECT_NE(text.find("reorder(W.global, [ax1.0, ax0.0, ax1.1, ax2, ax3, ax0.1])"),
+                std::string::npos)
+          << text;
+      EXPECT_NE(text.find("unroll(W.global, [ax1.1])"), std::string::npos) << text;
     }
   }
 }

@@ -42,9 +42,10 @@ bool ChannelsInnerRule::Propose(RuleContext& c) const {
     // (28 accumulators, 11 loads per 28 FMAs), comes first (plain NCHW 1x1 256->256 at 14x14:
     // 178 us against 254 for 2 x 4; 64->256 at 56x56: 1241 against 1335; two threads,
     // AVX-512); windows keep the 2 x 4 tile first (conv 3x3 64: 1311 us against 2801).
-    // (channel vectors, rows, columns, channels mode).
-    std::vector<std::array<int64_t, 4>> chan_shapes = {{2, 1, 4, 1}, {4, 1, 2, 1}, {2, 2, 2, 1},
-                                                       {1, 2, 4, 1}, {4, 1, 7, 1}, {2, 1, 14, 1}};
+    // (channel vectors, rows, columns, channels mode, padding inlined).
+    std::vector<std::array<int64_t, 5>> chan_shapes = {{2, 1, 4, 1, 0}, {4, 1, 2, 1, 0},
+                                                       {2, 2, 2, 1, 0}, {1, 2, 4, 1, 0},
+                                                       {4, 1, 7, 1, 0}, {2, 1, 14, 1, 0}};
     int64_t window = 1;
     for (size_t i = 1; i < c.an.reduce_extents.size(); ++i) window *= c.an.reduce_extents[i];
     if (window == 1) std::rotate(chan_shapes.begin(), chan_shapes.begin() + 4, chan_shapes.end());
@@ -82,7 +83,26 @@ bool ChannelsInnerRule::Propose(RuleContext& c) const {
       // columns unrolled (AVX2 code on the AVX-512 host, us: conv 3x3 128->128 at 28x28 1709 /
       // 1540, 512->512 at 7x7 3327 / 2359; dilated 169 / 187).
       chan_shapes.insert(chan_shapes.begin() + (regs >= 32 ? 0 : 1),
-                         {vecs, cols < width ? 1 : rows, cols, 2});
+                         {vecs, cols < width ? 1 : rows, cols, 2, 0});
+      // First on 32 registers: two channel vectors x one row of 5-8 columns (a divisor of the
+      // row where there is one), the window's columns unrolled innermost (mode 1) and the
+      // padding inlined, so that the padding's taps drop out of the code
+      // (codegen/zero_taps.h) and no copy of the input is made. Plain 3x3 convs, us (Zen 4
+      // AVX-512, 2 threads, weights packed as transposed tiles): 64ch 56x56 998-1087 against
+      // the tile above's 1070-1298, 128ch 28x28 972-995 / 1165-1177, 256ch 14x14 962-970 /
+      // 1158-1210, 512ch 7x7 1205-1222 / 1438-1549. (Two vectors x 14 columns so: 1850-2020
+      // at 56x56; four vectors x 7: 1600-1900.)
+      if (regs >= 32 && c.shape[ca] % (2 * lanes) == 0 &&
+          UnrollsWindowColumns(2 * 7, c.an.reduce_extents.back())) {
+        int64_t row_cols = std::min<int64_t>(7, width);
+        for (int64_t t = std::min<int64_t>(8, width); t >= 5; --t) {
+          if (width % t == 0) {
+            row_cols = t;
+            break;
+          }
+        }
+        chan_shapes.insert(chan_shapes.begin(), {2, 1, row_cols, 1, 1});
+      }
     }
     for (const auto& cs : chan_shapes) {
       if (c.Full()) break;
@@ -98,6 +118,9 @@ bool ChannelsInnerRule::Propose(RuleContext& c) const {
       d[c.unroll_slot] = c.Nearest(c.unroll_slot, 1);
       d[c.unroll_k_slot] = c.Nearest(c.unroll_k_slot, 2);
       d[c.chan_slot] = c.Nearest(c.chan_slot, cs[3]);
+      if (cs[4] != 0) {
+        for (int slot : c.pad_slot) d[slot] = c.Nearest(slot, 0);
+      }
       c.Emit(std::move(d));
     }
   }
