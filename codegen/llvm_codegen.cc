@@ -471,9 +471,13 @@ void CodeGen::EmitTransposedCopy(const TransposedCopy& tc) {
       }
     }
     for (const TransposedCopy::Column& c : block.columns) {
-      llvm::Value* vp = b_.CreateBitCast(Address(tc.dst, Emit(c.dst_base)), vty->getPointerTo());
-      b_.CreateAlignedStore(rows[c.offset], vp, dst_align);
+      vars_[tc.tile.get()] = rows[c.offset];
+      llvm::Value* v = Emit(c.value);
+      llvm::Value* vp =
+          b_.CreateBitCast(Address(tc.dst, Emit(c.dst_base)), v->getType()->getPointerTo());
+      b_.CreateAlignedStore(v, vp, dst_align);
     }
+    vars_.erase(tc.tile.get());
   }
 }
 

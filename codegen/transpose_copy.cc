@@ -42,26 +42,39 @@ std::optional<TransposedCopy> MatchTransposedCopy(const Stmt& s) {
   }
   const Expr& value = cur->value;
   const int lanes = value->type.lanes;
-  if (lanes < 4 || (lanes & (lanes - 1)) != 0 || value->kind != ExprKind::kLoad ||
-      value->operands.size() != 1 || value->buffer.get() == cur->buffer.get()) {
-    return std::nullopt;
-  }
   const Expr& to = cur->index;
-  const Expr& from = value->operands[0];
-  if (to->kind != ExprKind::kRamp || !IsConstInt(to->operands[1], 1) ||
-      from->kind != ExprKind::kRamp || IsConstInt(from->operands[1], 1)) {
+  if (lanes < 4 || (lanes & (lanes - 1)) != 0 || to->kind != ExprKind::kRamp ||
+      !IsConstInt(to->operands[1], 1)) {
     return std::nullopt;
   }
   std::unordered_map<const ExprNode*, bool> nest_vars;
   for (const NestLoop& l : nest) nest_vars[l.var] = true;
-  if (UsesVar(from->operands[1], nest_vars)) return std::nullopt;
-
-  // Every iteration of the nest: the first lane of its load and of its store.
+  // The one gather of the value; other vector loads must be contiguous.
+  Expr load;
+  bool other_gather = false;
+  Visit(value, [&](const Expr& x) {
+    if (x->kind != ExprKind::kLoad || x->type.lanes == 1) return;
+    const Expr& i = x->operands[0];
+    if (i->kind == ExprKind::kRamp && IsConstInt(i->operands[1], 1)) return;
+    if (x->type.lanes == lanes && x->operands.size() == 1 && i->kind == ExprKind::kRamp &&
+        !UsesVar(i->operands[1], nest_vars) && (!load || load == x)) {
+      load = x;
+    } else {
+      other_gather = true;
+    }
+  });
+  if (!load || other_gather || load->buffer.get() == cur->buffer.get()) return std::nullopt;
+  const Expr& from = load->operands[0];
   TransposedCopy tc;
-  tc.src = value->buffer;
+  tc.src = load->buffer;
   tc.dst = cur->buffer;
   tc.lanes = lanes;
   tc.row_stride = from->operands[1];
+  tc.tile = MakeVar("tile", load->type);
+  const Expr body =
+      Rewrite(value, [&](const Expr& x) { return x.get() == load.get() ? tc.tile : x; });
+
+  // Every iteration of the nest: the first lane of its load and of its store.
   std::map<int64_t, TransposedCopy::Block> blocks;  // by offset / lanes
   Expr first;
   std::vector<int64_t> at(nest.size(), 0);
@@ -77,7 +90,8 @@ std::optional<TransposedCopy> MatchTransposedCopy(const Stmt& s) {
     for (const TransposedCopy::Column& c : b.columns) {
       if (c.offset == column) return std::nullopt;  // the same vector stored twice
     }
-    b.columns.push_back({column, Simplify(Substitute(to->operands[0], values))});
+    b.columns.push_back(
+        {column, Simplify(Substitute(to->operands[0], values)), Substitute(body, values)});
     // The next iteration, innermost loop fastest.
     for (size_t i = nest.size(); i-- > 0;) {
       if (++at[i] < nest[i].extent) break;

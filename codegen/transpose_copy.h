@@ -2,6 +2,9 @@
 // Copies that transpose a tile, found in a lowered function for code generation to emit as
 // row loads and an in-register transposition instead of one gather per vector.
 //
+// The stored value may compute with the gathered vector (an output tile's epilogue:
+// relu(acc + bias)); it is then computed on the transposed vector.
+//
 // A packing copy that puts a source's strided axis innermost (a plain NCHW convolution's
 // weights W[k][c][r][s] copied to [c][r][s][k] per channel tile, so that a vector of output
 // channels is one load) lowers, once its channel loop is vectorized and the source's
@@ -29,11 +32,13 @@ struct TransposedCopy {
   ir::Buffer src, dst;
   int lanes = 0;        // L: the vector width of each store, and the rows of the block
   ir::Expr row_stride;  // S: source elements between consecutive lanes (rows)
+  ir::Expr tile;        // a variable: the gathered vector, in each column's `value`
   // Blocks of at most L consecutive columns: the source index of row 0's first element and,
-  // per column, its offset from it (< L) and the destination index of its vector's first lane.
+  // per column, its offset from it (< L), the destination index of its vector's first lane and
+  // the value stored (in terms of `tile`).
   struct Column {
     int offset = 0;
-    ir::Expr dst_base;
+    ir::Expr dst_base, value;
   };
   struct Block {
     ir::Expr src_base;
@@ -44,10 +49,10 @@ struct TransposedCopy {
 
 // `s` (an unrolled loop, possibly around further unrolled loops, whose innermost body is one
 // store) as a transposed copy, or nothing: the store writes a contiguous vector of L lanes (a
-// power of two from 4 up) without a mask, its value is an unmasked load whose index is a ramp
-// of a stride that no loop of the nest changes (and is not 1), and over the nest's iterations
-// the loads' first lanes are consecutive elements, at least L / 4 of them per block of L.
-// Different source and destination buffers.
+// power of two from 4 up) without a mask; its value holds one unmasked load of another buffer
+// whose index is a ramp of a stride that no loop of the nest changes and is not 1, and no
+// other gather; over the nest's iterations that load's first lanes are consecutive elements,
+// at least L / 4 of them per block of L.
 std::optional<TransposedCopy> MatchTransposedCopy(const ir::Stmt& s);
 
 }  // namespace lathe::codegen

@@ -54,6 +54,10 @@ inline bool UnrollsWindowColumns(int64_t ops, int64_t columns) {
 // matmul's A that every panel's task may re-read from L2 (panel_matmul.cc).
 constexpr int64_t kMaxTileWeightBytes = 640 * 1024;
 
+// The most channels of a tile written out as transposed tiles (ApplyChannelsInner): each is an
+// unrolled store (codegen/transpose_copy.h takes at most 64).
+constexpr int64_t kMaxTransposedChannels = 64;
+
 // An NCHW convolution vectorized over its output channels (the channels mode 2): its input
 // channels split by this, the inner part innermost of the reduction and unrolled.
 constexpr int64_t kChanUnroll = 4;

@@ -539,9 +539,26 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
     outer.push_back(parts[0]);
     inner.push_back(parts[1]);
   }
+  // The tile written out from the accumulator (channels innermost) as transposed tiles
+  // (codegen/transpose_copy.h) where its columns are a power of two up to a vector that divides
+  // the row: the columns vectorized, the channels unrolled just outside them, so that code
+  // generation loads each column's channels and transposes them in registers instead of storing
+  // one float at a time (plain 1x1 64->256 + bias + relu at 56x56, 2 channel vectors x 8
+  // columns: 703 us so, 500-542 transposed; Zen 4 AVX-512, 2 threads).
+  const int64_t cols = tile[n - 1];
+  const bool transposed_out =
+      ca + 1 < n && cols >= 4 && cols <= lanes && (cols & (cols - 1)) == 0 &&
+      workload_->output()->shape[n - 1] % cols == 0 && tile[ca] <= kMaxTransposedChannels;
   std::vector<std::string> oorder = outer;
-  oorder.insert(oorder.end(), inner.begin(), inner.end());
+  for (size_t i = 0; i < n; ++i) {
+    if (!transposed_out || (i != ca && i + 1 != n)) oorder.push_back(inner[i]);
+  }
+  if (transposed_out) oorder.insert(oorder.end(), {inner[ca], inner[n - 1]});
   LATHE_TRY(s.Reorder(o, oorder));
+  if (transposed_out) {
+    LATHE_TRY(s.Unroll(o, inner[ca]));
+    LATHE_TRY(s.Vectorize(o, inner[n - 1]));
+  }
   // Parallel over the loops down to the channel tiles at most: the packed weights of a
   // channel tile are copied once per iteration of that loop.
   const size_t depth = std::clamp<size_t>(static_cast<size_t>(d(parallel_slot_)), 1, ca + 1);

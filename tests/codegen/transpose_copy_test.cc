@@ -113,5 +113,27 @@ TEST(TransposeCopyTest, AVectorLoopAloneStaysAGather) {
   EXPECT_TRUE(st.ok()) << st;
 }
 
+// An output tile written from an accumulator stored with the channels innermost, through an
+// epilogue (bias + relu): the columns vectorized, the channels unrolled around them. The
+// gathered vector is transposed first and the epilogue computed on it.
+TEST(TransposeCopyTest, AnOutputTileIsWrittenThroughItsEpilogue) {
+  ir::Schedule sch(W("conv2d:n=1,c=16,h=3,w=16,k=32,r=1,s=1,epilogue=bias_relu"));
+  EXPECT_TRUE(sch.StorageOrder("conv2d", {"n", "y", "x", "k"}).ok());
+  EXPECT_TRUE(sch.Split("Y", "k", {32}).ok());
+  EXPECT_TRUE(sch.Split("Y", "x", {8}).ok());
+  EXPECT_TRUE(sch.Reorder("Y", {"n", "k.0", "y", "x.0", "k.1", "x.1"}).ok());
+  EXPECT_TRUE(sch.ComputeAt("conv2d", "Y", "x.0").ok());
+  EXPECT_TRUE(sch.Reorder("conv2d", {"rc", "ry", "rx", "n", "y", "x", "k"}).ok());
+  EXPECT_TRUE(sch.Vectorize("conv2d", "k").ok());
+  EXPECT_TRUE(sch.Unroll("Y", "k.1").ok());
+  EXPECT_TRUE(sch.Vectorize("Y", "x.1").ok());
+  const std::string ll = LlvmIr(sch);
+  // (The accumulator's unpacked weights are a gather of 32 lanes; the output's would be 8.)
+  EXPECT_EQ(Count(ll, "call <8 x float> @llvm.masked.gather"), 0u) << ll;
+  EXPECT_GE(Count(ll, "shufflevector <8 x float>"), 8u) << ll;
+  absl::Status st = testing::BuildAndCheck(sch);
+  EXPECT_TRUE(st.ok()) << st;
+}
+
 }  // namespace
 }  // namespace lathe

@@ -125,6 +125,26 @@ TEST(SpaceHeuristicTest, PlainConvChannelTilesFitTheRegistersAndL2) {
   }
 }
 
+// A plain 1x1 convolution whose rows are a multiple of 8 first tiles two channel vectors by 8
+// columns on AVX-512, and writes the tile out as transposed tiles: the channels unrolled around
+// the vectorized columns (codegen/transpose_copy.h). Rows of 14 keep four vectors by 7.
+TEST(SpaceHeuristicTest, PlainConvTilesOfEightColumnsAreWrittenTransposed) {
+  std::vector<std::string> rules =
+      RuleTexts("conv2d:n=1,c=64,h=56,w=56,k=256,r=1,s=1,epilogue=bias_relu", Avx512TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("split(Y, [k], {32})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("split(Y, [x], {8})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("reorder(Y, [n.0, k.0, y.0, x.0, n.1, y.1, k.1, x.1])"),
+            std::string::npos)
+      << rules[0];
+  EXPECT_NE(rules[0].find("unroll(Y, [k.1])"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("vectorize(Y, [x.1])"), std::string::npos) << rules[0];
+  rules = RuleTexts("conv2d:n=1,c=256,h=14,w=14,k=256,r=1,s=1", Avx512TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("split(Y, [x], {7})"), std::string::npos) << rules[0];
+  EXPECT_EQ(rules[0].find("vectorize(Y, [x.1])"), std::string::npos) << rules[0];
+}
+
 // The rule-picked candidates (what a tuning run measures first and what a model is built with
 // before any tuning) build and agree with the reference for an AVX2 and an AVX-512 target
 // description alike, on the kinds of convolution models bring (plain and blocked layouts,
@@ -133,6 +153,9 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
   const std::vector<std::string> specs = {
       "conv2d:n=1,c=32,h=10,w=12,k=32,r=3,s=3,pad=1",
       "conv2d:n=1,c=32,h=9,w=9,k=48,r=1,s=1,epilogue=bias_relu",
+      // Rows of 16: the output tile written as transposed tiles (8 columns).
+      "conv2d:n=1,c=16,h=3,w=16,k=64,r=1,s=1,epilogue=bias_relu",
+      "conv2d:n=1,c=8,h=4,w=16,k=32,r=3,s=3,pad=1",
       "conv2d:n=2,c=8,h=15,w=15,k=40,r=5,s=3,stride=2,pad=1,dilation=2",
       "conv2d:n=1,c=3,h=23,w=23,k=16,r=7,s=7,stride=2,pad=3",
       "conv2d:n=1,c=32,h=14,w=14,k=32,r=3,s=3,stride=2,pad=1,groups=32",
