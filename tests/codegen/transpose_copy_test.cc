@@ -48,7 +48,11 @@ ir::Schedule PlainConv(const std::string& spec, int64_t kt, int64_t lanes, bool 
   return sch;
 }
 
-std::string LlvmIr(const ir::Schedule& sch) {
+// Builds and runs `sch` against the reference (a failure is the test's), and returns its
+// optimized LLVM IR.
+std::string CheckedLlvmIr(const ir::Schedule& sch) {
+  absl::Status st = testing::BuildAndCheck(sch);
+  EXPECT_TRUE(st.ok()) << st;
   auto f = codegen::Lower(sch, "f");
   EXPECT_TRUE(f.ok()) << f.status();
   if (!f.ok()) return "";
@@ -61,22 +65,18 @@ std::string LlvmIr(const ir::Schedule& sch) {
 TEST(TransposeCopyTest, AWeightPackOfSixteenLanesLoadsRowsAndShuffles) {
   const ir::Schedule sch =
       PlainConv("conv2d:n=1,c=8,h=5,w=5,k=32,r=3,s=3,pad=1", 32, 16, /*unroll=*/true);
-  const std::string ll = LlvmIr(sch);
+  const std::string ll = CheckedLlvmIr(sch);
   EXPECT_EQ(Count(ll, "llvm.masked.gather"), 0u) << ll;
   EXPECT_GE(Count(ll, "shufflevector <16 x float>"), 16u) << ll;
-  absl::Status st = testing::BuildAndCheck(sch);
-  EXPECT_TRUE(st.ok()) << st;
 }
 
 // A 1x3 window on 16 lanes: 3 columns do not pay for 16 row loads; the copy stays gathers.
 TEST(TransposeCopyTest, ABlockOfTooFewColumnsKeepsTheGathers) {
   const ir::Schedule sch =
       PlainConv("conv2d:n=1,c=8,h=5,w=5,k=32,r=1,s=3,pad=1", 32, 16, /*unroll=*/true);
-  const std::string ll = LlvmIr(sch);
+  const std::string ll = CheckedLlvmIr(sch);
   EXPECT_GE(Count(ll, "llvm.masked.gather"), 1u) << ll;
   EXPECT_EQ(Count(ll, "shufflevector <16 x float>"), 0u) << ll;
-  absl::Status st = testing::BuildAndCheck(sch);
-  EXPECT_TRUE(st.ok()) << st;
 }
 
 // The 3x3 window on 8 lanes: its 9 columns are a block of 8 and a block of 1, which is not
@@ -85,32 +85,26 @@ TEST(TransposeCopyTest, ABlockOfTooFewColumnsKeepsTheGathers) {
 TEST(TransposeCopyTest, EightLanesTransposeEachWindowRow) {
   const ir::Schedule sch =
       PlainConv("conv2d:n=1,c=8,h=5,w=5,k=16,r=3,s=3,pad=1", 16, 8, /*unroll=*/true);
-  const std::string ll = LlvmIr(sch);
+  const std::string ll = CheckedLlvmIr(sch);
   EXPECT_EQ(Count(ll, "llvm.masked.gather"), 0u) << ll;
   EXPECT_GE(Count(ll, "shufflevector <8 x float>"), 8u) << ll;
-  absl::Status st = testing::BuildAndCheck(sch);
-  EXPECT_TRUE(st.ok()) << st;
 }
 
 // A 2x2 window on 8 lanes, two images: 4 columns of 8 rows, two channel vectors per tile.
 TEST(TransposeCopyTest, NarrowBlocksOfEightLanesAreTransposed) {
   const ir::Schedule sch =
       PlainConv("conv2d:n=2,c=6,h=6,w=6,k=16,r=2,s=2,pad=1", 16, 8, /*unroll=*/true);
-  const std::string ll = LlvmIr(sch);
+  const std::string ll = CheckedLlvmIr(sch);
   EXPECT_EQ(Count(ll, "llvm.masked.gather"), 0u) << ll;
   EXPECT_GE(Count(ll, "shufflevector <8 x float>"), 8u) << ll;
-  absl::Status st = testing::BuildAndCheck(sch);
-  EXPECT_TRUE(st.ok()) << st;
 }
 
 // Without the unrolled nest there is nothing to transpose: one gather per vector.
 TEST(TransposeCopyTest, AVectorLoopAloneStaysAGather) {
   const ir::Schedule sch =
       PlainConv("conv2d:n=1,c=8,h=5,w=5,k=32,r=3,s=3,pad=1", 32, 16, /*unroll=*/false);
-  const std::string ll = LlvmIr(sch);
+  const std::string ll = CheckedLlvmIr(sch);
   EXPECT_GE(Count(ll, "llvm.masked.gather"), 1u) << ll;
-  absl::Status st = testing::BuildAndCheck(sch);
-  EXPECT_TRUE(st.ok()) << st;
 }
 
 // An output tile written from an accumulator stored with the channels innermost, through an
@@ -127,12 +121,10 @@ TEST(TransposeCopyTest, AnOutputTileIsWrittenThroughItsEpilogue) {
   EXPECT_TRUE(sch.Vectorize("conv2d", "k").ok());
   EXPECT_TRUE(sch.Unroll("Y", "k.1").ok());
   EXPECT_TRUE(sch.Vectorize("Y", "x.1").ok());
-  const std::string ll = LlvmIr(sch);
+  const std::string ll = CheckedLlvmIr(sch);
   // (The accumulator's unpacked weights are a gather of 32 lanes; the output's would be 8.)
   EXPECT_EQ(Count(ll, "call <8 x float> @llvm.masked.gather"), 0u) << ll;
   EXPECT_GE(Count(ll, "shufflevector <8 x float>"), 8u) << ll;
-  absl::Status st = testing::BuildAndCheck(sch);
-  EXPECT_TRUE(st.ok()) << st;
 }
 
 }  // namespace
