@@ -1,8 +1,9 @@
 #include "codegen/transpose_copy.h"
 
-#include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "ir/arith.h"
 #include "ir/functor.h"
@@ -63,7 +64,13 @@ std::optional<TransposedCopy> MatchTransposedCopy(const Stmt& s) {
       other_gather = true;
     }
   });
-  if (!load || other_gather || load->buffer.get() == cur->buffer.get()) return std::nullopt;
+  // Nor may the value read what the nest writes: the stores are emitted after every row load,
+  // and the columns' values after the transposition.
+  bool reads_dst = false;
+  Visit(value, [&](const Expr& x) {
+    reads_dst = reads_dst || (x->kind == ExprKind::kLoad && x->buffer.get() == cur->buffer.get());
+  });
+  if (!load || other_gather || reads_dst) return std::nullopt;
   const Expr& from = load->operands[0];
   TransposedCopy tc;
   tc.src = load->buffer;
@@ -77,19 +84,22 @@ std::optional<TransposedCopy> MatchTransposedCopy(const Stmt& s) {
   // Every iteration of the nest: the first lane of its load and of its store.
   std::map<int64_t, TransposedCopy::Block> blocks;  // by offset / lanes
   Expr first;
+  int64_t last = 0;
   std::vector<int64_t> at(nest.size(), 0);
   for (int64_t it = 0; it < iterations; ++it) {
     VarMap values;
     for (size_t i = 0; i < nest.size(); ++i) values[nest[i].var] = IntImm(nest[i].min + at[i]);
     const Expr a = Simplify(Substitute(from->operands[0], values));
     if (!first) first = a;
+    // Offsets rising with the iterations: the blocks (by offset) and their columns then store
+    // in the nest's order.
     int64_t offset = 0;
-    if (!AsConstInt(Simplify(Sub(a, first)), &offset) || offset < 0) return std::nullopt;
+    if (!AsConstInt(Simplify(Sub(a, first)), &offset) || offset < 0 || (it > 0 && offset <= last)) {
+      return std::nullopt;
+    }
+    last = offset;
     TransposedCopy::Block& b = blocks[offset / lanes];
     const int column = static_cast<int>(offset % lanes);
-    for (const TransposedCopy::Column& c : b.columns) {
-      if (c.offset == column) return std::nullopt;  // the same vector stored twice
-    }
     b.columns.push_back(
         {column, Simplify(Substitute(to->operands[0], values)), Substitute(body, values)});
     // The next iteration, innermost loop fastest.

@@ -50,9 +50,10 @@ struct TransposedCopy {
 // `s` (an unrolled loop, possibly around further unrolled loops, whose innermost body is one
 // store) as a transposed copy, or nothing: the store writes a contiguous vector of L lanes (a
 // power of two from 4 up) without a mask; its value holds one unmasked load of another buffer
-// whose index is a ramp of a stride that no loop of the nest changes and is not 1, and no
-// other gather; over the nest's iterations that load's first lanes are consecutive elements,
-// at least L / 4 of them per block of L.
+// whose index is a ramp of a stride that no loop of the nest changes and is not 1, no other
+// gather and no load of the stored buffer; over the nest's iterations that load's first lanes
+// rise (so that the stores keep their order), at least L / 4 of them in each block of L
+// consecutive elements they fall in.
 std::optional<TransposedCopy> MatchTransposedCopy(const ir::Stmt& s);
 
 }  // namespace lathe::codegen
