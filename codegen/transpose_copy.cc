@@ -14,9 +14,6 @@ namespace {
 
 using namespace lathe::ir;  // NOLINT
 
-// Stores of one nest at most: each is a column of the block, unrolled in the generated code.
-constexpr int64_t kMaxColumns = 64;
-
 struct NestLoop {
   const ExprNode* var;
   int64_t min, extent;
@@ -35,7 +32,7 @@ std::optional<TransposedCopy> MatchTransposedCopy(const Stmt& s) {
       return std::nullopt;
     }
     iterations *= l.extent;
-    if (iterations > kMaxColumns) return std::nullopt;
+    if (iterations > kMaxTransposedColumns) return std::nullopt;
     nest.push_back(l);
   }
   if (!cur || cur->kind != StmtKind::kStore || cur->predicate || nest.empty()) {

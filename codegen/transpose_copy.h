@@ -28,6 +28,9 @@
 
 namespace lathe::codegen {
 
+// The most stores (columns) one nest may have: each is emitted unrolled.
+inline constexpr int kMaxTransposedColumns = 64;
+
 struct TransposedCopy {
   ir::Buffer src, dst;
   int lanes = 0;        // L: the vector width of each store, and the rows of the block

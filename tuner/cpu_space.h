@@ -41,10 +41,11 @@ constexpr int64_t kMaxChunkedTileBytes = 32 * 1024;
 // Vector operations per reduce step up to which a blocked convolution with its padding inlined
 // also unrolls the window's columns (ApplyTiles): 4 blocks x 6 columns x 4 lanes x 3 taps.
 constexpr int64_t kMaxUnrolledWindowOps = 288;
-// Whether a register tile of `ops` vector operations a reduce step unrolls its window's
-// `columns` as well (ApplyTiles; the blocked rule puts an inlined padding first where it does).
-inline bool UnrollsWindowColumns(int64_t ops, int64_t columns) {
-  return columns > 1 && ops * columns <= kMaxUnrolledWindowOps;
+// Whether a register tile of `ops` vector operations a reduce step unrolls a window loop of
+// `extent` around them as well: its columns (ApplyTiles; the blocked rule puts an inlined
+// padding first where it does), or the rows of a tile of channels that share no input.
+inline bool UnrollsWindowLoop(int64_t ops, int64_t extent) {
+  return extent > 1 && ops * extent <= kMaxUnrolledWindowOps;
 }
 
 // The most weight bytes a register-tiled convolution's channel tile may read where several
@@ -53,10 +54,6 @@ inline bool UnrollsWindowColumns(int64_t ops, int64_t columns) {
 // Rapids 2), leaving room for the input rows each pass streams. Also the most of a panel
 // matmul's A that every panel's task may re-read from L2 (panel_matmul.cc).
 constexpr int64_t kMaxTileWeightBytes = 640 * 1024;
-
-// The most channels of a tile written out as transposed tiles (ApplyChannelsInner): each is an
-// unrolled store (codegen/transpose_copy.h takes at most 64).
-constexpr int64_t kMaxTransposedChannels = 64;
 
 // An NCHW convolution vectorized over its output channels (the channels mode 2): its input
 // channels split by this, the inner part innermost of the reduction and unrolled.

@@ -278,7 +278,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
         const int64_t ry = as->loops.at(reduce[reduce.size() - 2]).extent;
         const int64_t rx = as->loops.at(reduce.back()).extent;
         const int64_t ops = body / std::max<int64_t>(uk, 1) * std::clamp<int64_t>(uk, 1, rx);
-        if (ry > 1 && ops * ry <= kMaxUnrolledWindowOps) window_rows = reduce[reduce.size() - 2];
+        if (UnrollsWindowLoop(ops, ry)) window_rows = reduce[reduce.size() - 2];
       }
       LATHE_TRY_VALUE(kin, SplitInnermostReduce(s, a, uk, aorder));
       if (!window_rows.empty()) {
@@ -304,7 +304,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyTiles(Schedule& s, const Candidate& c
       // the multiply-adds at 7x7).
       if (an_.blocked_conv && reduce.size() == 4 && unroll_rows && PaddingInlined(c)) {
         const int64_t rx = as->loops.at(reduce[2]).extent;
-        if (UnrollsWindowColumns(body, rx)) LATHE_TRY(s.Unroll(a, reduce[2]));
+        if (UnrollsWindowLoop(body, rx)) LATHE_TRY(s.Unroll(a, reduce[2]));
       }
       if (vec && d(tile_slot_[n - 1]) > 1 && as->loops.at(spatial.back()).extent <= 1024) {
         LATHE_TRY(s.Vectorize(a, spatial.back()));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/transpose_copy.h"
 #include "tuner/cpu_space.h"
 #include "tuner/decisions.h"
 
@@ -146,7 +147,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
   const int64_t cols = tile[n - 1];
   const bool transposed_out =
       ca + 1 < n && cols >= 4 && cols <= lanes && (cols & (cols - 1)) == 0 &&
-      workload_->output()->shape[n - 1] % cols == 0 && tile[ca] <= kMaxTransposedChannels;
+      workload_->output()->shape[n - 1] % cols == 0 && tile[ca] <= codegen::kMaxTransposedColumns;
   std::vector<std::string> oorder = outer;
   for (size_t i = 0; i < n; ++i) {
     if (!transposed_out || (i != ca && i + 1 != n)) oorder.push_back(inner[i]);

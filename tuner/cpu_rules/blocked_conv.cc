@@ -196,7 +196,7 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       // selects (AVX2 on Zen 4, 2 x 2 x 2 tiles, us, inlined / copied: 3x3 64ch 56x56 1202 /
       // 1130, 128ch 28x28 1192 / 1082).
       const int64_t ops = unroll_k * c.VectorsFor(kv_tile) * bs[0] * bs[1] * bs[2];
-      return !c.an.plain_input_conv && bs[1] == 1 && UnrollsWindowColumns(ops, padded->s);
+      return !c.an.plain_input_conv && bs[1] == 1 && UnrollsWindowLoop(ops, padded->s);
     };
     std::vector<std::pair<const int64_t*, bool>> variants, others;
     for (const auto& bs : blocked_shapes) {

@@ -102,7 +102,7 @@ bool ChannelsInnerRule::Propose(RuleContext& c) const {
       // 1158-1210, 512ch 7x7 1205-1222 / 1438-1549. (Two vectors x 14 columns so: 1850-2020
       // at 56x56; four vectors x 7: 1600-1900.)
       if (regs >= 32 && c.shape[ca] % (2 * lanes) == 0 &&
-          UnrollsWindowColumns(2 * 7, c.an.reduce_extents.back())) {
+          UnrollsWindowLoop(2 * 7, c.an.reduce_extents.back())) {
         int64_t row_cols = std::min<int64_t>(7, width);
         for (int64_t t = std::min<int64_t>(8, width); t >= 5; --t) {
           if (width % t == 0) {
