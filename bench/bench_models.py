@@ -18,7 +18,7 @@ timed alone, with warm caches).
 Run with the venv of scripts/model-venv.sh:
   build/model-venv/bin/python bench/bench_models.py --lathe build/bin/lathe [--db tuned.db]
       [--models cls,rec,det,resnet18,bert] [--rounds 5] [--repeat 10] [--layouts blocked,nchw]
-      [--no-untuned]
+      [--no-untuned] [--isa host|avx2]
 
 Every (untuned/tuned) x layout variant is built and timed in the same rounds, so that the
 blocked layout (nchw{b}c between convolutions) and the plain one are compared side by side.
@@ -109,6 +109,20 @@ class OpenVinoModel:
         return sum(r[0] for r in rows), rows[:top]
 
 
+def openvino_survives(path, inp, shape):
+    """Whether OpenVINO compiles and runs the model in a child process: with its oneDNN held to
+    AVX2 on an AVX-512 host, OpenVINO 2026.4 crashes (SIGSEGV) on PP-OCR rec."""
+    probe = ("import sys, numpy as np, openvino as ov\n"
+             "core = ov.Core(); m = core.read_model(sys.argv[1])\n"
+             "shape = [int(d) for d in sys.argv[3].split('x')]; m.reshape({sys.argv[2]: shape})\n"
+             "c = core.compile_model(m, 'CPU', {'INFERENCE_NUM_THREADS': 2, "
+             "'INFERENCE_PRECISION_HINT': 'f32'})\n"
+             "c.create_infer_request().infer({0: np.zeros(shape, np.float32)})\n")
+    r = subprocess.run([sys.executable, "-c", probe, path, inp, "x".join(map(str, shape))],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode
+
+
 def rel_err(outs, ref):
     return max(float(np.max(np.abs(o.reshape(r.shape) - r)) / max(np.max(np.abs(r)), 1e-30))
                for o, r in zip(outs, ref))
@@ -142,7 +156,16 @@ def main():
     ap.add_argument("--no-untuned", action="store_true", help="with --db: only the tuned builds")
     ap.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "lathe-bench-models"))
+    ap.add_argument("--isa", choices=["host", "avx2"], default="host",
+                    help="avx2: lathe builds AVX2 code (LATHE_CPU_ISA=avx2) and OpenVINO's oneDNN "
+                         "kernels are held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2), so that an AVX-512 "
+                         "host also gives the AVX2 figures (ONNX Runtime keeps the host's ISA)")
     a = ap.parse_args()
+    if a.isa == "avx2" and os.environ.get("LATHE_CPU_ISA") != "avx2":
+        # Both libraries read their caps once, at their first use: start over with them set.
+        os.environ["LATHE_CPU_ISA"] = "avx2"
+        os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+        os.execv(sys.executable, [sys.executable] + sys.argv)
     os.makedirs(a.work, exist_ok=True)
     models = model_list(a.work)
     core = None
@@ -152,6 +175,8 @@ def main():
     elif not a.no_openvino:
         print("OpenVINO is not installed (scripts/model-venv.sh installs it): its column is "
               "left out", flush=True)
+    print(f"ISA: lathe {os.environ.get('LATHE_CPU_ISA') or 'host'}, OpenVINO's oneDNN "
+          f"{os.environ.get('ONEDNN_MAX_CPU_ISA') or 'host'}, ONNX Runtime host", flush=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
     rows = []
     for name in a.models.split(","):
@@ -163,7 +188,18 @@ def main():
         sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
         ref = sess.run(None, {inp: x})
         ovm = None
-        if core is not None:
+        if core is not None and os.environ.get("ONEDNN_MAX_CPU_ISA"):
+            rc = openvino_survives(path, inp, shape)
+            if rc != 0:
+                print(f"{name}: OpenVINO fails with ONEDNN_MAX_CPU_ISA="
+                      f"{os.environ['ONEDNN_MAX_CPU_ISA']} (exit status {rc}): no OpenVINO figure "
+                      f"for it in this run", flush=True)
+                core_here = None
+            else:
+                core_here = core
+        else:
+            core_here = core
+        if core_here is not None:
             ovm = OpenVinoModel(core, path, inp, shape, x)
             ovm.run()
             ov_err = rel_err(ovm.outputs(), ref)

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -87,12 +89,56 @@ int UsableCores() {
   return online > 0 ? static_cast<int>(online) : 1;
 }
 
+// Applies $LATHE_CPU_ISA to `features` (name -> enabled); the capped ISA's name, "" for the
+// host's own, or an error.
+absl::StatusOr<std::string> ApplyIsaCap(llvm::StringMap<bool>& features) {
+  const char* env = std::getenv(kCpuIsaEnv);
+  const std::string cap = env == nullptr ? "" : absl::AsciiStrToLower(env);
+  if (cap.empty() || cap == "host") return std::string();
+  auto has = [&features](const char* name) {
+    auto it = features.find(name);
+    return it != features.end() && it->getValue();
+  };
+  if (cap != "avx2" && cap != "avx512") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCpuIsaEnv, "=", env, ": expected host, avx2 or avx512"));
+  }
+  if (cap == "avx512" ? !has("avx512f") : !(has("avx2") && has("fma"))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kCpuIsaEnv, "=", env, ": this CPU (", CpuModelName(), ") has no ", cap));
+  }
+  if (cap == "avx2") {
+    // Everything AVX-512 brings (its instructions, 32 registers, mask registers) and what
+    // builds on it.
+    for (auto& entry : features) {
+      const llvm::StringRef name = entry.getKey();
+      if (name.startswith("avx512") || name.startswith("amx") || name.startswith("avx10") ||
+          name == "evex512") {
+        entry.setValue(false);
+      }
+    }
+  }
+  return cap;
+}
+
+absl::Status& IsaCapStatus() {
+  static absl::Status* const status = new absl::Status();
+  return *status;
+}
+
 CpuInfo Detect() {
   CpuInfo info;
   info.model = CpuModelName();
   info.llvm_cpu = llvm::sys::getHostCPUName().str();
   llvm::StringMap<bool> features;
   if (llvm::sys::getHostCPUFeatures(features)) {
+    llvm::StringMap<bool> capped = features;
+    absl::StatusOr<std::string> cap = ApplyIsaCap(capped);
+    if (cap.ok()) {
+      features = std::move(capped);
+    } else {
+      IsaCapStatus() = cap.status();
+    }
     for (const auto& entry : features) {
       info.features.push_back(absl::StrCat(entry.getValue() ? "+" : "-", entry.getKey().str()));
     }
@@ -137,6 +183,13 @@ const CpuInfo& HostCpu() {
   static const CpuInfo* const info = new CpuInfo(Detect());
   return *info;
 }
+
+absl::Status CheckCpuIsaCap() {
+  HostCpu();  // detects (and checks) once
+  return IsaCapStatus();
+}
+
+std::string HostFeatureString() { return absl::StrJoin(HostCpu().features, ","); }
 
 std::string CpuDeviceClass(const CpuInfo& info) {
   std::vector<absl::string_view> words =

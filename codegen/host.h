@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace lathe::codegen {
 
 struct CpuInfo {
@@ -20,8 +22,23 @@ struct CpuInfo {
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
 };
 
-// Detected once and cached; thread-safe.
+// The environment variable that caps the vector ISA lathe generates code for below the host's:
+// "avx2" on an AVX-512 machine builds, tunes and keys records as an AVX2 machine of the same
+// model would (8 lanes, 16 registers, no AVX-512 instruction): code for a fleet of older CPUs,
+// or the AVX2 code path measured on a newer one. "host" (or unset) is the host's own ISA.
+inline constexpr char kCpuIsaEnv[] = "LATHE_CPU_ISA";
+
+// Detected once and cached; thread-safe. With $LATHE_CPU_ISA set, the ISA, vector width and
+// features are the capped ones.
 const CpuInfo& HostCpu();
+
+// OK, or InvalidArgument naming $LATHE_CPU_ISA's value when it is not one of host, avx2,
+// avx512 or asks for an ISA this CPU lacks (HostCpu() then describes the host uncapped). The
+// command-line tools check it before anything else.
+absl::Status CheckCpuIsaCap();
+
+// HostCpu()'s features as LLVM takes them: "+avx2,-avx512f,...".
+std::string HostFeatureString();
 
 // "cpu:<model>:<isa>:<N>c" with the model's whitespace collapsed, for example
 // "cpu:Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz:avx512:2c".

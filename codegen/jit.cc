@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/host.h"
 #include "codegen/llvm_target.h"
 #include "codegen/runtime/runtime.h"
 #include "llvm/ExecutionEngine/JITSymbol.h"
@@ -99,17 +100,8 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Create(
   InitializeNativeTarget();
 
   llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(llvm::sys::getProcessTriple())};
-  jtmb.setCPU(llvm::sys::getHostCPUName().str());
-  {
-    llvm::StringMap<bool> features;
-    if (llvm::sys::getHostCPUFeatures(features)) {
-      std::vector<std::string> list;
-      for (const auto& entry : features) {
-        list.push_back(absl::StrCat(entry.getValue() ? "+" : "-", entry.getKey().str()));
-      }
-      jtmb.addFeatures(list);
-    }
-  }
+  jtmb.setCPU(HostCpu().llvm_cpu);
+  jtmb.addFeatures(HostCpu().features);  // capped by $LATHE_CPU_ISA
   jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
   jtmb.setRelocationModel(llvm::Reloc::PIC_);
   jtmb.setCodeModel(llvm::CodeModel::Small);

@@ -5,8 +5,8 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/host.h"
 #include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -21,18 +21,6 @@
 
 namespace lathe::codegen {
 namespace {
-
-std::string HostFeatureString() {
-  llvm::StringMap<bool> features;
-  std::string out;
-  if (!llvm::sys::getHostCPUFeatures(features)) return out;
-  for (const auto& entry : features) {
-    if (!out.empty()) out += ",";
-    out += (entry.getValue() ? "+" : "-");
-    out += entry.getKey().str();
-  }
-  return out;
-}
 
 void SetLayout(llvm::Module& module, const llvm::TargetMachine& tm) {
   module.setDataLayout(tm.createDataLayout());
@@ -75,11 +63,11 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateHostTargetMachine(boo
   llvm::Optional<llvm::CodeModel::Model> code_model;
   if (jit) code_model = llvm::CodeModel::Small;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), HostFeatureString(), options, llvm::Reloc::PIC_,
-      code_model, llvm::CodeGenOpt::Aggressive, jit));
+      triple, HostCpu().llvm_cpu, HostFeatureString(), options, llvm::Reloc::PIC_, code_model,
+      llvm::CodeGenOpt::Aggressive, jit));
   if (tm == nullptr) {
     return absl::InternalError(absl::StrCat("cannot create llvm target machine for '", triple,
-                                            "' cpu '", llvm::sys::getHostCPUName().str(), "'"));
+                                            "' cpu '", HostCpu().llvm_cpu, "'"));
   }
   return tm;
 }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "codegen/host.h"
 #include "tools/cli_build.h"
 #include "tools/cli_common.h"
 #include "tools/cli_db.h"
@@ -25,6 +26,10 @@ void AddRemoteOptions(CLI::App* cmd, std::string* tuner, std::string* token_file
 }
 
 int Main(int argc, char** argv) {
+  if (absl::Status isa = lathe::codegen::CheckCpuIsaCap(); !isa.ok()) {
+    std::fprintf(stderr, "lathe: %s\n", std::string(isa.message()).c_str());
+    return kUsageError;
+  }
   CLI::App app{"lathe: finds the fastest correct program for a tensor operator and keeps it"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "lathe 0.1.0");

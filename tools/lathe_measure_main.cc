@@ -8,9 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "codegen/host.h"
 #include "measure/measure_child.h"
 
 int main(int argc, char** argv) {
+  if (absl::Status isa = lathe::codegen::CheckCpuIsaCap(); !isa.ok()) {
+    std::fprintf(stderr, "lathe-measure: %s\n", std::string(isa.message()).c_str());
+    return 2;
+  }
   const std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<lathe::measure::ChildOptions> options = lathe::measure::ParseChildArgs(args);
   if (!options.ok()) {

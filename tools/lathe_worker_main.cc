@@ -20,6 +20,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "codegen/host.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "worker/discovery.h"
@@ -84,6 +85,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (absl::Status isa = lathe::codegen::CheckCpuIsaCap(); !isa.ok()) {
+    std::fprintf(stderr, "lathe-worker: %s\n", std::string(isa.message()).c_str());
+    return 2;
+  }
   CLI::App app{"lathe-worker: measures candidates for a lathed tuning daemon"};
   app.set_version_flag("--version", "lathe-worker 0.1.0");
   lathe::worker::WorkerOptions opt;

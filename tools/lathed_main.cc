@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/host.h"
 #include "daemon/grpc_server.h"
 #include "daemon/metrics.h"
 #include "daemon/service.h"
@@ -60,6 +61,10 @@ bool IsLoopbackListen(const std::string& listen) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (absl::Status isa = lathe::codegen::CheckCpuIsaCap(); !isa.ok()) {
+    std::fprintf(stderr, "lathed: %s\n", std::string(isa.message()).c_str());
+    return 2;
+  }
   CLI::App app{"lathed: the lathe tuner daemon (jobs, workers, tuning database)"};
   std::string listen, db_path, token_file, tls_cert, tls_key, tls_client_ca, metrics_addr;
   std::string http_addr, library_figures;
