@@ -176,22 +176,21 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // Each shape with the padding computed once at root, then the first one with it inlined
     // (a depthwise conv reads each input element a few times only: a padded copy of the whole
     // input can cost as much as the convolution).
-    // Inlined first where each input element is read at most 9 times (a depthwise 3x3, or a
-    // strided 5x5: measured 1.5-2.5x faster so on AVX-512); a depthwise 5x5 at stride 1 keeps
-    // the copy. Dense convolutions inline it first where the tile's window columns unroll
-    // (ApplyTiles: kMaxUnrolledWindowOps), so that the products of the padding drop out of the
-    // code (codegen/zero_taps.h): the copy costs a pass over the input and its border taps
-    // multiply zeros (3x3 convs, 2 threads, Zen 4 AVX-512, bench_rules --blocked, us, the
-    // session's start / inlined first: 64ch 56x56 1044 / 1058, 128ch 28x28 1029 / 1020, 256ch
-    // 14x14 1001 / 918, 512ch 7x7 1007 / 838; oneDNN 849-995). Not a model's plain-input first
-    // conv (its own rule: Defaults).
-    // (A sepconv2d's padding is its depthwise part's.)
+    // Inlined first for depthwise convolutions: with the window's columns unrolled whole
+    // (ApplyTiles) the copy is the slower, at stride 1 too (2 threads, Zen 4, bench_rules
+    // --blocked, us, inlined / copied: AVX-512 3x3 32ch 112x112 40 / 119, 3x3/2 96ch 112x112
+    // 58 / 195, 5x5 240ch 28x28 41 / 68; AVX2 48 / 124, 39 / 92, 43 / 69). Dense convolutions
+    // inline it first where the tile's window columns unroll (ApplyTiles: kMaxUnrolledWindowOps),
+    // so that the products of the padding drop out of the code (codegen/zero_taps.h): the copy
+    // costs a pass over the input and its border taps multiply zeros (3x3 convs, 2 threads, Zen 4
+    // AVX-512, bench_rules --blocked, us, the session's start / inlined first: 64ch 56x56 1044 /
+    // 1058, 128ch 28x28 1029 / 1020, 256ch 14x14 1001 / 918, 512ch 7x7 1007 / 838; oneDNN 849-995).
+    // Not a model's plain-input first conv (its own rule: Defaults). (A sepconv2d's padding is its
+    // depthwise part's.)
     absl::StatusOr<ir::Conv2dParams> padded = PaddedConvParams(c.workload.spec);
     auto inline_first = [&](const int64_t* bs) {
       if (!padded.ok()) return false;
-      if (padded->depthwise()) {
-        return padded->r * padded->s <= 9 * padded->stride_h * padded->stride_w;
-      }
+      if (padded->depthwise()) return true;
       // One row a tile: with several, the rows' guards vary inside the unrolled tile and stay
       // selects (AVX2 on Zen 4, 2 x 2 x 2 tiles, us, inlined / copied: 3x3 64ch 56x56 1202 /
       // 1130, 128ch 28x28 1192 / 1082).
