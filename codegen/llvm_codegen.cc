@@ -439,20 +439,37 @@ void CodeGen::EmitTransposedCopy(const TransposedCopy& tc) {
   llvm::Value* stride = Emit(tc.row_stride);
   for (const TransposedCopy::Block& block : tc.blocks) {
     int cols = 0;
-    for (const TransposedCopy::Column& c : block.columns) cols = std::max(cols, c.offset + 1);
+    bool guarded = false;
+    for (const TransposedCopy::Column& c : block.columns) {
+      cols = std::max(cols, c.offset + 1);
+      guarded = guarded || c.guard != nullptr;
+    }
     // Row j of the block: the first `cols` elements from src_base + j * stride (the masked-off
-    // lanes are not read: they are no element of the copy).
-    std::vector<llvm::Constant*> on(static_cast<size_t>(lanes));
-    for (int i = 0; i < lanes; ++i) on[i] = b_.getInt1(i < cols);
-    llvm::Value* mask = llvm::ConstantVector::get(on);
+    // lanes are not read: they are no element of the copy). Where the gather was masked (an
+    // inlined padding's bounds), a column's lane is read only where its guard holds (0 where
+    // not, as the masked gather gave) and lanes of no column not at all.
+    llvm::Value* mask = nullptr;
+    bool all_on = cols == lanes && !guarded;
+    {
+      std::vector<llvm::Constant*> on(static_cast<size_t>(lanes));
+      for (int i = 0; i < lanes; ++i) on[i] = b_.getInt1(i < cols && !guarded);
+      for (const TransposedCopy::Column& c : block.columns) {
+        if (guarded && !c.guard) on[c.offset] = b_.getInt1(true);
+      }
+      mask = llvm::ConstantVector::get(on);
+      for (const TransposedCopy::Column& c : block.columns) {
+        if (!c.guard) continue;
+        mask = b_.CreateInsertElement(mask, Emit(c.guard), b_.getInt64(c.offset));
+      }
+    }
     llvm::Value* base = Emit(block.src_base);
     std::vector<llvm::Value*> rows(static_cast<size_t>(lanes));
     for (int j = 0; j < lanes; ++j) {
       llvm::Value* at = b_.CreateAdd(base, b_.CreateMul(stride, b_.getInt64(j)));
       llvm::Value* vp = b_.CreateBitCast(Address(tc.src, at), vty->getPointerTo());
-      rows[j] = cols == lanes ? static_cast<llvm::Value*>(b_.CreateAlignedLoad(vty, vp, src_align))
-                              : b_.CreateMaskedLoad(vty, vp, src_align, mask,
-                                                    llvm::Constant::getNullValue(vty));
+      rows[j] =
+          all_on ? static_cast<llvm::Value*>(b_.CreateAlignedLoad(vty, vp, src_align))
+                 : b_.CreateMaskedLoad(vty, vp, src_align, mask, llvm::Constant::getNullValue(vty));
     }
     // Transposed in log2(lanes) steps: step b swaps bit b of the row index with bit b of the
     // column index (rows p and p + b trade their elements whose columns differ in bit b).

@@ -54,7 +54,10 @@ std::optional<TransposedCopy> MatchTransposedCopy(const Stmt& s) {
     if (x->kind != ExprKind::kLoad || x->type.lanes == 1) return;
     const Expr& i = x->operands[0];
     if (i->kind == ExprKind::kRamp && IsConstInt(i->operands[1], 1)) return;
-    if (x->type.lanes == lanes && x->operands.size() == 1 && i->kind == ExprKind::kRamp &&
+    // Unmasked, or masked alike in every lane (a broadcast condition).
+    const bool uniform_mask =
+        x->operands.size() == 1 || x->operands[1]->kind == ExprKind::kBroadcast;
+    if (x->type.lanes == lanes && uniform_mask && i->kind == ExprKind::kRamp &&
         !UsesVar(i->operands[1], nest_vars) && (!load || load == x)) {
       load = x;
     } else {
@@ -75,6 +78,7 @@ std::optional<TransposedCopy> MatchTransposedCopy(const Stmt& s) {
   tc.lanes = lanes;
   tc.row_stride = from->operands[1];
   tc.tile = MakeVar("tile", load->type);
+  const Expr guard = load->operands.size() > 1 ? load->operands[1]->operands[0] : nullptr;
   const Expr body =
       Rewrite(value, [&](const Expr& x) { return x.get() == load.get() ? tc.tile : x; });
 
@@ -97,8 +101,14 @@ std::optional<TransposedCopy> MatchTransposedCopy(const Stmt& s) {
     last = offset;
     TransposedCopy::Block& b = blocks[offset / lanes];
     const int column = static_cast<int>(offset % lanes);
-    b.columns.push_back(
-        {column, Simplify(Substitute(to->operands[0], values)), Substitute(body, values)});
+    Expr g;
+    if (guard) {
+      g = Simplify(Substitute(guard, values));
+      int64_t holds = 0;
+      if (AsConstInt(g, &holds) && holds != 0) g = nullptr;  // always read
+    }
+    b.columns.push_back({column, Simplify(Substitute(to->operands[0], values)),
+                         Substitute(body, values), std::move(g)});
     // The next iteration, innermost loop fastest.
     for (size_t i = nest.size(); i-- > 0;) {
       if (++at[i] < nest[i].extent) break;

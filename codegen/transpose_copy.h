@@ -42,6 +42,10 @@ struct TransposedCopy {
   struct Column {
     int offset = 0;
     ir::Expr dst_base, value;
+    // Where the gather is masked by a condition the same for every lane (an inlined padding's
+    // bounds): that condition for this column (a scalar bool; null when the gather is not
+    // masked). Row loads read this column's lane only where it holds, and yield 0 elsewhere.
+    ir::Expr guard;
   };
   struct Block {
     ir::Expr src_base;
@@ -52,11 +56,12 @@ struct TransposedCopy {
 
 // `s` (an unrolled loop, possibly around further unrolled loops, whose innermost body is one
 // store) as a transposed copy, or nothing: the store writes a contiguous vector of L lanes (a
-// power of two from 4 up) without a mask; its value holds one unmasked load of another buffer
-// whose index is a ramp of a stride that no loop of the nest changes and is not 1, no other
-// gather and no load of the stored buffer; over the nest's iterations that load's first lanes
-// rise (so that the stores keep their order), at least L / 4 of them in each block of L
-// consecutive elements they fall in.
+// power of two from 4 up) without a mask; its value holds one load of another buffer whose
+// index is a ramp of a stride that no loop of the nest changes and is not 1, unmasked or
+// masked by one condition for all its lanes (a padding inlined into a copy: select(c, X[...]
+// if c, 0)), no other gather and no load of the stored buffer; over the nest's iterations that
+// load's first lanes rise (so that the stores keep their order), at least L / 4 of them in
+// each block of L consecutive elements they fall in.
 std::optional<TransposedCopy> MatchTransposedCopy(const ir::Stmt& s);
 
 }  // namespace lathe::codegen

@@ -127,5 +127,47 @@ TEST(TransposeCopyTest, AnOutputTileIsWrittenThroughItsEpilogue) {
   EXPECT_GE(Count(ll, "shufflevector <8 x float>"), 8u) << ll;
 }
 
+// A plain depthwise convolution's input copied per block of 16 channels with the channels
+// innermost and its padding inlined into the copy: each gather is masked by the column's (and
+// at the border rows the row's) bounds, the same for every lane. The copy is still row loads
+// and shuffles, reading only the columns inside the image (16 columns from 2 before the row:
+// the first two lanes and the last four of a 14-column row are off); the kernel agrees with the
+// reference, borders included.
+TEST(TransposeCopyTest, APaddedCopyReadsOnlyTheColumnsInsideTheImage) {
+  ir::Schedule sch(W("conv2d:n=1,c=32,h=6,w=14,k=32,r=5,s=5,pad=2,groups=32"));
+  EXPECT_TRUE(sch.CacheWrite("Y", "local").ok());
+  auto in = sch.CacheRead("pad", "global", {"Y.local"});
+  ASSERT_TRUE(in.ok()) << in.status();
+  auto wt = sch.CacheRead("W", "global", {"Y.local"});
+  ASSERT_TRUE(wt.ok()) << wt.status();
+  EXPECT_TRUE(sch.ComputeInline("pad").ok());
+  EXPECT_TRUE(sch.StorageOrder("pad.global", {"ax0", "ax2", "ax3", "ax1"}).ok());
+  EXPECT_TRUE(sch.StorageOrder("W.global", {"ax1", "ax2", "ax3", "ax0"}).ok());
+  EXPECT_TRUE(sch.StorageOrder("Y.local", {"n", "y", "x", "k"}).ok());
+  EXPECT_TRUE(sch.Split("Y", "k", {16}).ok());
+  EXPECT_TRUE(sch.Split("Y", "x", {7}).ok());
+  EXPECT_TRUE(sch.Reorder("Y", {"n", "k.0", "y", "x.0", "k.1", "x.1"}).ok());
+  EXPECT_TRUE(sch.Parallel("Y", "k.0").ok());
+  EXPECT_TRUE(sch.ComputeAt("Y.local", "Y", "x.0").ok());
+  EXPECT_TRUE(sch.Reorder("Y.local", {"rc", "ry", "rx", "n", "y", "x", "k"}).ok());
+  EXPECT_TRUE(sch.Unroll("Y.local", "rx").ok());
+  EXPECT_TRUE(sch.Vectorize("Y.local", "k").ok());
+  EXPECT_TRUE(sch.ComputeAt("pad.global", "Y", "k.0").ok());
+  auto c = sch.Split("pad.global", "ax1", {16});
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto x = sch.Split("pad.global", "ax3", {16});
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_TRUE(sch.Reorder("pad.global", {"ax1.0", "ax0", "ax2", "ax3.0", "ax3.1", "ax1.1"}).ok());
+  EXPECT_TRUE(sch.Unroll("pad.global", "ax3.1").ok());
+  EXPECT_TRUE(sch.Vectorize("pad.global", "ax1.1").ok());
+  EXPECT_TRUE(sch.ComputeAt("W.global", "Y", "k.0").ok());
+  EXPECT_TRUE(sch.Vectorize("W.global", "ax0").ok());
+  const std::string ll = CheckedLlvmIr(sch);
+  // Only the weights' copy (25 floats apart per channel) stays a gather.
+  EXPECT_LE(Count(ll, "call <16 x float> @llvm.masked.gather"), 1u) << ll;
+  EXPECT_GE(Count(ll, "shufflevector <16 x float>"), 32u) << ll;
+  EXPECT_GE(Count(ll, "@llvm.masked.load.v16f32"), 16u) << ll;
+}
+
 }  // namespace
 }  // namespace lathe
