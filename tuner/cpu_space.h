@@ -108,6 +108,10 @@ struct Analysis {
   // part, computed per row tile of the 1x1 part, whose rows are the outer parallel loop
   // (ApplyDepthwisePart); empty otherwise. The 1x1 part is the blocked conv above.
   std::string dw_out, dw_acc;
+  // A plain NCHW depthwise convolution (one channel per group, no dilation, whole vectors of
+  // channels): its input as the accumulation reads it, the padding stage or X; empty
+  // otherwise. Offers ApplyDepthwiseChannels.
+  std::string dw_input;
   // Output axes tiled whole and unrolled: the positions of a winograd transform
   // (winograd_in: e1, e2; winograd_out: vy, vx), whose cases (ir/ops_winograd.cc) code
   // generation can only tell apart where the position is a constant.
@@ -204,6 +208,9 @@ class CpuSpace : public SearchSpace {
   // sepconv2d: the output columns of the depthwise part's register tile (its accumulator
   // holds one vector per column); -1 otherwise.
   int dw_cols_slot_ = -1;
+  // Plain depthwise convolutions: 1 = vectorized over the channels (ApplyDepthwiseChannels);
+  // -1 where not offered.
+  int dw_chan_slot_ = -1;
   // Channel blocks per vector register: lanes / block (2 for 8-channel blocks on AVX-512).
   int64_t PairFactor() const { return target_.vector_lanes / workload_->output()->shape.back(); }
   bool Paired(const Candidate& c) const { return pair_slot_ >= 0 && c.decisions[pair_slot_] != 0; }
@@ -240,6 +247,12 @@ class CpuSpace : public SearchSpace {
   // The output and its accumulator otherwise: tiles with the innermost output axis as the
   // vector axis, packed inputs as decided. Returns the outermost (parallel) loop.
   absl::StatusOr<std::string> ApplyTiles(Schedule& s, const Candidate& c) const;
+  // A plain NCHW depthwise convolution over vectors of channels (dw_chan_slot_): each parallel
+  // channel block's input and weights copied with the channels innermost (the input's padding
+  // inlined into its copy, code generation transposing rows in registers), the accumulator tile
+  // (rows x columns of channel vectors) as a blocked layout's, the output tile written back
+  // transposed. Returns the outermost (parallel) loop of the output.
+  absl::StatusOr<std::string> ApplyDepthwiseChannels(Schedule& s, const Candidate& c) const;
   // A sepconv2d's depthwise part computed inside the output's parallel loop `at` (one tile of
   // rows of every channel): register tiles of dw_cols columns x the channel block, the window
   // unrolled around them.

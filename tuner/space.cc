@@ -177,6 +177,16 @@ absl::Status CpuSpace::Init() {
     });
     an_.channels_private = any && all;
   }
+  // A plain NCHW depthwise convolution may be computed over vectors of channels instead
+  // (ApplyDepthwiseChannels) where they are whole vectors: its input read through its padding
+  // stage, or X without one.
+  if (an_.channels_private && workload_->spec.op == "conv2d" && an_.pad_stages.size() <= 1) {
+    absl::StatusOr<ir::Conv2dParams> p = ir::GetConv2dParams(workload_->spec);
+    if (p.ok() && p->depthwise() && !p->blocked() && !p->nhwc && p->dilation_h == 1 &&
+        p->dilation_w == 1 && p->k % target_.vector_lanes == 0) {
+      an_.dw_input = an_.pad_stages.empty() ? "X" : an_.pad_stages[0];
+    }
+  }
   out_axes_ = std::vector<std::string>(out->root_loops.begin(),
                                        out->root_loops.begin() + out->tensor->axes.size());
   int lanes = target_.vector_lanes;
@@ -298,6 +308,8 @@ absl::Status CpuSpace::Init() {
     }
     dw_cols_slot_ = AddSlot("dw_cols", cols);
   }
+  // Last: a plain depthwise convolution over vectors of channels (1) or of columns (0).
+  if (!an_.dw_input.empty()) dw_chan_slot_ = AddSlot("vectorize.channels", {0, 1});
   return absl::OkStatus();
 }
 
@@ -431,7 +443,8 @@ absl::StatusOr<Candidate> CpuSpace::FromTrace(const ir::Trace& trace) const {
   const size_t optional =
       static_cast<size_t>(std::count_if(rfactor_slot_.begin(), rfactor_slot_.end(),
                                         [](int slot) { return slot >= 0; })) +
-      (chan_slot_ >= 0 ? 1 : 0) + (chunk_slot_ >= 0 ? 1 : 0) + (pair_slot_ >= 0 ? 1 : 0);
+      (chan_slot_ >= 0 ? 1 : 0) + (chunk_slot_ >= 0 ? 1 : 0) + (pair_slot_ >= 0 ? 1 : 0) +
+      (dw_chan_slot_ >= 0 ? 1 : 0);
   if (c.decisions.size() >= slots_.size() - optional && c.decisions.size() < slots_.size()) {
     c.decisions.resize(slots_.size(), 0);
   }

@@ -53,10 +53,12 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
   auto d = [&](int slot) { return c.decisions[slot]; };
   Schedule s(workload_);
   for (const std::string& st : an_.inline_stages) LATHE_TRY(s.ComputeInline(st));
+  const bool dw_chan = dw_chan_slot_ >= 0 && d(dw_chan_slot_) != 0;
   for (size_t p = 0; p < an_.pad_stages.size(); ++p) {
     const std::string& st = an_.pad_stages[p];
     if (d(pad_slot_[p]) == 0) {
-      LATHE_TRY(s.ComputeInline(st));
+      // (Over channel vectors, inlined into the input's copy: ApplyDepthwiseChannels.)
+      if (!dw_chan) LATHE_TRY(s.ComputeInline(st));
       continue;
     }
     // Computed once per call at root: the two outermost loops in parallel, the innermost
@@ -99,7 +101,9 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
   }
   // The output and its accumulator.
   const bool chan = chan_slot_ >= 0 && d(chan_slot_) != 0;
-  LATHE_TRY_VALUE(first_outer, chan ? ApplyChannelsInner(s, c) : ApplyTiles(s, c));
+  LATHE_TRY_VALUE(first_outer, dw_chan ? ApplyDepthwiseChannels(s, c)
+                               : chan  ? ApplyChannelsInner(s, c)
+                                       : ApplyTiles(s, c));
   const std::string& o = an_.out;
 
   // Other reductions (softmax, layer_norm statistics): at root in parallel, or per tile row.

@@ -246,5 +246,89 @@ absl::StatusOr<std::string> CpuSpace::ApplyChannelsInner(Schedule& s, const Cand
   return par;
 }
 
+absl::StatusOr<std::string> CpuSpace::ApplyDepthwiseChannels(Schedule& s,
+                                                             const Candidate& c) const {
+  auto d = [&](int slot) { return c.decisions[slot]; };
+  const std::string& o = an_.out;
+  const std::string& a = an_.acc;
+  const int64_t lanes = target_.vector_lanes;
+  const std::vector<int64_t>& shape = workload_->output()->shape;  // n, k, oh, ow
+  // The register tile: rows x columns of channel vectors, the columns a power of two of at
+  // least 4 that divides the row (the output tile is written transposed, column vectors).
+  const int64_t rows = d(tile_slot_[2]), cols = d(tile_slot_[3]);
+  if (cols < 4 || cols > lanes || (cols & (cols - 1)) != 0 || shape[3] % cols != 0 ||
+      out_axes_.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("channel-vector depthwise tile of ", cols, " columns"));
+  }
+  if (rows * cols > std::max(1, target_.vector_registers - 4)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("channel-vector depthwise tile of ", rows * cols, " vectors does not fit"));
+  }
+  if (an_.cache_write) LATHE_TRY(s.CacheWrite(o, "local").status());
+  // The input and the weights copied per block of channels with the channels innermost; the
+  // padding inlined into the input's copy (each column's gather masked by its bounds, which
+  // code generation reads as masked rows: codegen/transpose_copy.h).
+  const std::string weights = an_.pack.empty() ? "W" : an_.pack[0];
+  LATHE_TRY_VALUE(in, s.CacheRead(an_.dw_input, "global", {a}));
+  LATHE_TRY_VALUE(wp, s.CacheRead(weights, "global", {a}));
+  if (!an_.pad_stages.empty() && d(pad_slot_[0]) == 0) {
+    LATHE_TRY(s.ComputeInline(an_.pad_stages[0]));
+  }
+  const std::vector<std::string> il = s.FindStage(in)->root_loops;  // n, c, h, w
+  const std::vector<std::string> wl = s.FindStage(wp)->root_loops;  // k, 1, r, s
+  if (il.size() != 4 || wl.size() != 4) {
+    return absl::InvalidArgumentError("depthwise copies of other than 4 dimensions");
+  }
+  LATHE_TRY(s.StorageOrder(in, {il[0], il[2], il[3], il[1]}));
+  LATHE_TRY(s.StorageOrder(wp, {wl[1], wl[2], wl[3], wl[0]}));
+  {
+    const std::vector<std::string> sp = RootLoopsOf(*s.FindStage(a)).first;
+    LATHE_TRY(s.StorageOrder(a, {sp[0], sp[2], sp[3], sp[1]}));
+  }
+  auto [spatial, reduce] = RootLoopsOf(*s.FindStage(a));  // n, y, x, k; rc, ry, rx
+
+  // The output: images x channel blocks in parallel, then rows and columns of the tile; the
+  // tile written with its columns vectorized and its channels unrolled around them.
+  const std::vector<int64_t> tile = {1, lanes, rows, cols};
+  std::vector<std::string> outer, inner;
+  for (size_t i = 0; i < 4; ++i) {
+    LATHE_TRY_VALUE(parts, s.Split(o, out_axes_[i], {tile[i]}));
+    outer.push_back(parts[0]);
+    inner.push_back(parts[1]);
+  }
+  LATHE_TRY(s.Reorder(
+      o, {outer[0], outer[1], outer[2], outer[3], inner[0], inner[2], inner[1], inner[3]}));
+  LATHE_TRY_VALUE(par, s.Fuse(o, {outer[0], outer[1]}));
+  LATHE_TRY(s.Parallel(o, par));
+  LATHE_TRY(s.Unroll(o, inner[1]));
+  LATHE_TRY(s.Vectorize(o, inner[3]));
+
+  // The accumulator per tile: the window outside, its columns unrolled, the tile unrolled
+  // around the channel vector.
+  LATHE_TRY(s.ComputeAt(a, o, outer[3]));
+  std::vector<std::string> aorder = reduce;
+  aorder.insert(aorder.end(), spatial.begin(), spatial.end());
+  LATHE_TRY(s.Reorder(a, aorder));
+  if (!reduce.empty()) LATHE_TRY(s.Unroll(a, reduce.back()));
+  if (rows > 1) LATHE_TRY(s.Unroll(a, spatial[1]));
+  LATHE_TRY(s.Unroll(a, spatial[2]));
+  LATHE_TRY(s.Vectorize(a, spatial[3]));
+
+  // The copies per channel block: the input as transposed tiles (its channel loop split by
+  // the vector, its columns by the vector and unrolled between the parts), the weights as
+  // channel vectors (a few hundred floats).
+  LATHE_TRY(s.ComputeAt(in, o, par));
+  LATHE_TRY_VALUE(ic, s.Split(in, il[1], {lanes}));
+  LATHE_TRY_VALUE(ix, s.Split(in, il[3], {lanes}));
+  LATHE_TRY(s.Reorder(in, {ic[0], il[0], il[2], ix[0], ix[1], ic[1]}));
+  LATHE_TRY(s.Unroll(in, ix[1]));
+  LATHE_TRY(s.Vectorize(in, ic[1]));
+  LATHE_TRY(s.ComputeAt(wp, o, par));
+  LATHE_TRY_VALUE(wk, s.Split(wp, wl[0], {lanes}));
+  LATHE_TRY(s.Vectorize(wp, wk[1]));
+  return par;
+}
+
 }  // namespace internal
 }  // namespace lathe::tuner

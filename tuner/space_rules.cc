@@ -32,6 +32,7 @@ RuleContext::RuleContext(const CpuSpace& space, int max, std::vector<Candidate>*
       chan_slot(space.chan_slot_),
       chunk_slot(space.chunk_slot_),
       dw_cols_slot(space.dw_cols_slot_),
+      dw_chan_slot(space.dw_chan_slot_),
       space_(space),
       max_(max),
       out_(out) {}

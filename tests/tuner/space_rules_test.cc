@@ -510,22 +510,41 @@ TEST(SpaceHeuristicTest, PlainDepthwiseConvsTileRowsNotChannels) {
   for (const CpuTarget& target : {Avx2TwoCores(), Avx512TwoCores()}) {
     const std::string lanes = std::to_string(target.vector_lanes);
     std::vector<std::string> rules =
-        RuleTexts("conv2d:n=1,c=240,h=28,w=28,k=240,r=5,s=5,pad=2,groups=240", target, 2);
-    ASSERT_EQ(rules.size(), 2u);
-    EXPECT_NE(rules[0].find("split(Y, [k], {2})"), std::string::npos) << rules[0];
-    EXPECT_NE(rules[0].find("split(Y, [y], {4})"), std::string::npos) << rules[0];
-    EXPECT_NE(rules[0].find("split(Y, [x], {" + lanes + "})"), std::string::npos) << rules[0];
-    EXPECT_NE(rules[0].find("parallel(Y, [n.0+k.0])"), std::string::npos) << rules[0];
-    EXPECT_NE(rules[1].find("split(Y, [y], {7})"), std::string::npos) << rules[1];
+        RuleTexts("conv2d:n=1,c=240,h=28,w=28,k=240,r=5,s=5,pad=2,groups=240", target, 3);
+    ASSERT_EQ(rules.size(), 3u);
+    // A 5x5 window: over vectors of channels first (ApplyDepthwiseChannels): the input copied
+    // per channel block with the channels innermost and the padding inlined into the copy, 2
+    // rows x 4 columns of channel vectors, the output tile written transposed.
+    EXPECT_NE(rules[0].find("cache_read(pad, Y.local, \"global\")"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[0].find("storage_order(pad.global, [ax0, ax2, ax3, ax1])"), std::string::npos)
+        << rules[0];
+    EXPECT_NE(rules[0].find("split(Y, [k], {" + lanes + "})"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[0].find("split(Y, [y], {2})"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[0].find("split(Y, [x], {4})"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[0].find("vectorize(Y.local, [k])"), std::string::npos) << rules[0];
+    // Then columns as the vector: two channels x 4 rows, then 2 x 7.
+    EXPECT_NE(rules[1].find("split(Y, [k], {2})"), std::string::npos) << rules[1];
+    EXPECT_NE(rules[1].find("split(Y, [y], {4})"), std::string::npos) << rules[1];
+    EXPECT_NE(rules[1].find("split(Y, [x], {" + lanes + "})"), std::string::npos) << rules[1];
+    EXPECT_NE(rules[1].find("parallel(Y, [n.0+k.0])"), std::string::npos) << rules[1];
+    EXPECT_NE(rules[2].find("split(Y, [y], {7})"), std::string::npos) << rules[2];
     // The window's rows unrolled too, so that the input rows the tile's rows share are loaded
     // once: 2 channels x 4 rows x 5 columns x 5 window rows fit kMaxUnrolledWindowOps, 7 rows
     // do not.
-    EXPECT_NE(rules[0].find("unroll(Y.local, [ry])"), std::string::npos) << rules[0];
-    EXPECT_EQ(rules[1].find("unroll(Y.local, [ry])"), std::string::npos) << rules[1];
+    EXPECT_NE(rules[1].find("unroll(Y.local, [ry])"), std::string::npos) << rules[1];
+    EXPECT_EQ(rules[2].find("unroll(Y.local, [ry])"), std::string::npos) << rules[2];
+    // A 3x3 window: the columns first, the channel vectors (one row) second.
+    rules = RuleTexts("conv2d:n=1,c=32,h=112,w=112,k=32,r=3,s=3,pad=1,groups=32", target, 2);
+    ASSERT_EQ(rules.size(), 2u);
+    EXPECT_NE(rules[0].find("split(Y, [k], {2})"), std::string::npos) << rules[0];
+    EXPECT_NE(rules[1].find("storage_order(pad.global, [ax0, ax2, ax3, ax1])"), std::string::npos)
+        << rules[1];
+    EXPECT_NE(rules[1].find("split(Y, [y], {1})"), std::string::npos) << rules[1];
     rules = RuleTexts("conv2d:n=1,c=128,h=28,w=28,k=128,r=3,s=3,pad=1", target, 3);
     for (const std::string& text : rules) {
       EXPECT_EQ(text.find("split(Y, [k], {2})"), std::string::npos) << text;
       EXPECT_EQ(text.find("unroll(Y.local, [ry])"), std::string::npos) << text;
+      EXPECT_EQ(text.find("pad.global"), std::string::npos) << text;
     }
   }
 }

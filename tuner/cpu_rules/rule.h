@@ -42,6 +42,7 @@ class RuleContext {
   const std::vector<int>& rfactor_slot;
   const int chan_slot, chunk_slot;
   const int dw_cols_slot;  // sepconv2d only; -1 otherwise
+  const int dw_chan_slot;  // plain depthwise conv2d only; -1 otherwise
 
   // The choice of `slot` nearest to `want` (the smaller one on a tie).
   int64_t Nearest(int slot, int64_t want) const;
