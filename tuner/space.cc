@@ -331,6 +331,19 @@ bool CpuSpace::Canonicalize(std::vector<int64_t>& d) const {
 }
 
 bool CpuSpace::CanonicalizeUnpaired(std::vector<int64_t>& d) const {
+  if (dw_chan_slot_ >= 0 && dw_chan_slot_ < static_cast<int>(d.size()) && d[dw_chan_slot_] != 0) {
+    // Over channel vectors (ApplyDepthwiseChannels) only the rows, the columns and the padding
+    // are read.
+    bool reset = false;
+    std::vector<int> unread = {tile_slot_[0], tile_slot_[1], parallel_slot_, swap_slot_,
+                               vec_slot_,     unroll_slot_,  unroll_k_slot_};
+    unread.insert(unread.end(), pack_slot_.begin(), pack_slot_.end());
+    for (int slot : unread) {
+      reset |= d[slot] != slots_[slot].choices.front();
+      d[slot] = slots_[slot].choices.front();
+    }
+    return reset;
+  }
   if (an_.panel_matmul && swap_slot_ < static_cast<int>(d.size())) {
     // A panel matmul's loop order is fixed (ApplyTiles): the slot is not read.
     const bool reset = d[swap_slot_] != slots_[swap_slot_].choices.front();
