@@ -269,7 +269,10 @@ absl::StatusOr<std::string> CpuSpace::ApplyDepthwiseChannels(Schedule& s,
   // The input and the weights copied per block of channels with the channels innermost; the
   // padding inlined into the input's copy (each column's gather masked by its bounds, which
   // code generation reads as masked rows: codegen/transpose_copy.h).
-  const std::string weights = an_.pack.empty() ? "W" : an_.pack[0];
+  std::string weights = "W";  // conv2d's weights; X is packed too where no padding stage reads it
+  for (const std::string& p : an_.pack) {
+    if (p != an_.dw_input) weights = p;
+  }
   LATHE_TRY_VALUE(in, s.CacheRead(an_.dw_input, "global", {a}));
   LATHE_TRY_VALUE(wp, s.CacheRead(weights, "global", {a}));
   if (!an_.pad_stages.empty() && d(pad_slot_[0]) == 0) {

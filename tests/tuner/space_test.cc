@@ -124,6 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "conv2d:n=1,c=32,h=9,w=16,k=32,r=5,s=5,stride=2,pad=2,groups=32,"
                       "epilogue=bias_relu",
                       "conv2d:n=2,c=16,h=7,w=8,k=16,r=3,s=3,pad=1,groups=16",
+                      "conv2d:n=1,c=32,h=8,w=10,k=32,r=3,s=3,groups=32,epilogue=bias",
                       "conv2d:n=1,c=4,h=8,w=8,k=8,r=1,s=1,layout=nhwc",
                       "conv2d:n=1,c=16,h=7,w=9,k=16,r=3,s=3,pad=1,layout=nchw8c,epilogue=bias",
                       "conv2d:n=1,c=16,h=9,w=9,k=16,r=3,s=3,stride=2,pad=1,groups=16,"
