@@ -2,7 +2,9 @@
 // The CPU search space's Apply for an NCHW convolution vectorized over its output channels
 // (CpuSpace::ApplyChannelsInner): the accumulator and the packed input that reads the channels
 // stored with them innermost, channel-vector register tiles, the packs and the output tile
-// written as transposed tiles where they can be (codegen/transpose_copy.h).
+// written as transposed tiles where they can be (codegen/transpose_copy.h). A depthwise one's
+// channels are read by both its inputs: both are copied per channel block
+// (CpuSpace::ApplyDepthwiseChannels).
 #include <algorithm>
 #include <optional>
 #include <string>
