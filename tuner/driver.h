@@ -9,10 +9,11 @@
 // search already computed, so nothing is lowered twice), the scheduler's view of each task and
 // the progress. At the end of a run that was not stopped, the best `remeasure_top` records of
 // each task never re-timed are timed again for longer (repeated until the best few are all
-// re-timed, at most twice that many records), so that a lucky short measurement cannot stay
-// the best. In a run of several tasks, a task re-times fewer records the smaller its share of
-// the objective (RetimeCounts): a model's dozens of tiny tasks cannot move its latency much,
-// and re-timing five records of each took a quarter of PP-OCR det's tune.
+// re-timed, at most twice that many records, then the best alone while it was never re-timed,
+// at most four times that many), so that a lucky short measurement cannot stay the best. In a run
+// of several tasks, a task re-times fewer records the smaller its share of the objective
+// (RetimeCounts): a model's dozens of tiny tasks cannot move its latency much, and re-timing five
+// records of each took a quarter of PP-OCR det's tune.
 //
 // The cost model is shared by all tasks (one per device class), trained with every outcome
 // before the next round is searched, and saved to the database after each retraining.

@@ -108,7 +108,8 @@ struct TuneOptions {
   // in two interleaved passes, and the repeats are added to their records
   // (db::Database::AddRepeats): a short measurement that caught a lucky moment cannot stay the
   // best. Repeated until the best `remeasure_top` are all re-timed (at most 2 x
-  // remeasure_top records). 0: off.
+  // remeasure_top records), then while the best alone was never re-timed (at most 4 x
+  // remeasure_top records in all). 0: off.
   int remeasure_top = 5;
   // Time spent repeating each record in the re-timing (split over the two passes); 0: five
   // times min_repeat_ms.

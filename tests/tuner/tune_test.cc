@@ -246,7 +246,7 @@ TEST_F(TuneTest, EndOfRunReTimesTheBestAndALuckyShortFigureDoesNotStayBest) {
   EXPECT_GT(progress_seen, 0);
   EXPECT_EQ(r->remeasure_failed, 0);
   EXPECT_GE(r->remeasured, 3);
-  EXPECT_LE(r->remeasured, 6);
+  EXPECT_LE(r->remeasured, 12);
   EXPECT_EQ(r->best_latency_before_remeasure_us, 0.01);
   EXPECT_NE(r->best_candidate_id, "lucky");
   EXPECT_TRUE(r->best_remeasured);
