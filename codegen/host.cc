@@ -10,7 +10,6 @@
 #include <fstream>
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -89,21 +88,23 @@ int UsableCores() {
   return online > 0 ? static_cast<int>(online) : 1;
 }
 
-// Applies $LATHE_CPU_ISA to `features` (name -> enabled); the capped ISA's name, "" for the
-// host's own, or an error.
-absl::StatusOr<std::string> ApplyIsaCap(llvm::StringMap<bool>& features) {
+bool Has(const llvm::StringMap<bool>& features, const char* name) {
+  auto it = features.find(name);
+  return it != features.end() && it->getValue();
+}
+
+// Applies $LATHE_CPU_ISA to `features` (name -> enabled), or leaves them as they are and says
+// why it cannot.
+absl::Status ApplyIsaCap(llvm::StringMap<bool>& features) {
   const char* env = std::getenv(kCpuIsaEnv);
   const std::string cap = env == nullptr ? "" : absl::AsciiStrToLower(env);
-  if (cap.empty() || cap == "host") return std::string();
-  auto has = [&features](const char* name) {
-    auto it = features.find(name);
-    return it != features.end() && it->getValue();
-  };
+  if (cap.empty() || cap == "host") return absl::OkStatus();
   if (cap != "avx2" && cap != "avx512") {
     return absl::InvalidArgumentError(
         absl::StrCat(kCpuIsaEnv, "=", env, ": expected host, avx2 or avx512"));
   }
-  if (cap == "avx512" ? !has("avx512f") : !(has("avx2") && has("fma"))) {
+  if (cap == "avx512" ? !Has(features, "avx512f")
+                      : !(Has(features, "avx2") && Has(features, "fma"))) {
     return absl::InvalidArgumentError(
         absl::StrCat(kCpuIsaEnv, "=", env, ": this CPU (", CpuModelName(), ") has no ", cap));
   }
@@ -118,7 +119,7 @@ absl::StatusOr<std::string> ApplyIsaCap(llvm::StringMap<bool>& features) {
       }
     }
   }
-  return cap;
+  return absl::OkStatus();
 }
 
 absl::Status& IsaCapStatus() {
@@ -132,22 +133,13 @@ CpuInfo Detect() {
   info.llvm_cpu = llvm::sys::getHostCPUName().str();
   llvm::StringMap<bool> features;
   if (llvm::sys::getHostCPUFeatures(features)) {
-    llvm::StringMap<bool> capped = features;
-    absl::StatusOr<std::string> cap = ApplyIsaCap(capped);
-    if (cap.ok()) {
-      features = std::move(capped);
-    } else {
-      IsaCapStatus() = cap.status();
-    }
+    IsaCapStatus() = ApplyIsaCap(features);
     for (const auto& entry : features) {
       info.features.push_back(absl::StrCat(entry.getValue() ? "+" : "-", entry.getKey().str()));
     }
     std::sort(info.features.begin(), info.features.end());
   }
-  auto has = [&features](const char* name) {
-    auto it = features.find(name);
-    return it != features.end() && it->getValue();
-  };
+  auto has = [&features](const char* name) { return Has(features, name); };
 #if defined(__x86_64__) || defined(__i386__)
   if (has("avx512f")) {
     info.isa = "avx512";

@@ -448,19 +448,15 @@ void CodeGen::EmitTransposedCopy(const TransposedCopy& tc) {
     // lanes are not read: they are no element of the copy). Where the gather was masked (an
     // inlined padding's bounds), a column's lane is read only where its guard holds (0 where
     // not, as the masked gather gave) and lanes of no column not at all.
-    llvm::Value* mask = nullptr;
-    bool all_on = cols == lanes && !guarded;
-    {
-      std::vector<llvm::Constant*> on(static_cast<size_t>(lanes));
-      for (int i = 0; i < lanes; ++i) on[i] = b_.getInt1(i < cols && !guarded);
-      for (const TransposedCopy::Column& c : block.columns) {
-        if (guarded && !c.guard) on[c.offset] = b_.getInt1(true);
-      }
-      mask = llvm::ConstantVector::get(on);
-      for (const TransposedCopy::Column& c : block.columns) {
-        if (!c.guard) continue;
-        mask = b_.CreateInsertElement(mask, Emit(c.guard), b_.getInt64(c.offset));
-      }
+    const bool all_on = cols == lanes && !guarded;
+    std::vector<llvm::Constant*> on(static_cast<size_t>(lanes));
+    for (int i = 0; i < lanes; ++i) on[i] = b_.getInt1(i < cols && !guarded);
+    for (const TransposedCopy::Column& c : block.columns) {
+      if (!c.guard) on[c.offset] = b_.getInt1(true);
+    }
+    llvm::Value* mask = llvm::ConstantVector::get(on);
+    for (const TransposedCopy::Column& c : block.columns) {
+      if (c.guard) mask = b_.CreateInsertElement(mask, Emit(c.guard), b_.getInt64(c.offset));
     }
     llvm::Value* base = Emit(block.src_base);
     std::vector<llvm::Value*> rows(static_cast<size_t>(lanes));

@@ -331,34 +331,31 @@ bool CpuSpace::Canonicalize(std::vector<int64_t>& d) const {
 }
 
 bool CpuSpace::CanonicalizeUnpaired(std::vector<int64_t>& d) const {
-  if (dw_chan_slot_ >= 0 && dw_chan_slot_ < static_cast<int>(d.size()) && d[dw_chan_slot_] != 0) {
-    // Over channel vectors (ApplyDepthwiseChannels) only the rows, the columns and the padding
-    // are read.
+  // Sets `unread` slots to their first choice; whether any was not.
+  auto reset_to_first = [&](const std::vector<int>& unread) {
     bool reset = false;
-    std::vector<int> unread = {tile_slot_[0], tile_slot_[1], parallel_slot_, swap_slot_,
-                               vec_slot_,     unroll_slot_,  unroll_k_slot_};
-    unread.insert(unread.end(), pack_slot_.begin(), pack_slot_.end());
     for (int slot : unread) {
       reset |= d[slot] != slots_[slot].choices.front();
       d[slot] = slots_[slot].choices.front();
     }
     return reset;
+  };
+  if (dw_chan_slot_ >= 0 && dw_chan_slot_ < static_cast<int>(d.size()) && d[dw_chan_slot_] != 0) {
+    // Over channel vectors (ApplyDepthwiseChannels) only the rows, the columns and the padding
+    // are read.
+    std::vector<int> unread = {tile_slot_[0], tile_slot_[1], parallel_slot_, swap_slot_,
+                               vec_slot_,     unroll_slot_,  unroll_k_slot_};
+    unread.insert(unread.end(), pack_slot_.begin(), pack_slot_.end());
+    return reset_to_first(unread);
   }
   if (an_.panel_matmul && swap_slot_ < static_cast<int>(d.size())) {
     // A panel matmul's loop order is fixed (ApplyTiles): the slot is not read.
-    const bool reset = d[swap_slot_] != slots_[swap_slot_].choices.front();
-    d[swap_slot_] = slots_[swap_slot_].choices.front();
-    return reset;
+    return reset_to_first({swap_slot_});
   }
   if (chunk_slot_ < 0 || chunk_slot_ >= static_cast<int>(d.size()) || d[chunk_slot_] == 0) {
     return false;
   }
-  bool reset = false;
-  for (int slot : {swap_slot_, vec_slot_, unroll_slot_}) {
-    reset |= d[slot] != slots_[slot].choices.front();
-    d[slot] = slots_[slot].choices.front();
-  }
-  return reset;
+  return reset_to_first({swap_slot_, vec_slot_, unroll_slot_});
 }
 
 void CpuSpace::FindChannelAxis(const Stage& acc_def) {
