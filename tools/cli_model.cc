@@ -238,13 +238,35 @@ bool MakeInputs(const std::string& cmd, const ModelCliOptions& o, const model::P
   return true;
 }
 
-// "12 from records, 30 default" for the kernels' schedule origins.
+// The kernels whose record the current rules were never raced against (kUnraced).
+int UnracedCount(const std::vector<std::string>& origins) {
+  return static_cast<int>(std::count_if(origins.begin(), origins.end(), [](const std::string& o) {
+    return absl::EndsWith(o, kUnraced);
+  }));
+}
+
+// "12 from records, 30 default" for the kernels' schedule origins ("12 from records (3 not
+// raced against the current rules), ..." where it applies).
 std::string OriginSummary(const std::vector<std::string>& origins, int* from_records) {
   int rec = 0;
   for (const std::string& o : origins) rec += model::RecordUsOf(o) >= 0;
   if (from_records) *from_records = rec;
-  return fmt::format("{} from tuning records, {} default", rec,
-                     static_cast<int>(origins.size()) - rec);
+  const int unraced = UnracedCount(origins);
+  return fmt::format(
+      "{} from tuning records{}, {} default", rec,
+      unraced == 0 ? "" : fmt::format(" ({} not raced against the current rules)", unraced),
+      static_cast<int>(origins.size()) - rec);
+}
+
+// The advice for records the current rules were never raced against, or "".
+std::string UnracedAdvice(const std::vector<std::string>& origins) {
+  const int unraced = UnracedCount(origins);
+  if (unraced == 0) return "";
+  return fmt::format(
+      "note: {} kernel{} take{} a record the current rules were never measured against (it "
+      "may predate a faster rule): `lathe tune --model` on the same database measures the "
+      "rules first and keeps the faster\n",
+      unraced, unraced == 1 ? "" : "s", unraced == 1 ? "s" : "");
 }
 
 // Runs a compiled model as `lathe run` does (one warm-up, --repeat timed runs, --profile,
@@ -345,6 +367,7 @@ int RunAndReport(const std::string& cmd, const ModelCliOptions& o, const M& m,
     j["kernels"] = pl.kernels.size();
     j["steps"] = pl.steps.size();
     j["kernels_from_records"] = from_records;
+    j["kernels_rules_not_raced"] = UnracedCount(m.origins());
     j["arena_bytes"] = pl.arena_bytes;
     j["outputs"] = nlohmann::json::array();
     for (size_t i = 0; i < pl.outputs.size(); ++i) {
@@ -374,6 +397,7 @@ int RunAndReport(const std::string& cmd, const ModelCliOptions& o, const M& m,
       "{}: {:.3f} ms (median of {} runs); {} kernels in {} steps ({}), compiled in {:.1f} s\n",
       o.model, median_ms, o.repeat, pl.kernels.size(), pl.steps.size(), origins, compile_s);
   if (!device.empty()) fmt::print("  on {}\n", device);
+  fmt::print("{}", UnracedAdvice(m.origins()));
   for (size_t i = 0; i < pl.outputs.size(); ++i) {
     fmt::print("  output {} '{}' {}{}\n", i, pl.outputs[i].name, Shape(pl.outputs[i].shape),
                files.empty() ? "" : " -> " + files[i]);
@@ -485,6 +509,7 @@ int RunModelBuild(const ModelCliOptions& o) {
       "lathe_model_run, lathe_model_io\n",
       o.out, plan->kernels.size(), plan->steps.size(), OriginSummary(origins, nullptr),
       plan->weights.size() / 1e6, plan->arena_bytes / 1e6);
+  fmt::print("{}", UnracedAdvice(origins));
   return 0;
 }
 

@@ -30,7 +30,13 @@ absl::StatusOr<ir::Schedule> RuleSchedule(const ir::Workload& w, const ir::Targe
 // database is not an error (*db stays null: every kernel gets its default schedule).
 absl::Status OpenModelDatabase(const std::string& path, std::unique_ptr<db::Database>* db);
 
-// The schedule source of the model commands over `db` (may be null).
+// What a record's origin ends with ("record 812.5 us; rules not raced") when the database has
+// no measurement of the program the current rules pick for its workload: the record may
+// predate a rule that is faster now; `lathe tune` on the task measures the rules first.
+inline constexpr char kUnraced[] = "; rules not raced";
+
+// The schedule source of the model commands over `db` (may be null); records' origins are
+// marked kUnraced where it applies.
 std::unique_ptr<model::ScheduleSource> ModelSchedules(db::Database* db);
 
 }  // namespace lathe::tools

@@ -55,6 +55,29 @@ check "run --profile --json adds up the records of the tuned steps" \
   "'$lathe' run --model '$model' --db '$tmp/t.db' --profile --repeat 2 --json > '$tmp/prof.json' && $py -c \"import json; d = json.load(open('$tmp/prof.json')); assert d['steps_without_record'] == 0 and d['records_ms'] > 0 and d['profile_steps_ms'] > 0, d\""
 check "... and counts the steps that run default schedules" \
   "'$lathe' run --model '$model' --default-schedules --profile --repeat 2 --json > '$tmp/prof0.json' && $py -c \"import json; d = json.load(open('$tmp/prof0.json')); assert d['records_ms'] == 0 and d['steps_without_record'] == d['steps'] > 0, d\""
+# A record the current rules were never raced against is flagged (it may predate a faster
+# rule): the tune measured the rule first, so of its records alone in a database, exactly one
+# (the rule's own) is not flagged, and the whole database is not.
+check "run --json flags no record when the database measured the rules" \
+  "'$lathe' run --model '$model' --db '$tmp/t.db' --repeat 1 --json | $py -c \"import json, sys; d = json.load(sys.stdin); assert d['kernels_rules_not_raced'] == 0, d\""
+"$lathe" db export --db "$tmp/t.db" "$tmp/all.jsonl" > /dev/null
+raced=0 unraced=0
+while IFS= read -r line; do
+  rm -f "$tmp/one.db"
+  { head -1 "$tmp/all.jsonl"; printf '%s\n' "$line"; } > "$tmp/one.jsonl"
+  "$lathe" db import --db "$tmp/one.db" "$tmp/one.jsonl" > /dev/null
+  n=$("$lathe" run --model "$model" --db "$tmp/one.db" --repeat 1 --json |
+    $py -c "import json, sys; print(json.load(sys.stdin)['kernels_rules_not_raced'])")
+  if [[ $n == 0 ]]; then
+    raced=$((raced + 1))
+  else
+    unraced=$((unraced + 1)) && cp "$tmp/one.db" "$tmp/unraced.db"
+  fi
+done < <(tail -n +2 "$tmp/all.jsonl")
+check "a record alone is flagged unless it is the rule's own (1 of $((raced + unraced)): $raced)" \
+  "[[ $raced == 1 && $unraced -ge 1 ]]"
+check "... and run says so in words" \
+  "'$lathe' run --model '$model' --db '$tmp/unraced.db' --repeat 1 | grep -q 'never measured against'"
 check "build --model writes a library a C program runs" \
   "'$lathe' build --model '$model' --out '$tmp/m.so' --schedule default > /dev/null && mkdir -p '$tmp/so' && '$runso' '$tmp/m.so' '$tmp/in.bin' '$tmp/so' > /dev/null && cmp_out '$tmp/so/0.bin' '$expected'"
 check "the library needs only libc and libm" \
