@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Model benchmark: lathe against ONNX Runtime and OpenVINO in the same run, on PP-OCR
 cls/rec/det (the rapidocr-onnxruntime 1.4.x models), a ResNet-18 and one BERT-base encoder
-layer (bench/make_models.py). Each model is built with `lathe build --model` (untuned: default
+layer (bench/make_models.py); --models mobilenetv3,efficientnet_b0 adds two models that no rule
+was tuned on (make_models.py, random weights). Each model is built with `lathe build --model` (untuned: default
 schedules; tuned: the best records of --db) and loaded with ctypes; ONNX Runtime runs with 2
 intra-op threads, OpenVINO's CPU plugin with 2 inference threads, the latency hint, one
 stream and f32 precision (so that its outputs compare; on hosts with AMX or AVX512-BF16 it
@@ -55,6 +56,9 @@ def model_list(work):
         "det": (os.path.join(ocr, "ch_PP-OCRv4_det_infer.onnx"), "x", [1, 3, 640, 640]),
         "resnet18": (os.path.join(work, "resnet18.onnx"), "input", [1, 3, 224, 224]),
         "bert": (os.path.join(work, "bert_layer.onnx"), "hidden_states", [1, 128, 768]),
+        # Not in the default set: models no rule was tuned on, to check that the rules hold.
+        "mobilenetv3": (os.path.join(work, "mobilenetv3.onnx"), "input", [1, 3, 224, 224]),
+        "efficientnet_b0": (os.path.join(work, "efficientnet_b0.onnx"), "input", [1, 3, 224, 224]),
     }
 
 

@@ -9,6 +9,16 @@ and the shapes a PyTorch export has (python3-onnx only; no PyTorch needed):
                      residual + LayerNorm spelled out as PyTorch exports it below opset 17,
                      FFN 768-3072-768 with GELU via Erf, residual + LayerNorm.
 
+and, for checking that rules hold on models no one tuned them on (not in the default set):
+
+  mobilenetv3.onnx   torchvision's MobileNetV3-Large at 1x3x224x224 as its export reads (batch
+                     norms folded into the convs' biases): HardSwish, depthwise 3x3 / 5x5 at
+                     strides 1 and 2, squeeze-excitation (GlobalAveragePool, 1x1 convs, Relu,
+                     HardSigmoid, Mul), residual adds, the classifier's Gemms
+  efficientnet_b0.onnx  EfficientNet-B0 at 1x3x224x224: SiLU spelled x * Sigmoid(x), MBConv
+                     blocks (expansion 6, depthwise 3x3 / 5x5), squeeze-excitation with SiLU
+                     and Sigmoid, 1x1 projection, residual adds, 1280-channel head
+
 Usage: make_models.py OUT_DIR
 """
 import os
@@ -74,6 +84,108 @@ def resnet18(path, width=64, size=224, classes=1000):
     onnx.save(model, path)
 
 
+def conv_b(x, cin, cout, k, stride, name, groups=1):
+    """A conv with its batch norm folded into weights and bias, as an eval-mode export has it."""
+    w = const(name + ".w", (rng.standard_normal((cout, cin // groups, k, k)) *
+                            np.sqrt(2.0 / (cin // groups * k * k))).astype(np.float32))
+    b = const(name + ".b", rng.uniform(-0.1, 0.1, cout).astype(np.float32))
+    return node("Conv", [x, w, b], name, kernel_shape=[k, k], strides=[stride, stride],
+                pads=[k // 2] * 4, group=groups)
+
+
+def act(x, kind, name):
+    if kind == "relu":
+        return node("Relu", [x], name + ".relu")
+    if kind == "hswish":
+        return node("HardSwish", [x], name + ".hswish")
+    if kind == "silu":
+        return node("Mul", [x, node("Sigmoid", [x], name + ".sigmoid")], name + ".silu")
+    return x
+
+
+def squeeze_excite(x, c, squeezed, inner, gate, name):
+    s = node("GlobalAveragePool", [x], name + ".pool")
+    s = act(conv_b(s, c, squeezed, 1, 1, name + ".fc1"), inner, name + ".fc1")
+    s = conv_b(s, squeezed, c, 1, 1, name + ".fc2")
+    if gate == "hsigmoid":
+        s = node("HardSigmoid", [s], name + ".gate", alpha=1.0 / 6, beta=0.5)
+    else:
+        s = node("Sigmoid", [s], name + ".gate")
+    return node("Mul", [x, s], name + ".scale")
+
+
+def inverted_residual(x, cin, exp, cout, k, stride, se, nl, name, se_squeezed, se_inner, se_gate):
+    y = x
+    if exp != cin:
+        y = act(conv_b(y, cin, exp, 1, 1, name + ".expand"), nl, name + ".expand")
+    y = act(conv_b(y, exp, exp, k, stride, name + ".dw", groups=exp), nl, name + ".dw")
+    if se:
+        y = squeeze_excite(y, exp, se_squeezed(exp, cin), se_inner, se_gate, name + ".se")
+    y = conv_b(y, exp, cout, 1, 1, name + ".project")
+    return node("Add", [y, x], name + ".add") if stride == 1 and cin == cout else y
+
+
+def save(name, path, inp, shape, out, out_shape):
+    graph = helper.make_graph(nodes, name,
+                              [helper.make_tensor_value_info(inp, TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=IR_VERSION)
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def mobilenetv3(path, size=224, classes=1000):
+    nodes.clear()
+    inits.clear()
+    x = act(conv_b("input", 3, 16, 3, 2, "stem"), "hswish", "stem")
+    # (kernel, expanded, out, squeeze-excite, nonlinearity, stride): torchvision's Large
+    blocks = [(3, 16, 16, False, "relu", 1), (3, 64, 24, False, "relu", 2), (3, 72, 24, False, "relu", 1),
+              (5, 72, 40, True, "relu", 2), (5, 120, 40, True, "relu", 1), (5, 120, 40, True, "relu", 1),
+              (3, 240, 80, False, "hswish", 2), (3, 200, 80, False, "hswish", 1),
+              (3, 184, 80, False, "hswish", 1), (3, 184, 80, False, "hswish", 1),
+              (3, 480, 112, True, "hswish", 1), (3, 672, 112, True, "hswish", 1),
+              (5, 672, 160, True, "hswish", 2), (5, 960, 160, True, "hswish", 1),
+              (5, 960, 160, True, "hswish", 1)]
+    cin = 16
+    for i, (k, exp, cout, se, nl, stride) in enumerate(blocks):
+        # torchvision: the squeeze is the expanded width / 4 rounded to a multiple of 8
+        x = inverted_residual(x, cin, exp, cout, k, stride, se, nl, f"features.{i + 1}",
+                              lambda e, c: max(8, int(e / 4 + 4) // 8 * 8), "relu", "hsigmoid")
+        cin = cout
+    x = act(conv_b(x, 160, 960, 1, 1, "last"), "hswish", "last")
+    x = node("Flatten", [node("GlobalAveragePool", [x], "avgpool")], "flatten", axis=1)
+    w1 = const("fc1.w", (rng.standard_normal((1280, 960)) * 0.03).astype(np.float32))
+    b1 = const("fc1.b", rng.uniform(-0.1, 0.1, 1280).astype(np.float32))
+    x = act(node("Gemm", [x, w1, b1], "fc1", transB=1), "hswish", "fc1")
+    w2 = const("fc2.w", (rng.standard_normal((classes, 1280)) * 0.03).astype(np.float32))
+    b2 = const("fc2.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
+    node("Gemm", [x, w2, b2], "output", transB=1)
+    save("mobilenetv3", path, "input", [1, 3, size, size], "output", [1, classes])
+
+
+def efficientnet_b0(path, size=224, classes=1000):
+    nodes.clear()
+    inits.clear()
+    x = act(conv_b("input", 3, 32, 3, 2, "stem"), "silu", "stem")
+    # (expansion, kernel, stride, out channels, repeats)
+    stages = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
+              (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)]
+    cin, n = 32, 0
+    for e, k, s, cout, repeats in stages:
+        for r in range(repeats):
+            # the squeeze is a quarter of the block's input channels
+            x = inverted_residual(x, cin, cin * e, cout, k, s if r == 0 else 1, True, "silu",
+                                  f"blocks.{n}", lambda exp, c: max(1, c // 4), "silu", "sigmoid")
+            cin, n = cout, n + 1
+    x = act(conv_b(x, 320, 1280, 1, 1, "head"), "silu", "head")
+    x = node("Flatten", [node("GlobalAveragePool", [x], "avgpool")], "flatten", axis=1)
+    w = const("fc.w", (rng.standard_normal((classes, 1280)) * 0.03).astype(np.float32))
+    b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
+    node("Gemm", [x, w, b], "output", transB=1)
+    save("efficientnet_b0", path, "input", [1, 3, size, size], "output", [1, classes])
+
+
 def layer_norm(x, n, name):
     axes = dict(axes=[-1])
     m = node("ReduceMean", [x], name + ".mean", **axes)
@@ -135,4 +247,7 @@ if __name__ == "__main__":
     os.makedirs(out, exist_ok=True)
     resnet18(os.path.join(out, "resnet18.onnx"))
     bert_layer(os.path.join(out, "bert_layer.onnx"))
-    print(os.path.join(out, "resnet18.onnx"), os.path.join(out, "bert_layer.onnx"))
+    mobilenetv3(os.path.join(out, "mobilenetv3.onnx"))
+    efficientnet_b0(os.path.join(out, "efficientnet_b0.onnx"))
+    print(*(os.path.join(out, f) for f in
+            ("resnet18.onnx", "bert_layer.onnx", "mobilenetv3.onnx", "efficientnet_b0.onnx")))

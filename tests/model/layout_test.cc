@@ -507,8 +507,8 @@ TEST(PackTest, MatmulWeightsArePackedInColumnPanels) {
 
 // Where no panel of one vector or more divides n, a matmul that several rows share is padded
 // with zero columns to whole panels (its per-column bias too), writes a padded output, and a
-// slice keeps its n columns for the next kernel. A residual tensor (not per column), a single
-// row, or padding of more than 1/16 of the columns keeps B row-major.
+// slice keeps its n columns for the next kernel; a single row (a classifier) too. A residual
+// tensor (not per column) or padding of more than 1/16 of the columns keeps B row-major.
 TEST(PackTest, ColumnsThatNoPanelDividesArePaddedToWholePanels) {
   GraphBuilder b;
   std::string x = b.Input("x", {6, 24});
@@ -527,7 +527,8 @@ TEST(PackTest, ColumnsThatNoPanelDividesArePaddedToWholePanels) {
   EXPECT_THAT(specs, HasSubstr("slice:begin=0x0,shape=6x512,size=6x500"));
   EXPECT_THAT(specs, HasSubstr("matmul:epilogue=res,k=24,m=6,n=500"));
   EXPECT_THAT(specs, HasSubstr("matmul:epilogue=none,k=500,m=6,n=100"));
-  EXPECT_THAT(specs, HasSubstr("matmul:epilogue=none,k=600,m=1,n=1001"));
+  EXPECT_THAT(specs, HasSubstr("matmul:bpanel=16,epilogue=none,k=600,m=1,n=1008"));
+  EXPECT_THAT(specs, HasSubstr("slice:begin=0x0,shape=1x1008,size=1x1001"));
 }
 
 // Dense 3x3 stride-1 convolutions with enough channels become winograd_in, a batch_matmul by
