@@ -1,9 +1,11 @@
 // exp and tanh as the LLVM backend emits them (inline polynomials, codegen/llvm_codegen.cc),
-// in vector lanes and in scalars, against the C library in double precision over the whole
-// float range that matters, the edges (underflow, overflow, infinities, NaN) included.
+// and the sigmoid's 1 / (1 + exp(-x)), in vector lanes and in scalars, against the C library
+// in double precision over the whole float range that matters, the edges (underflow, overflow,
+// infinities, NaN) included.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -15,8 +17,10 @@
 namespace lathe {
 namespace {
 
-// out[i] = fn(in[i]) over n elements (a multiple of `lanes`), `lanes` at a time.
-std::vector<float> Apply(const std::string& fn, const std::vector<float>& in, int lanes) {
+// out[i] = fn(in[i]) over n elements (a multiple of `lanes`), `lanes` at a time; `fn` builds
+// the expression of a loaded value x and the lanes.
+std::vector<float> Apply(const std::function<ir::Expr(ir::Expr, int)>& fn,
+                         const std::vector<float>& in, int lanes) {
   const int64_t n = static_cast<int64_t>(in.size());
   ir::Buffer a = ir::MakeBuffer("A", ir::Type::F32(), {n});
   ir::Buffer b = ir::MakeBuffer("B", ir::Type::F32(), {n});
@@ -26,7 +30,7 @@ std::vector<float> Apply(const std::string& fn, const std::vector<float>& in, in
   f.name = "math";
   f.args = {a, b};
   f.body = ir::For(i, ir::IntImm(0), ir::IntImm(n / lanes), ir::ForKind::kSerial,
-                   ir::Store(b, at, ir::Call(fn, {ir::Load(a, at)})));
+                   ir::Store(b, at, fn(ir::Load(a, at), lanes)));
   auto k = codegen::JitCompile(f);
   EXPECT_TRUE(k.ok()) << k.status();
   std::vector<float> out(in.size(), -1.f);
@@ -35,6 +39,21 @@ std::vector<float> Apply(const std::string& fn, const std::vector<float>& in, in
   void* args[] = {x.data(), out.data()};
   EXPECT_EQ((*k)->Run(args, 2), 0);
   return out;
+}
+
+std::vector<float> Apply(const std::string& fn, const std::vector<float>& in, int lanes) {
+  return Apply([&](ir::Expr x, int) { return ir::Call(fn, {x}); }, in, lanes);
+}
+
+// A float constant in `lanes` lanes.
+ir::Expr Constant(double v, int lanes) {
+  return lanes == 1 ? ir::FloatImm(v) : ir::Broadcast(ir::FloatImm(v), lanes);
+}
+
+// The sigmoid as the epilogues spell it (ir/epilogue.cc).
+ir::Expr Sigmoid(ir::Expr x, int lanes) {
+  return ir::Div(Constant(1, lanes),
+                 ir::Add(Constant(1, lanes), ir::Call("exp", {ir::Sub(Constant(0, lanes), x)})));
 }
 
 std::vector<float> Inputs(float lo, float hi, int n) {
@@ -111,6 +130,28 @@ TEST_P(MathTest, TanhIsWithinTwoMillionthsAbsoluteAndFourUlpNearZero) {
   EXPECT_EQ(edges[0], 1.f);
   EXPECT_EQ(edges[1], -1.f);
   EXPECT_TRUE(std::isnan(edges[2]));
+}
+
+// The sigmoid (and swish's) 1 / (1 + exp(-x)): within 4 ulp of the result, 0 and 1 at the
+// ends, NaN kept.
+TEST_P(MathTest, SigmoidIsWithinFourUlp) {
+  std::vector<float> in = Inputs(-90.f, 30.f, 4096);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float x : {-inf, -1000.f, -88.8f, 0.f, 1000.f, inf, nan, 1e-30f}) in.push_back(x);
+  while (in.size() % 16 != 0) in.push_back(0.f);
+  const std::vector<float> out = Apply(Sigmoid, in, GetParam());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const double x = in[i];
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(out[i]));
+      continue;
+    }
+    const double want = 1 / (1 + std::exp(-x));
+    // Below ~-87 the exp flushes to its overflow: the sigmoid's tiny result is 0 or denormal.
+    const double tol = x < -87 ? 1e-37 : want * 4 * std::numeric_limits<float>::epsilon();
+    ASSERT_NEAR(out[i], want, tol) << "x=" << x;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Lanes, MathTest, ::testing::Values(1, 8, 16),
