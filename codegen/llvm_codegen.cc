@@ -706,19 +706,24 @@ llvm::Value* CodeGen::EmitCall(const Expr& e) {
 // exp(x) = 2^n e^r with n = round(x / ln 2) and r = x - n ln 2 in [-ln 2 / 2, ln 2 / 2] (ln 2
 // split in a part exact in float and a correction, so that n ln 2 subtracts exactly); e^r =
 // 1 + r + r^2 p(r) with p the degree-5 minimax polynomial of single-precision expf (within 2
-// ulp on the reduced range); 2^n built in the exponent bits, as 2 * 2^(n-1) so that n = 128
-// (x near the top) stays finite. Results below about 2^-125.5 (x < -87.0) flush to 0,
-// x > 88.72 gives +inf, NaN stays NaN.
+// ulp on the reduced range), computed doubled (2 + 2r + r^2 2p(r)); 2^n built in the exponent
+// bits as 2 * 2^(n-1), so that n = 128 (x near the top) stays finite. x is clamped to
+// [-87.5, 89.5] first, where the exponent field n + 126 runs from 0 to 255: below about
+// -125.5 ln 2 (x < -86.99, results below 2^-125.5) the field is 0 and the result exactly 0;
+// above 128.5 ln 2 (x > 89.07) it is 255 and the result +inf, as the product overflows
+// between 88.72 and there; no compare-and-select for the ends (a vector exp is a long chain of
+// dependent operations: each one it loses is latency the out-of-order window no longer has to
+// hide). NaN stays NaN.
 llvm::Value* CodeGen::ExpF32(llvm::Value* x) {
   llvm::Type* ty = x->getType();
   auto c = [&](double v) { return llvm::ConstantFP::get(ty, v); };
   llvm::Type* ity = ty->isVectorTy() ? llvm::VectorType::get(i32_, llvm::cast<llvm::VectorType>(ty))
                                      : static_cast<llvm::Type*>(i32_);
   auto ic = [&](int v) { return llvm::ConstantInt::get(ity, v); };
-  constexpr double kMax = 88.72283172607422;  // the largest x with a finite float exp(x)
-  constexpr double kMin = -87.33654022216797;
-  llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOGT(x, c(kMax)), c(kMax), x);
-  xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, c(kMin)), c(kMin), xc);
+  constexpr double kHi = 89.5, kLo = -87.5;
+  // Ordered compares: a NaN x takes neither clamp.
+  llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOGT(x, c(kHi)), c(kHi), x);
+  xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, c(kLo)), c(kLo), xc);
   llvm::Function* floor = llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::floor, {ty});
   llvm::Value* n =
       b_.CreateCall(floor, {b_.CreateFAdd(b_.CreateFMul(xc, c(1.4426950408889634)), c(0.5))});
@@ -726,16 +731,16 @@ llvm::Value* CodeGen::ExpF32(llvm::Value* x) {
   r = b_.CreateFSub(r, b_.CreateFMul(n, c(-2.12194440e-4)));
   static constexpr double kP[] = {1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
                                   4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1};
-  llvm::Value* p = c(kP[0]);
-  for (int i = 1; i < 6; ++i) p = b_.CreateFAdd(b_.CreateFMul(p, r), c(kP[i]));
-  llvm::Value* y = b_.CreateFAdd(b_.CreateFMul(p, b_.CreateFMul(r, r)), b_.CreateFAdd(r, c(1.0)));
-  llvm::Value* half_pow =  // 2^(n-1); n - 1 + 127 is in [0, 254]
-      b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(b_.CreateFPToSI(n, ity), ic(126)), ic(23)), ty);
-  llvm::Value* out = b_.CreateFMul(b_.CreateFMul(y, c(2.0)), half_pow);
-  out = b_.CreateSelect(b_.CreateFCmpOGT(x, c(kMax)), c(std::numeric_limits<double>::infinity()),
-                        out);
-  out = b_.CreateSelect(b_.CreateFCmpOLT(x, c(kMin)), c(0.0), out);
-  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, out);
+  llvm::Value* p = c(2 * kP[0]);
+  for (int i = 1; i < 6; ++i) p = b_.CreateFAdd(b_.CreateFMul(p, r), c(2 * kP[i]));
+  llvm::Value* y2 =  // 2 e^r
+      b_.CreateFAdd(b_.CreateFMul(p, b_.CreateFMul(r, r)),
+                    b_.CreateFAdd(b_.CreateFMul(r, c(2.0)), c(2.0)));
+  // fptosi of a NaN is poison: a NaN n becomes 0 first (its y2 is NaN already).
+  llvm::Value* ni = b_.CreateFPToSI(b_.CreateSelect(b_.CreateFCmpUNO(n, n), c(0.0), n), ity);
+  llvm::Value* half_pow =  // 2^(n-1); n - 1 + 127 is in [0, 255]
+      b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(ni, ic(126)), ic(23)), ty);
+  return b_.CreateFMul(y2, half_pow);
 }
 
 // tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)) for |x| >= 1/8 (absolute error about one ulp of
