@@ -45,6 +45,17 @@ def node(op, inputs, name, **attrs):
     return name
 
 
+def save(name, path, inp, shape, out, out_shape, opset=14):
+    """The graph of `nodes` and `inits` with one input and one output, checked, to `path`."""
+    graph = helper.make_graph(nodes, name,
+                              [helper.make_tensor_value_info(inp, TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION)
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
 def conv_bn(x, cin, cout, k, stride, pad, name, relu=True):
     w = const(name + ".w", (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32))
     y = node("Conv", [x, w], name, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
@@ -76,12 +87,7 @@ def resnet18(path, width=64, size=224, classes=1000):
     w = const("fc.w", (rng.standard_normal((classes, 8 * width)) * 0.03).astype(np.float32))
     b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
     node("Gemm", [x, w, b], "output", transB=1)
-    graph = helper.make_graph(nodes, "resnet18",
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
-                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, classes])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=IR_VERSION)
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
+    save("resnet18", path, "input", [1, 3, size, size], "output", [1, classes], opset=13)
 
 
 def conv_b(x, cin, cout, k, stride, name, groups=1):
@@ -123,16 +129,6 @@ def inverted_residual(x, cin, exp, cout, k, stride, se, nl, name, se_squeezed, s
         y = squeeze_excite(y, exp, se_squeezed(exp, cin), se_inner, se_gate, name + ".se")
     y = conv_b(y, exp, cout, 1, 1, name + ".project")
     return node("Add", [y, x], name + ".add") if stride == 1 and cin == cout else y
-
-
-def save(name, path, inp, shape, out, out_shape):
-    graph = helper.make_graph(nodes, name,
-                              [helper.make_tensor_value_info(inp, TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
-                              inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=IR_VERSION)
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
 
 
 def mobilenetv3(path, size=224, classes=1000):
@@ -233,13 +229,7 @@ def bert_layer(path, seq=128, hidden=768, heads=12, ffn=3072):
     h = node("Mul", [node("Mul", [h, e], "gelu.mul"), const("half", np.array(0.5, np.float32))], "gelu.out")
     o = linear(h, ffn, hidden, "output")
     layer_norm(node("Add", [o, a], "output.residual"), hidden, "output.ln")
-    graph = helper.make_graph(nodes, "bert_layer",
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, hidden])],
-                              [helper.make_tensor_value_info("output.ln.out", TensorProto.FLOAT, [1, seq, hidden])],
-                              inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=IR_VERSION)
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
+    save("bert_layer", path, x, [1, seq, hidden], "output.ln.out", [1, seq, hidden], opset=13)
 
 
 if __name__ == "__main__":

@@ -232,9 +232,9 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     }
     std::vector<std::vector<int64_t>> chunked;
     if (!chunk_sizes.empty()) {
+      const int64_t per_col = c.VectorsFor(shape[4]);
       int64_t tk = c.Nearest(c.tile_slot[1], std::min<int64_t>(4, shape[1]));
-      int64_t tx = c.Nearest(c.tile_slot[3],
-                             std::clamp<int64_t>(acc / (tk * c.VectorsFor(shape[4])), 1, ow));
+      int64_t tx = c.Nearest(c.tile_slot[3], std::clamp<int64_t>(acc / (tk * per_col), 1, ow));
       // Where 4 blocks leave a tail tile (a second, guarded copy of the code), the most of 3, 2
       // or 1 that divide the blocks, with the columns of at least half the accumulators that
       // leave the shortest tail: a 1x1 672->112 at 14x14 on AVX2 (14 blocks of 8) took 202-217
@@ -245,13 +245,12 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       // 1 x 7, 2 x 5 on 1x1 672->160, 1152->320 and 3x3 512->512). Not for one output pixel
       // (squeeze-excitation's 1x1s on a pooled map: 480->20 0.9 -> 1.8 us as 1 x 1).
       if (shape[1] % tk != 0 && shape[2] * ow > 1) {
-        const int64_t per_col = c.VectorsFor(shape[4]);
         for (int64_t bk : {3, 2, 1}) {
           if (bk >= tk || shape[1] % bk != 0) continue;
           tk = c.Nearest(c.tile_slot[1], bk);
           const int64_t most = std::max<int64_t>(1, std::min(ow, acc / (bk * per_col)));
           int64_t cols = most;
-          for (int64_t cx = most; 2 * cx >= most && cx >= 1; --cx) {
+          for (int64_t cx = most; 2 * cx >= most; --cx) {
             if ((ow + cx - 1) / cx * cx < (ow + cols - 1) / cols * cols) cols = cx;
           }
           tx = c.Nearest(c.tile_slot[3], cols);
