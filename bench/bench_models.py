@@ -59,6 +59,8 @@ def model_list(work):
         # Not in the default set: models no rule was tuned on, to check that the rules hold.
         "mobilenetv3": (os.path.join(work, "mobilenetv3.onnx"), "input", [1, 3, 224, 224]),
         "efficientnet_b0": (os.path.join(work, "efficientnet_b0.onnx"), "input", [1, 3, 224, 224]),
+        "regnetx_400mf": (os.path.join(work, "regnetx_400mf.onnx"), "input", [1, 3, 224, 224]),
+        "shufflenetv2": (os.path.join(work, "shufflenetv2.onnx"), "input", [1, 3, 224, 224]),
     }
 
 

@@ -2,10 +2,11 @@
 // The convolutions lathe's benchmarks measure against oneDNN: the kinds real models bring
 // (ResNet's 3x3s at 56/28/14/7, 1x1s with and without an epilogue, the 7x7 stride-2 stem,
 // MobileNet's depthwise 3x3 and 5x5 at stride 1 and 2, a strided, dilated, batch-2 conv whose
-// output channels and columns fill no vector).
+// output channels and columns fill no vector, RegNet's grouped 3x3 of 16 channels a group).
 #ifndef LATHE_BENCH_CONV_SET_H_
 #define LATHE_BENCH_CONV_SET_H_
 
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ inline const std::vector<ConvCase>& ConvSet() {
       {"dw5", "conv2d:n=1,c=240,h=28,w=28,k=240,r=5,s=5,pad=2,groups=240"},
       {"dw5s2", "conv2d:n=1,c=144,h=56,w=56,k=144,r=5,s=5,stride=2,pad=2,groups=144"},
       {"dilated", "conv2d:n=2,c=32,h=31,w=31,k=40,r=5,s=3,stride=2,pad=1,dilation=2"},
+      {"grouped", "conv2d:n=1,c=160,h=14,w=14,k=160,r=3,s=3,pad=1,groups=10,epilogue=bias_relu"},
   };
   return s;
 }
@@ -56,7 +58,12 @@ inline std::string BlockedConvSpec(const std::string& spec, int lanes) {
     return b;
   };
   int64_t x = block(p->c), y = block(p->k);
-  if (p->depthwise()) y = x;
+  if (p->depthwise()) {
+    y = x;
+  } else if (p->groups > 1) {  // blocks within the groups (ir/op_shapes.cc)
+    x = std::gcd(x, p->c / p->groups);
+    y = std::gcd(y, p->k / p->groups);
+  }
   std::string out = absl::StrCat(spec, ",layout=nchw", x, "c");
   if (y != x) absl::StrAppend(&out, ",kblock=", y);
   return ir::MakeWorkload(out).ok() ? out : spec;

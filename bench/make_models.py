@@ -18,6 +18,11 @@ and, for checking that rules hold on models no one tuned them on (not in the def
   efficientnet_b0.onnx  EfficientNet-B0 at 1x3x224x224: SiLU spelled x * Sigmoid(x), MBConv
                      blocks (expansion 6, depthwise 3x3 / 5x5), squeeze-excitation with SiLU
                      and Sigmoid, 1x1 projection, residual adds, 1280-channel head
+  regnetx_400mf.onnx  RegNetX-400MF at 1x3x224x224: grouped 3x3 convolutions of 16 channels a
+                     group (2 to 24 groups), 1x1 convs, stride-2 1x1 shortcuts, residual adds
+  shufflenetv2.onnx  ShuffleNetV2 x1.0 at 1x3x224x224: channel Split, depthwise 3x3 at strides
+                     1 and 2 without activation, Concat, channel shuffle (Reshape, Transpose,
+                     Reshape), MaxPool, 1024-channel 1x1 head
 
 Usage: make_models.py OUT_DIR
 """
@@ -182,6 +187,69 @@ def efficientnet_b0(path, size=224, classes=1000):
     save("efficientnet_b0", path, "input", [1, 3, size, size], "output", [1, classes])
 
 
+def regnetx_400mf(path, size=224, classes=1000):
+    """pycls's RegNetX-400MF: widths 32/64/160/384, depths 1/2/7/12, groups of 16 channels."""
+    nodes.clear()
+    inits.clear()
+    x = act(conv_b("input", 3, 32, 3, 2, "stem"), "relu", "stem")
+    cin, group = 32, 16
+    for si, (width, depth) in enumerate(zip((32, 64, 160, 384), (1, 2, 7, 12))):
+        for b in range(depth):
+            stride, name = (2 if b == 0 else 1), f"s{si + 1}.b{b + 1}"
+            y = act(conv_b(x, cin, width, 1, 1, name + ".a"), "relu", name + ".a")
+            y = act(conv_b(y, width, width, 3, stride, name + ".b", groups=width // group), "relu", name + ".b")
+            y = conv_b(y, width, width, 1, 1, name + ".c")
+            short = conv_b(x, cin, width, 1, stride, name + ".proj") if stride != 1 or cin != width else x
+            x = act(node("Add", [y, short], name + ".add"), "relu", name)
+            cin = width
+    x = node("Flatten", [node("GlobalAveragePool", [x], "avgpool")], "flatten", axis=1)
+    w = const("fc.w", (rng.standard_normal((classes, cin)) * 0.03).astype(np.float32))
+    b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
+    node("Gemm", [x, w, b], "output", transB=1)
+    save("regnetx_400mf", path, "input", [1, 3, size, size], "output", [1, classes])
+
+
+def shufflenetv2(path, size=224, classes=1000):
+    """torchvision's ShuffleNetV2 x1.0: stages of 4/8/4 units at 116/232/464 channels."""
+    nodes.clear()
+    inits.clear()
+
+    def shuffle(x, c, hw, name):
+        x = node("Reshape", [x, const(name + ".s1", np.array([1, 2, c // 2, hw, hw], np.int64))], name + ".r1")
+        x = node("Transpose", [x], name + ".t", perm=[0, 2, 1, 3, 4])
+        return node("Reshape", [x, const(name + ".s2", np.array([1, c, hw, hw], np.int64))], name + ".r2")
+
+    def branch(x, cin, c, stride, name):
+        y = act(conv_b(x, cin, c, 1, 1, name + ".pw1"), "relu", name + ".pw1")
+        y = conv_b(y, c, c, 3, stride, name + ".dw", groups=c)
+        return act(conv_b(y, c, c, 1, 1, name + ".pw2"), "relu", name + ".pw2")
+
+    x = act(conv_b("input", 3, 24, 3, 2, "conv1"), "relu", "conv1")
+    x = node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin, hw = 24, size // 4
+    for si, (cout, units) in enumerate(zip((116, 232, 464), (4, 8, 4))):
+        for u in range(units):
+            name, half = f"stage{si + 2}.{u}", cout // 2
+            if u == 0:
+                hw //= 2
+                a = conv_b(x, cin, cin, 3, 2, name + ".b1.dw", groups=cin)
+                a = act(conv_b(a, cin, half, 1, 1, name + ".b1.pw"), "relu", name + ".b1.pw")
+                b = branch(x, cin, half, 2, name + ".b2")
+            else:
+                split = const(name + ".split", np.array([half, half], np.int64))
+                nodes.append(helper.make_node("Split", [x, split], [name + ".x1", name + ".x2"],
+                                              name=name + ".chunk", axis=1))
+                a, b = name + ".x1", branch(name + ".x2", half, half, 1, name + ".b2")
+            x = shuffle(node("Concat", [a, b], name + ".cat", axis=1), cout, hw, name + ".shuffle")
+            cin = cout
+    x = act(conv_b(x, cin, 1024, 1, 1, "conv5"), "relu", "conv5")
+    x = node("Flatten", [node("GlobalAveragePool", [x], "avgpool")], "flatten", axis=1)
+    w = const("fc.w", (rng.standard_normal((classes, 1024)) * 0.03).astype(np.float32))
+    b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
+    node("Gemm", [x, w, b], "output", transB=1)
+    save("shufflenetv2", path, "input", [1, 3, size, size], "output", [1, classes])
+
+
 def layer_norm(x, n, name):
     axes = dict(axes=[-1])
     m = node("ReduceMean", [x], name + ".mean", **axes)
@@ -239,5 +307,8 @@ if __name__ == "__main__":
     bert_layer(os.path.join(out, "bert_layer.onnx"))
     mobilenetv3(os.path.join(out, "mobilenetv3.onnx"))
     efficientnet_b0(os.path.join(out, "efficientnet_b0.onnx"))
+    regnetx_400mf(os.path.join(out, "regnetx_400mf.onnx"))
+    shufflenetv2(os.path.join(out, "shufflenetv2.onnx"))
     print(*(os.path.join(out, f) for f in
-            ("resnet18.onnx", "bert_layer.onnx", "mobilenetv3.onnx", "efficientnet_b0.onnx")))
+            ("resnet18.onnx", "bert_layer.onnx", "mobilenetv3.onnx", "efficientnet_b0.onnx",
+             "regnetx_400mf.onnx", "shufflenetv2.onnx")))

@@ -262,10 +262,15 @@ absl::Status CheckConvShapes(const WorkloadSpec& spec, bool transposed) {
       return Invalid(op, absl::StrCat("k=", p.k, " is not a multiple of the output block ", y,
                                       "; choose a kblock that divides the output channels"));
     }
-    if (p.groups > 1 && !(p.depthwise() && x == y)) {
+    // A grouped convolution's blocks lie within its groups: each output block reads the input
+    // blocks of its own group only. A depthwise one (groups = c = k) has one block for both.
+    const int64_t kpg = p.k / p.groups;
+    if (p.groups > 1 && !(p.depthwise() && x == y) &&
+        (p.depthwise() || p.plain_input || cpg % x != 0 || kpg % y != 0)) {
       return Invalid(op, absl::StrCat("groups=", p.groups, " in layout ", layout,
-                                      ": a blocked grouped convolution must be depthwise "
-                                      "(groups = c = k) with kblock equal to the block"));
+                                      ": a blocked grouped convolution is depthwise (groups = c "
+                                      "= k, kblock equal to the block) or its blocks divide the ",
+                                      cpg, " input and ", kpg, " output channels of a group"));
     }
     if (p.plain_input) {
       return CheckSizes(op, {{"X", {p.n, p.c, p.h, p.w}},
@@ -281,7 +286,7 @@ absl::Status CheckConvShapes(const WorkloadSpec& spec, bool transposed) {
     }
     return CheckSizes(op, {{"X", {p.n, p.c / x, p.h, p.w, x}},
                            {"pad", {p.n, p.c / x, ph, pw, x}},
-                           {"W", {p.k / y, p.c / x, p.r, p.s, x, y}},
+                           {"W", {p.k / y, cpg / x, p.r, p.s, x, y}},
                            {"Y", {p.n, p.k / y, oh, ow, y}}});
   }
   if (p.nhwc) {

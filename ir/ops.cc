@@ -541,8 +541,11 @@ Tensor AppendConv2dBlocked(const Conv2dParams& p, const Tensor& in0, const std::
   const int64_t x = p.cblock, y = p.kblock;
   const int64_t oh = p.oh(), ow = p.ow();
   const bool dw = p.depthwise();
+  // A grouped (not depthwise) convolution: output block kb reads the cpg / x input blocks of
+  // its group, group kb / (kpg / y) (op_shapes.cc: the blocks divide the groups).
+  const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups;
   Tensor wt = dw ? Placeholder(w_name, {p.k / y, p.r, p.s, y})
-                 : Placeholder(w_name, {p.k / y, p.c / x, p.r, p.s, x, y});
+                 : Placeholder(w_name, {p.k / y, cpg / x, p.r, p.s, x, y});
   std::vector<int64_t> out_shape = {p.n, p.k / y, oh, ow, y};
   std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.k, out_shape, prefix);
   def.args.push_back(wt);
@@ -552,7 +555,7 @@ Tensor AppendConv2dBlocked(const Conv2dParams& p, const Tensor& in0, const std::
     def.tensors.push_back(t);
   }
   Tensor in = PadStage(in0, p, /*nhwc=*/false, 0.0, p.h, p.w, &def.tensors);
-  IterVar rc = MakeIterVar("rc", p.c / x, /*reduce=*/true);
+  IterVar rc = MakeIterVar("rc", cpg / x, /*reduce=*/true);
   IterVar ry = MakeIterVar("ry", p.r, /*reduce=*/true);
   IterVar rx = MakeIterVar("rx", p.s, /*reduce=*/true);
   IterVar rv = MakeIterVar("rv", x, /*reduce=*/true);
@@ -574,8 +577,13 @@ Tensor AppendConv2dBlocked(const Conv2dParams& p, const Tensor& in0, const std::
                      {ry, rx});
         }
         // Plain input: one block of every channel (rc has extent 1), channel rv.
+        Expr block = rc->var;
+        if (p.groups > 1) {
+          const Expr group = kpg == y ? kb : Div(kb, I(kpg / y));
+          block = Add(cpg == x ? group : Mul(group, I(cpg / x)), rc->var);
+        }
         Expr xv = p.plain_input ? Read(in, {nn, Add(Mul(rc->var, I(x)), rv->var), iy, ix})
-                                : Read(in, {nn, rc->var, iy, ix, rv->var});
+                                : Read(in, {nn, block, iy, ix, rv->var});
         return Sum(Mul(xv, Read(wt, {kb, rc->var, ry->var, rx->var, rv->var, kv})),
                    {rc, ry, rx, rv});
       },

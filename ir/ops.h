@@ -21,7 +21,9 @@
 //                 Y[n,k/y,oh,ow,y] with y = kblock (default x); "pad"(n, c, h, w, cv);
 //                 "conv2d"(n, k, y, x, kv; reduce rc, ry, rx, rv): rc the input channel blocks,
 //                 rv the channels within one. Depthwise (groups = c = k, y = x):
-//                 W[k/y,r,s,y], reduce ry, rx only. The epilogue's bias/scale read channel
+//                 W[k/y,r,s,y], reduce ry, rx only. Grouped (x divides c/g, y k/g):
+//                 W[k/y,(c/g)/x,r,s,x,y], output block k reading input block
+//                 (k / ((k/g)/y)) * ((c/g)/x) + rc. The epilogue's bias/scale read channel
 //                 k*y + kv; a residual is blocked like Y.
 //   pool2d        X[n,c,h,w] -> Y[n,c,oh,ow] (nhwc: X[n,h,w,c] -> Y[n,oh,ow,c];
 //                 nchw{x}c: X[n,c/x,h,w,x] -> Y[n,c/x,oh,ow,x], "Y"(n, c, y, x, cv))

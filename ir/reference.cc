@@ -223,7 +223,7 @@ void Conv2dBlocked(const Conv2dParams& p, std::span<float* const> args) {
         const int64_t src =
             p.depthwise()
                 ? ((k / y) * p.r * p.s + t) * y + k % y
-                : ((((k / y) * (p.c / x) + c / x) * p.r * p.s + t) * x + c % x) * y + k % y;
+                : ((((k / y) * (cpg / x) + c / x) * p.r * p.s + t) * x + c % x) * y + k % y;
         wt[(k * cpg + c) * p.r * p.s + t] = args[1][src];
       }
     }

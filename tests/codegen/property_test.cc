@@ -59,6 +59,9 @@ const std::vector<OpCase>& Cases() {
         "conv2d:n=1,c=8,h=9,w=9,k=8,r=5,s=5,stride=2,pad=2,groups=8,layout=nchw4c,"
         "epilogue=bias_hswish",
         "conv2d:n=1,c=16,h=5,w=5,k=8,r=1,s=1,layout=nchw8c,kblock=4,epilogue=res",
+        // Grouped: 4 groups of 4 input / 2 output channels, blocks of 2 within them.
+        "conv2d:n=1,c=16,h=7,w=6,k=8,r=3,s=3,stride=2,pad=1,groups=4,layout=nchw2c,"
+        "epilogue=bias_relu",
         "pool2d:n=1,c=8,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw4c",
         "pool2d:n=2,c=6,h=6,w=5,r=2,s=2,stride=2,kind=avg,layout=nchw2c"}},
       {"pool2d_max",

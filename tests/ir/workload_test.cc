@@ -253,8 +253,16 @@ TEST(WorkloadTest, BlockedLayoutsHaveTheirShapesAndRefuseBlocksThatDoNotDivide) 
   EXPECT_EQ(plain_in->args[0]->shape, (std::vector<int64_t>{1, 3, 8, 8}));
   EXPECT_EQ(plain_in->args[1]->shape, (std::vector<int64_t>{2, 1, 3, 3, 3, 8}));
   EXPECT_EQ(plain_in->output()->shape, (std::vector<int64_t>{1, 2, 4, 4, 8}));
-  EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,groups=2,layout=nchw8c"),
-              HasSubstr("must be depthwise"));
+  // Grouped: the blocks lie within the groups; each output block reads its group's blocks.
+  absl::StatusOr<Workload> grouped =
+      MakeWorkload("conv2d:n=1,c=32,h=8,w=8,k=48,r=3,s=3,pad=1,groups=2,layout=nchw8c,kblock=8");
+  ASSERT_TRUE(grouped.ok()) << grouped.status();
+  EXPECT_EQ(grouped->args[1]->shape, (std::vector<int64_t>{6, 2, 3, 3, 8, 8}));
+  EXPECT_EQ(grouped->output()->shape, (std::vector<int64_t>{1, 6, 8, 8, 8}));
+  EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,groups=4,layout=nchw8c"),
+              HasSubstr("its blocks divide the 4 input and 4 output channels of a group"));
+  EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,groups=16,layout=nchw8c,kblock=4"),
+              HasSubstr("a blocked grouped convolution is depthwise"));
   EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,layout=nchw12c"), HasSubstr("layout"));
   EXPECT_THAT(Error("pool2d:n=1,c=12,h=8,w=8,r=2,s=2,layout=nchw8c"),
               HasSubstr("c=12 is not a multiple of the block 8"));

@@ -185,6 +185,30 @@ void CheckAgainstReference(const Graph& g, const CompileOptions& reference,
   }
 }
 
+TEST(LayoutTest, GroupedConvsRunBlockedWhereBlocksLieWithinTheirGroups) {
+  // RegNet's block: 1x1, grouped 3x3 of 16 channels a group (blocks of 16 or 8 lie within the
+  // groups: blocked, each output block reading its own group's), 1x1, residual; then a grouped
+  // conv of 4 channels a group (ResNeXt's), which no block of 8 or 16 fits: in blocks of 4.
+  GraphBuilder b;
+  std::string x = b.Input("x", {1, 32, 9, 10});
+  std::string y = b.Op("Relu", {b.Op("Conv", {x, b.Const("wa", {32, 32, 1, 1})})});
+  y = b.Op("Relu", {b.Op("Conv", {y, b.Const("wb", {32, 16, 3, 3}), b.Const("bb", {32})},
+                         {{"pads", Ints({1, 1, 1, 1})}, {"group", Attr{Attr::kInt, 2}}})});
+  y = b.Op("Add", {b.Op("Conv", {y, b.Const("wc", {32, 32, 1, 1})}), x});
+  y = b.Op(
+      "Conv", {y, b.Const("wd", {32, 4, 3, 3})},
+      {{"pads", Ints({1, 1, 1, 1})}, {"strides", Ints({2, 2})}, {"group", Attr{Attr::kInt, 8}}});
+  Graph g = b.Finish(y);
+  CheckAgainstReference(
+      g, CompileOptions{}, {16, 8}, [](const Program& p, const std::string& specs, int64_t lanes) {
+        EXPECT_THAT(specs, HasSubstr("epilogue=bias_relu,groups=2,h=9,k=32,layout=nchw" +
+                                     std::to_string(lanes) + "c,"));
+        EXPECT_THAT(specs, HasSubstr("groups=8,h=9,k=32,layout=nchw4c,"));
+        // The input, the re-blocking into blocks of 4, the output.
+        EXPECT_EQ(Count(p, "transpose"), 3) << specs;
+      });
+}
+
 // Unfused as the reference, fused plain and in blocks of 8.
 void CheckFusedAgainstUnfused(const Graph& g, const ProgramCheck& check) {
   CompileOptions unfused;

@@ -171,6 +171,9 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
       "conv2d:n=1,c=32,h=6,w=7,k=42,r=1,s=1,kblock=42,layout=nchw16c,epilogue=bias",
       "conv2d:n=1,c=32,h=10,w=10,k=24,r=3,s=3,pad=1,kblock=8,layout=nchw16c",
       "conv2d:n=1,c=32,h=12,w=12,k=32,r=5,s=5,stride=2,pad=2,groups=32,layout=nchw16c",
+      // Grouped (RegNet's 16 channels a group): one block a group on AVX-512, two on AVX2.
+      "conv2d:n=1,c=64,h=9,w=10,k=64,r=3,s=3,pad=1,groups=4,layout=nchw16c,epilogue=bias_relu",
+      "conv2d:n=1,c=64,h=9,w=10,k=64,r=3,s=3,stride=2,pad=1,groups=4,layout=nchw8c",
       "pool2d:n=1,c=32,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw16c",
       "sepconv2d:n=1,c=32,h=20,w=20,k=48,r=3,s=3,pad=1,layout=nchw16c,dw_epilogue=bias_relu,"
       "epilogue=bias",

@@ -69,6 +69,15 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
                                                           {2, 2, cols_for(4)}};
     absl::StatusOr<ir::Conv2dParams> params = BlockedConvParams(c.workload.spec);
     const int64_t taps = params.ok() ? params->r * params->s : 1;
+    // The output blocks that read the same input: every block of a dense conv, a group's of a
+    // grouped one (RegNet's 3x3s, 16 channels a group: one block on AVX-512). A tile's blocks
+    // share each broadcast input only within a group: RegNetX's grouped 3x3 160ch/10 at 14x14
+    // took 95 us as 5 blocks (of 5 groups) x 4 columns, 37 as one block x 14 (AVX-512, Zen 4,
+    // 2 threads; oneDNN 38).
+    const bool grouped = params.ok() && params->groups > 1 && !params->depthwise();
+    const int64_t shared_blocks =
+        grouped ? std::max<int64_t>(1, params->k / params->groups / shape[4]) : shape[1];
+
     // 32 registers, a dense conv with whole-vector blocks and at least 4 of them: 4 channel
     // blocks x up to 6 columns (24 accumulators; or 5 x 4, 3 x 8, 6 x 4) first, as oneDNN's kernels
     // tile: per input channel and tap 4 weight vectors and 6 broadcasts feed 24 FMAs, where one
@@ -76,13 +85,13 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // 6 115-138 us, 4 x 7 151-179, 1 x 14 190-198 (oneDNN 87); conv 3x3/128/28x28 4 x 4 1165 us, 1
     // x 14 1410-2059; 3x3/256/14x14 4 x 6 (a tail on 14 columns) 912 us, chunked 3088.
     if (c.target.vector_registers >= 32 && params.ok() && !params->depthwise() &&
-        shape[4] == lanes && shape[1] >= 4) {
+        shape[4] == lanes && shared_blocks >= 4) {
       // The channel blocks a tile takes divide the output's (4, else 5, 3 or 6): a tail tile
       // of blocks costs more than the shape gains (conv 1x1 240->240 at 12x80, 15 blocks: 4 x
       // 5 with a tail 550-701 us, 5 x 4 402-538, 3 x 5 407-491).
-      int64_t blocks = 4;
+      int64_t blocks = grouped ? 1 : 4;
       for (int64_t b : {4, 5, 3, 6}) {
-        if (shape[1] % b == 0) {
+        if (shared_blocks % b == 0) {
           blocks = b;
           break;
         }
@@ -131,9 +140,9 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // 6000-6830 / 5830-7570, at 80x80 1268-1280 / 1479 / 1438-1952; 1x1 384->360 at 20x20 517 /
     // 563 (5 x 4: 527, 5 x 3: 544).
     if (c.target.vector_registers >= 32 && params.ok() && !params->depthwise() &&
-        2 * shape[4] == lanes && shape[1] >= 2) {
+        2 * shape[4] == lanes && shared_blocks >= 2) {
       for (int64_t blocks : {3, 4, 2}) {
-        if (shape[1] % blocks != 0) continue;
+        if (shared_blocks % blocks != 0) continue;
         const int64_t want = std::min<int64_t>(kHalfBlockAccumulators / blocks, ow);
         const int64_t divisor = largest_divisor(want - 1, want);
         blocked_shapes.insert(blocked_shapes.begin(), {blocks, 1, divisor > 0 ? divisor : want});
@@ -172,6 +181,9 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
       unroll_k = params->cblock > 0 && params->cblock <= 4 ? params->cblock : 2;
       // 1x1 kernels walk the blocked weights contiguously already: a copy is pure overhead.
       pack = taps > 1 ? 1 : 0;
+    }
+    if (grouped) {  // tiles of a group's blocks
+      std::erase_if(blocked_shapes, [&](const auto& bs) { return shared_blocks % bs[0] != 0; });
     }
     // Each shape with the padding computed once at root, then the first one with it inlined
     // (a depthwise conv reads each input element a few times only: a padded copy of the whole
