@@ -170,6 +170,7 @@ TEST(SpaceHeuristicTest, RulePickedCandidatesAreCorrectOnBothIsaDescriptions) {
       // (half-vector blocks on AVX-512, 3 of them a tile).
       "conv2d:n=1,c=32,h=6,w=7,k=42,r=1,s=1,kblock=42,layout=nchw16c,epilogue=bias",
       "conv2d:n=1,c=32,h=10,w=10,k=24,r=3,s=3,pad=1,kblock=8,layout=nchw16c",
+      "conv2d:n=1,c=40,h=7,w=7,k=40,r=1,s=1,layout=nchw8c,epilogue=bias_relu",
       "conv2d:n=1,c=32,h=12,w=12,k=32,r=5,s=5,stride=2,pad=2,groups=32,layout=nchw16c",
       // Grouped (RegNet's 16 channels a group): one block a group on AVX-512, two on AVX2.
       "conv2d:n=1,c=64,h=9,w=10,k=64,r=3,s=3,pad=1,groups=4,layout=nchw16c,epilogue=bias_relu",
@@ -503,6 +504,14 @@ TEST(SpaceHeuristicTest, HalfVectorBlocksTileEveryBlock) {
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_NE(rules[0].find("split(Y, [k], {3})"), std::string::npos) << rules[0];
   EXPECT_NE(rules[0].find("split(Y, [x], {5})"), std::string::npos) << rules[0];
+  // A prime count of blocks (ShuffleNetV2's 232 channels, 29 blocks) that no 3, 4 or 2 divide:
+  // one block by two rows of a 7-wide map (14 accumulators), where one row took 1.55x longer.
+  rules = RuleTexts("conv2d:n=1,c=232,h=7,w=7,k=232,r=1,s=1,layout=nchw8c,epilogue=bias_relu",
+                    Avx512TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("split(Y, [k], {1})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("split(Y, [y], {2})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("split(Y, [x], {7})"), std::string::npos) << rules[0];
 }
 
 // A plain NCHW depthwise convolution's channels share no input: the first tile is rows (which

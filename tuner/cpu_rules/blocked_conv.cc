@@ -139,14 +139,28 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     // (the first tile before) / 3 x 8: PP-OCR det's 3x3 96->24 at 160x160 5190-5270 /
     // 6000-6830 / 5830-7570, at 80x80 1268-1280 / 1479 / 1438-1952; 1x1 384->360 at 20x20 517 /
     // 563 (5 x 4: 527, 5 x 3: 544).
+    // Where none of them divides the blocks (a prime count: ShuffleNetV2's 232 channels, 29
+    // blocks), one block x rows of columns, about as many accumulators: a divisor of the row up
+    // to 16 columns, then the rows that fill it (1x1 232->232 at 7x7, us: 1 x 2 x 7 36.6, the
+    // 1 x 1 x 7 first before 56.8; at 14x14 1 x 1 x 14 212, 1 x 2 x 14 261, 2 x 1 x 7 with a
+    // tail block 305; Zen 4 AVX-512, 2 threads).
     if (c.target.vector_registers >= 32 && params.ok() && !params->depthwise() &&
-        2 * shape[4] == lanes && shared_blocks >= 2) {
+        2 * shape[4] == lanes) {
+      bool placed = false;
       for (int64_t blocks : {3, 4, 2}) {
         if (shared_blocks % blocks != 0) continue;
         const int64_t want = std::min<int64_t>(kHalfBlockAccumulators / blocks, ow);
         const int64_t divisor = largest_divisor(want - 1, want);
         blocked_shapes.insert(blocked_shapes.begin(), {blocks, 1, divisor > 0 ? divisor : want});
+        placed = true;
         break;
+      }
+      if (!placed && shape[2] * ow > 1) {
+        const int64_t cols =
+            std::max<int64_t>(1, largest_divisor(4, std::min<int64_t>(kHalfBlockAccumulators, ow)));
+        const int64_t cols_or_row = cols > 1 ? cols : std::min<int64_t>(kHalfBlockAccumulators, ow);
+        const int64_t rows = std::clamp<int64_t>(kHalfBlockAccumulators / cols_or_row, 1, shape[2]);
+        blocked_shapes.insert(blocked_shapes.begin(), {1, rows, cols_or_row});
       }
     }
     // AVX2 (16 registers), a dense conv whose block is one vector: two channel blocks first
