@@ -110,8 +110,11 @@ struct Analysis {
   std::string dw_out, dw_acc;
   // A plain NCHW depthwise convolution (one channel per group, no dilation, whole vectors of
   // channels): its input as the accumulation reads it, the padding stage or X; empty
-  // otherwise. Offers ApplyDepthwiseChannels.
+  // otherwise. Offers ApplyDepthwiseChannels. Also a plain grouped convolution whose groups
+  // are whole vectors of input and output channels (grouped_channels): each channel vector
+  // then reads its group's input channels, copied as one block.
   std::string dw_input;
+  bool grouped_channels = false;
   // Output axes tiled whole and unrolled: the positions of a winograd transform
   // (winograd_in: e1, e2; winograd_out: vy, vx), whose cases (ir/ops_winograd.cc) code
   // generation can only tell apart where the position is a constant.
