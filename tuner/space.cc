@@ -215,13 +215,12 @@ absl::Status CpuSpace::Init() {
       continue;
     }
     // The rows of a micro-kernel: every axis but the innermost, which is the vector's, except
-    // where the channels are the vector (NCHW convolutions, and plain depthwise or grouped ones
-    // over channel vectors: the columns are the rows).
-    tile_slot_.push_back(
-        AddSlot("tile." + out_axes_[a],
-                TileChoices(e, lanes, inner ? 64 : std::max(32, 4 * lanes), inner,
-                            std::max(1, (target_.vector_registers - 4) / 2),
-                            !inner || an_.chan_axis >= 0 || !an_.dw_input.empty())));
+    // where the channels are the vector (NCHW convolutions, and plain grouped ones over channel
+    // vectors: the columns are the rows).
+    tile_slot_.push_back(AddSlot(
+        "tile." + out_axes_[a], TileChoices(e, lanes, inner ? 64 : std::max(32, 4 * lanes), inner,
+                                            std::max(1, (target_.vector_registers - 4) / 2),
+                                            !inner || an_.chan_axis >= 0 || an_.grouped_channels)));
   }
   // A sepconv2d's parallel loop is (images, row tiles): its depthwise part is computed there.
   std::vector<int64_t> par;
