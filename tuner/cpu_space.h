@@ -111,8 +111,8 @@ struct Analysis {
   // A plain NCHW depthwise convolution (one channel per group, no dilation, whole vectors of
   // channels): its input as the accumulation reads it, the padding stage or X; empty
   // otherwise. Offers ApplyDepthwiseChannels. Also a plain grouped convolution whose groups
-  // are whole vectors of input and output channels (grouped_channels): each channel vector
-  // then reads its group's input channels, copied as one block.
+  // are one vector of output channels and whole vectors of input channels (grouped_channels):
+  // each channel vector then reads its own group's input channels, copied as one block.
   std::string dw_input;
   bool grouped_channels = false;
   // Output axes tiled whole and unrolled: the positions of a winograd transform

@@ -516,7 +516,7 @@ TEST(SpaceHeuristicTest, HalfVectorBlocksTileEveryBlock) {
   EXPECT_NE(rules[0].find("split(Y, [x], {7})"), std::string::npos) << rules[0];
 }
 
-// A plain grouped convolution whose groups are whole vectors (RegNet's 16 channels a group on
+// A plain grouped convolution whose groups are one vector of output channels (RegNet's 16 on
 // AVX-512) runs over channel vectors first, as a plain depthwise one may: each vector of output
 // channels reads its group's input channels, copied with the channels innermost; one row of 8
 // columns, a tail allowed (160 ch / 10 groups at 14x14: 51 us, the columns rule 735-826).
@@ -530,7 +530,12 @@ TEST(SpaceHeuristicTest, PlainGroupedConvsRunOverChannelVectors) {
   EXPECT_NE(rules[0].find("split(Y, [k], {16})"), std::string::npos) << rules[0];
   EXPECT_NE(rules[0].find("split(Y, [y], {1})"), std::string::npos) << rules[0];
   EXPECT_NE(rules[0].find("split(Y, [x], {8})"), std::string::npos) << rules[0];
-  // Not on 16 registers (6-7x slower there) nor where a group is not whole vectors.
+  // On AVX2 where a group is one vector (8 channels); not where a group is two vectors (16
+  // channels on AVX2: 16x slower) or part of one.
+  rules = RuleTexts("conv2d:n=1,c=160,h=14,w=14,k=160,r=3,s=3,pad=1,groups=20", Avx2TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("storage_order(pad.global, [ax0, ax2, ax3, ax1])"), std::string::npos)
+      << rules[0];
   for (const auto& [spec, target] : std::vector<std::pair<std::string, CpuTarget>>{
            {"conv2d:n=1,c=160,h=14,w=14,k=160,r=3,s=3,pad=1,groups=10", Avx2TwoCores()},
            {"conv2d:n=1,c=64,h=14,w=14,k=64,r=3,s=3,pad=1,groups=8", Avx512TwoCores()}}) {
