@@ -87,8 +87,8 @@ class Blocker {
  private:
   // The channel block of C channels: the vector's lanes where they divide C, all channels
   // where there are fewer, else the largest power of two from 4 up that divides C, else all
-  // channels up to 4 vectors or 64 channels; 0 (stay plain) beyond. (24 channels on AVX-512 as one block of
-  // 24 measured slower than three blocks of 8 for PP-OCR det's 3x3 96->24 conv at 160x160,
+  // channels up to 4 vectors or 64 channels; 0 (stay plain) beyond. (24 channels on AVX-512 as one
+  // block of 24 measured slower than three blocks of 8 for PP-OCR det's 3x3 96->24 conv at 160x160,
   // best of 10 rule-picked candidates: 31 ms as scalar code, 78 ms vectorized as 24-lane
   // vectors, against 16-24 ms; busy host.)
   int64_t BlockOf(int64_t c) const {
