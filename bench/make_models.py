@@ -136,6 +136,14 @@ def inverted_residual(x, cin, exp, cout, k, stride, se, nl, name, se_squeezed, s
     return node("Add", [y, x], name + ".add") if stride == 1 and cin == cout else y
 
 
+def classifier(x, cin, classes):
+    """Global average pool, flatten and a Gemm to `classes` logits named "output"."""
+    x = node("Flatten", [node("GlobalAveragePool", [x], "avgpool")], "flatten", axis=1)
+    w = const("fc.w", (rng.standard_normal((classes, cin)) * 0.03).astype(np.float32))
+    b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
+    return node("Gemm", [x, w, b], "output", transB=1)
+
+
 def mobilenetv3(path, size=224, classes=1000):
     nodes.clear()
     inits.clear()
@@ -180,10 +188,7 @@ def efficientnet_b0(path, size=224, classes=1000):
                                   f"blocks.{n}", lambda exp, c: max(1, c // 4), "silu", "sigmoid")
             cin, n = cout, n + 1
     x = act(conv_b(x, 320, 1280, 1, 1, "head"), "silu", "head")
-    x = node("Flatten", [node("GlobalAveragePool", [x], "avgpool")], "flatten", axis=1)
-    w = const("fc.w", (rng.standard_normal((classes, 1280)) * 0.03).astype(np.float32))
-    b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
-    node("Gemm", [x, w, b], "output", transB=1)
+    classifier(x, 1280, classes)
     save("efficientnet_b0", path, "input", [1, 3, size, size], "output", [1, classes])
 
 
@@ -202,10 +207,7 @@ def regnetx_400mf(path, size=224, classes=1000):
             short = conv_b(x, cin, width, 1, stride, name + ".proj") if stride != 1 or cin != width else x
             x = act(node("Add", [y, short], name + ".add"), "relu", name)
             cin = width
-    x = node("Flatten", [node("GlobalAveragePool", [x], "avgpool")], "flatten", axis=1)
-    w = const("fc.w", (rng.standard_normal((classes, cin)) * 0.03).astype(np.float32))
-    b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
-    node("Gemm", [x, w, b], "output", transB=1)
+    classifier(x, cin, classes)
     save("regnetx_400mf", path, "input", [1, 3, size, size], "output", [1, classes])
 
 
@@ -243,10 +245,7 @@ def shufflenetv2(path, size=224, classes=1000):
             x = shuffle(node("Concat", [a, b], name + ".cat", axis=1), cout, hw, name + ".shuffle")
             cin = cout
     x = act(conv_b(x, cin, 1024, 1, 1, "conv5"), "relu", "conv5")
-    x = node("Flatten", [node("GlobalAveragePool", [x], "avgpool")], "flatten", axis=1)
-    w = const("fc.w", (rng.standard_normal((classes, 1024)) * 0.03).astype(np.float32))
-    b = const("fc.b", rng.uniform(-0.1, 0.1, classes).astype(np.float32))
-    node("Gemm", [x, w, b], "output", transB=1)
+    classifier(x, 1024, classes)
     save("shufflenetv2", path, "input", [1, 3, size, size], "output", [1, classes])
 
 
