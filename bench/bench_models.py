@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Model benchmark: lathe against ONNX Runtime and OpenVINO in the same run, on PP-OCR
 cls/rec/det (the rapidocr-onnxruntime 1.4.x models), a ResNet-18 and one BERT-base encoder
-layer (bench/make_models.py); --models mobilenetv3,efficientnet_b0,regnetx_400mf,shufflenetv2
-adds models that no rule was tuned on (make_models.py, random weights). Each model is built with `lathe build --model` (untuned: default
+layer (bench/make_models.py); --models mobilenetv3,efficientnet_b0,regnetx_400mf,shufflenetv2,
+regnetx_200mf adds models that no rule was tuned on (make_models.py, random weights). Each model is built with `lathe build --model` (untuned: default
 schedules; tuned: the best records of --db) and loaded with ctypes; ONNX Runtime runs with 2
 intra-op threads, OpenVINO's CPU plugin with 2 inference threads, the latency hint, one
 stream and f32 precision (so that its outputs compare; on hosts with AMX or AVX512-BF16 it
@@ -61,6 +61,7 @@ def model_list(work):
         "efficientnet_b0": (os.path.join(work, "efficientnet_b0.onnx"), "input", [1, 3, 224, 224]),
         "regnetx_400mf": (os.path.join(work, "regnetx_400mf.onnx"), "input", [1, 3, 224, 224]),
         "shufflenetv2": (os.path.join(work, "shufflenetv2.onnx"), "input", [1, 3, 224, 224]),
+        "regnetx_200mf": (os.path.join(work, "regnetx_200mf.onnx"), "input", [1, 3, 224, 224]),
     }
 
 

@@ -20,6 +20,7 @@ and, for checking that rules hold on models no one tuned them on (not in the def
                      and Sigmoid, 1x1 projection, residual adds, 1280-channel head
   regnetx_400mf.onnx  RegNetX-400MF at 1x3x224x224: grouped 3x3 convolutions of 16 channels a
                      group (2 to 24 groups), 1x1 convs, stride-2 1x1 shortcuts, residual adds
+  regnetx_200mf.onnx  RegNetX-200MF alike: groups of 8 channels, 24/56/152/368 channels
   shufflenetv2.onnx  ShuffleNetV2 x1.0 at 1x3x224x224: channel Split, depthwise 3x3 at strides
                      1 and 2 without activation, Concat, channel shuffle (Reshape, Transpose,
                      Reshape), MaxPool, 1024-channel 1x1 head
@@ -192,23 +193,24 @@ def efficientnet_b0(path, size=224, classes=1000):
     save("efficientnet_b0", path, "input", [1, 3, size, size], "output", [1, classes])
 
 
-def regnetx_400mf(path, size=224, classes=1000):
-    """pycls's RegNetX-400MF: widths 32/64/160/384, depths 1/2/7/12, groups of 16 channels."""
+def regnetx(path, name, widths, depths, group, size=224, classes=1000):
+    """pycls's RegNetX: a 32-channel stem, stages of `widths` x `depths` blocks (1x1, grouped
+    3x3 of `group` channels a group, 1x1, residual), the first of each at stride 2."""
     nodes.clear()
     inits.clear()
     x = act(conv_b("input", 3, 32, 3, 2, "stem"), "relu", "stem")
-    cin, group = 32, 16
-    for si, (width, depth) in enumerate(zip((32, 64, 160, 384), (1, 2, 7, 12))):
+    cin = 32
+    for si, (width, depth) in enumerate(zip(widths, depths)):
         for b in range(depth):
-            stride, name = (2 if b == 0 else 1), f"s{si + 1}.b{b + 1}"
-            y = act(conv_b(x, cin, width, 1, 1, name + ".a"), "relu", name + ".a")
-            y = act(conv_b(y, width, width, 3, stride, name + ".b", groups=width // group), "relu", name + ".b")
-            y = conv_b(y, width, width, 1, 1, name + ".c")
-            short = conv_b(x, cin, width, 1, stride, name + ".proj") if stride != 1 or cin != width else x
-            x = act(node("Add", [y, short], name + ".add"), "relu", name)
+            stride, blk = (2 if b == 0 else 1), f"s{si + 1}.b{b + 1}"
+            y = act(conv_b(x, cin, width, 1, 1, blk + ".a"), "relu", blk + ".a")
+            y = act(conv_b(y, width, width, 3, stride, blk + ".b", groups=width // group), "relu", blk + ".b")
+            y = conv_b(y, width, width, 1, 1, blk + ".c")
+            short = conv_b(x, cin, width, 1, stride, blk + ".proj") if stride != 1 or cin != width else x
+            x = act(node("Add", [y, short], blk + ".add"), "relu", blk)
             cin = width
     classifier(x, cin, classes)
-    save("regnetx_400mf", path, "input", [1, 3, size, size], "output", [1, classes])
+    save(name, path, "input", [1, 3, size, size], "output", [1, classes])
 
 
 def shufflenetv2(path, size=224, classes=1000):
@@ -306,8 +308,11 @@ if __name__ == "__main__":
     bert_layer(os.path.join(out, "bert_layer.onnx"))
     mobilenetv3(os.path.join(out, "mobilenetv3.onnx"))
     efficientnet_b0(os.path.join(out, "efficientnet_b0.onnx"))
-    regnetx_400mf(os.path.join(out, "regnetx_400mf.onnx"))
+    regnetx(os.path.join(out, "regnetx_400mf.onnx"), "regnetx_400mf", (32, 64, 160, 384),
+            (1, 2, 7, 12), 16)
     shufflenetv2(os.path.join(out, "shufflenetv2.onnx"))
+    regnetx(os.path.join(out, "regnetx_200mf.onnx"), "regnetx_200mf", (24, 56, 152, 368),
+            (1, 1, 4, 7), 8)
     print(*(os.path.join(out, f) for f in
             ("resnet18.onnx", "bert_layer.onnx", "mobilenetv3.onnx", "efficientnet_b0.onnx",
-             "regnetx_400mf.onnx", "shufflenetv2.onnx")))
+             "regnetx_400mf.onnx", "shufflenetv2.onnx", "regnetx_200mf.onnx")))
