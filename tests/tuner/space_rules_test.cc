@@ -518,8 +518,8 @@ TEST(SpaceHeuristicTest, HalfVectorBlocksTileEveryBlock) {
 
 // A blocked grouped convolution tiles one group's blocks: RegNet's 16 channels a group are one
 // block on AVX-512 (one block x 14 columns: 36 us, where 5 blocks of 5 groups x 4 columns took
-// 95); on AVX2, one block a group (8 channels) starts with one row of columns, its padding
-// inlined (31 us against 55-73 for 1 x 2 x 6 with the padding at root).
+// 95); on AVX2 one block x one row of columns comes first, its padding inlined (groups of 8
+// channels: 31 us against 55-73 for 1 x 2 x 6 with the padding at root).
 TEST(SpaceHeuristicTest, BlockedGroupedConvsTileOneGroup) {
   std::vector<std::string> rules = RuleTexts(
       "conv2d:n=1,c=160,h=14,w=14,k=160,r=3,s=3,pad=1,groups=10,layout=nchw16c,epilogue=bias_relu",
@@ -534,6 +534,12 @@ TEST(SpaceHeuristicTest, BlockedGroupedConvsTileOneGroup) {
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_NE(rules[0].find("split(Y, [y], {1})"), std::string::npos) << rules[0];
   EXPECT_NE(rules[0].find("compute_inline(pad)"), std::string::npos) << rules[0];
+  rules = RuleTexts(
+      "conv2d:n=1,c=160,h=14,w=14,k=160,r=3,s=3,pad=1,groups=10,layout=nchw8c,epilogue=bias_relu",
+      Avx2TwoCores(), 1);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_NE(rules[0].find("split(Y, [k], {1})"), std::string::npos) << rules[0];
+  EXPECT_NE(rules[0].find("split(Y, [y], {1})"), std::string::npos) << rules[0];
 }
 
 // A plain grouped convolution whose groups are one vector of output channels (RegNet's 16 on

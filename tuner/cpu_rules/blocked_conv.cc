@@ -198,13 +198,14 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
     }
     if (grouped) {  // tiles of a group's blocks
       std::erase_if(blocked_shapes, [&](const auto& bs) { return shared_blocks % bs[0] != 0; });
-      // One block a group on 16 registers: one row of columns first, whose padding is inlined
-      // (its broadcasts serve one block: two rows gain no reuse and keep the padding at root).
-      // AVX2 code, 3x3 152 ch / 19 groups at 14x14, us: 1 x 1 x 7 inlined 31, 1 x 2 x 6 at root
-      // 55-73, the plain channel-vector path 45 (Zen 4, 2 threads).
-      if (c.target.vector_registers < 32 && shared_blocks == 1) {
+      // On 16 registers one block x one row of columns first, its padding inlined (a group's
+      // few blocks share little: two rows or two blocks gain less than the padding's pass at
+      // root costs). AVX2 code, 3x3 at 14x14, us (Zen 4, 2 threads): 152 ch / 19 groups (one
+      // block a group) 1 x 1 x 7 inlined 26-31, 1 x 2 x 6 at root 51-74, the plain
+      // channel-vector path 45; 160 ch / 10 groups (two blocks) 54 against 61 for 2 x 2 x 2.
+      if (c.target.vector_registers < 32) {
         auto row = std::find_if(blocked_shapes.begin(), blocked_shapes.end(),
-                                [](const auto& bs) { return bs[1] == 1; });
+                                [](const auto& bs) { return bs[0] == 1 && bs[1] == 1; });
         if (row != blocked_shapes.end()) std::rotate(blocked_shapes.begin(), row, row + 1);
       }
     }
