@@ -182,18 +182,20 @@ absl::Status CpuSpace::Init() {
   // stage, or X without one.
   if (an_.channels_private && workload_->spec.op == "conv2d" && an_.pad_stages.size() <= 1) {
     absl::StatusOr<ir::Conv2dParams> p = ir::GetConv2dParams(workload_->spec);
-    // A grouped one alike where a group's output channels are one vector and its input
-    // channels whole vectors: each channel vector then reads its own group's input channels,
-    // copied as one block. (A group of two vectors makes every tile copy the input of the
-    // group, whose bounds come out wider: AVX2 code, 3x3 160 ch at 14x14, us: 16-channel groups
-    // 825, the blocked layout's kernel 57; 8-channel groups 52, blocked 80; Zen 4, 2 threads.)
+    // A grouped one alike where a group's output channels are one or two vectors and its input
+    // channels whole vectors: each tile, a group's output channels, then reads its own group's
+    // input channels, copied as one block. (A tile of one vector of a two-vector group copied a
+    // wider input: AVX2 code, 3x3 160 ch at 14x14 in groups of 16, 825 us; the blocked
+    // layout's kernel 57; groups of 8 52, blocked 80; Zen 4, 2 threads.)
+    const int64_t lanes = target_.vector_lanes;
     const bool grouped = p.ok() && p->groups > 1 && !p->depthwise() &&
-                         (p->k / p->groups) == target_.vector_lanes &&
+                         (p->k / p->groups) % lanes == 0 && (p->k / p->groups) <= 2 * lanes &&
                          (p->c / p->groups) % target_.vector_lanes == 0;
     if (p.ok() && (p->depthwise() || grouped) && !p->blocked() && !p->nhwc && p->dilation_h == 1 &&
         p->dilation_w == 1 && p->k % target_.vector_lanes == 0) {
       an_.dw_input = an_.pad_stages.empty() ? "X" : an_.pad_stages[0];
       an_.grouped_channels = grouped;
+      an_.group_out = grouped ? p->k / p->groups : 0;
     }
   }
   out_axes_ = std::vector<std::string>(out->root_loops.begin(),

@@ -266,9 +266,12 @@ absl::StatusOr<std::string> CpuSpace::ApplyDepthwiseChannels(Schedule& s,
     return absl::InvalidArgumentError(
         absl::StrCat("channel-vector depthwise tile of ", cols, " columns"));
   }
-  if (rows * cols > std::max(1, target_.vector_registers - 4)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("channel-vector depthwise tile of ", rows * cols, " vectors does not fit"));
+  // The tile's output channels: one vector, or a grouped conv's group (one or two vectors).
+  const int64_t chans = an_.grouped_channels ? an_.group_out : lanes;
+  if (rows * cols * (chans / lanes) > std::max(1, target_.vector_registers - 4)) {
+    return absl::InvalidArgumentError(absl::StrCat("channel-vector depthwise tile of ",
+                                                   rows * cols * (chans / lanes),
+                                                   " vectors does not fit"));
   }
   if (an_.cache_write) LATHE_TRY(s.CacheWrite(o, "local").status());
   // The input and the weights copied per block of channels with the channels innermost; the
@@ -298,7 +301,7 @@ absl::StatusOr<std::string> CpuSpace::ApplyDepthwiseChannels(Schedule& s,
 
   // The output: images x channel blocks in parallel, then rows and columns of the tile; the
   // tile written with its columns vectorized and its channels unrolled around them.
-  const std::vector<int64_t> tile = {1, lanes, rows, cols};
+  const std::vector<int64_t> tile = {1, chans, rows, cols};
   std::vector<std::string> outer, inner;
   for (size_t i = 0; i < 4; ++i) {
     LATHE_TRY_VALUE(parts, s.Split(o, out_axes_[i], {tile[i]}));

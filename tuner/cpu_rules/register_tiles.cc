@@ -89,9 +89,10 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
   const int64_t taps = c.an.reduce_extents.size() >= 2
                            ? c.an.reduce_extents.back() * c.an.reduce_extents.end()[-2]
                            : 0;
-  // A plain grouped convolution (whole vectors of channels a group) so first, one row of 8
-  // columns (4 on narrower rows), a tail of columns allowed: its multiply-adds over the group's
-  // channels outweigh the copies. RegNet's grouped 3x3s, us, channel vectors / the columns rule
+  // A plain grouped convolution (one or two vectors of channels a group) so first, one row of
+  // 8 columns (4 on narrower rows, or where a group's two vectors would not fit 8 on 16
+  // registers), a tail of columns allowed: its multiply-adds over the group's channels outweigh
+  // the copies. RegNet's grouped 3x3s, us, channel vectors / the columns rule
   // / the blocked layout's kernel (Zen 4 AVX-512, 2 threads): 64 ch / 4 groups at 28x28 80 /
   // 291 / 76 (1 x 16: 78, 2 x 4: 171), 160 ch / 10 groups at 14x14 51 / 735-826 / 37.
   const bool grouped = c.an.grouped_channels;
@@ -101,7 +102,10 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
     std::vector<int64_t> d = c.Defaults();
     d[c.dw_chan_slot] = 1;
     for (int slot : c.pad_slot) d[slot] = c.Nearest(slot, 0);
-    d[c.tile_slot[3]] = c.Nearest(c.tile_slot[3], grouped && shape[3] >= 8 ? 8 : 4);
+    const int64_t group_vectors = grouped ? c.an.group_out / lanes : 1;
+    const bool eight =
+        grouped && shape[3] >= 8 && 8 * group_vectors <= c.target.vector_registers - 4;
+    d[c.tile_slot[3]] = c.Nearest(c.tile_slot[3], eight ? 8 : 4);
     d[c.tile_slot[2]] = c.Nearest(c.tile_slot[2], taps > 9 && !grouped ? 2 : 1);
     c.Emit(std::move(d));
   };
