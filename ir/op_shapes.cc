@@ -265,8 +265,8 @@ absl::Status CheckConvShapes(const WorkloadSpec& spec, bool transposed) {
     // A grouped convolution's blocks lie within its groups: each output block reads the input
     // blocks of its own group only. A depthwise one (groups = c = k) has one block for both.
     const int64_t kpg = p.k / p.groups;
-    if (p.groups > 1 && !(p.depthwise() && x == y) &&
-        (p.depthwise() || p.plain_input || cpg % x != 0 || kpg % y != 0)) {
+    const bool blocks_fit = p.depthwise() ? x == y : !p.plain_input && cpg % x == 0 && kpg % y == 0;
+    if (p.groups > 1 && !blocks_fit) {
       return Invalid(op, absl::StrCat("groups=", p.groups, " in layout ", layout,
                                       ": a blocked grouped convolution is depthwise (groups = c "
                                       "= k, kblock equal to the block) or its blocks divide the ",

@@ -278,6 +278,7 @@ bool Blocker::TryConv(KernelDesc& k) {
   // channels lie within its groups (ir/op_shapes.cc): each output block then reads its own
   // group's input blocks. (Plain, a grouped conv costs two conversions beside it and runs
   // unvectorized over its channels: RegNetX-400MF's 3x3 160ch/10 groups at 14x14 1.2 ms.)
+  const bool grouped = groups > 1 && !dw;
   const int64_t cpg = c / groups, kpg = kk / groups;
   auto within_group = [](int64_t block, int64_t per_group) {
     return block == 0 ? 0 : std::gcd(block, per_group);
@@ -296,7 +297,7 @@ bool Blocker::TryConv(KernelDesc& k) {
         kk * std::stoll(k.params.at("r")) * std::stoll(k.params.at("s")) >= kReblockWork;
     if (!reblock) xb = have;
   }
-  if (groups > 1 && !dw) {
+  if (grouped) {
     xb = within_group(xb, cpg);
     if (xb < 4) return false;
   }
@@ -306,9 +307,8 @@ bool Blocker::TryConv(KernelDesc& k) {
   // input took 0.50 ms to convert (its record; 1-2 ms in the model, the input cold).
   const bool plain_in = !dw && groups == 1 && c <= kMaxPlainInputChannels && !Blocked(x);
   if (plain_in) xb = c;
-  const int64_t yb = dw ? xb : groups > 1 ? within_group(BlockOf(kk), kpg) : BlockOf(kk);
-  if (xb == 0 || yb == 0 || c % xb != 0 || kk % yb != 0) return false;
-  if (groups > 1 && !dw && yb < 4) return false;
+  const int64_t yb = dw ? xb : grouped ? within_group(BlockOf(kk), kpg) : BlockOf(kk);
+  if (xb == 0 || yb == 0 || c % xb != 0 || kk % yb != 0 || (grouped && yb < 4)) return false;
   // Weights [K, C/g, r, s] -> [K/y, (C/g)/x, r, s, x, y] (depthwise: [K/y, r, s, y]).
   const std::string w = k.inputs[1];
   const std::vector<int64_t> ws = g_.Find(w)->shape;

@@ -111,12 +111,11 @@ struct Analysis {
   // A plain NCHW depthwise convolution (one channel per group, no dilation, whole vectors of
   // channels): its input as the accumulation reads it, the padding stage or X; empty
   // otherwise. Offers ApplyDepthwiseChannels. Also a plain grouped convolution whose groups
-  // are one or two vectors of output channels and whole vectors of input channels
-  // (grouped_channels): each tile of a group's channels then reads its group's input channels,
-  // copied as one block.
+  // are one or two vectors of output channels and whole vectors of input channels: each tile
+  // of a group's channels then reads its group's input channels, copied as one block.
   std::string dw_input;
-  bool grouped_channels = false;
-  int64_t group_out = 0;  // grouped_channels: a group's output channels, one tile
+  // That grouped convolution's output channels a group (one tile); 0 otherwise.
+  int64_t group_out = 0;
   // Output axes tiled whole and unrolled: the positions of a winograd transform
   // (winograd_in: e1, e2; winograd_out: vy, vx), whose cases (ir/ops_winograd.cc) code
   // generation can only tell apart where the position is a constant.

@@ -190,11 +190,10 @@ absl::Status CpuSpace::Init() {
     const int64_t lanes = target_.vector_lanes;
     const bool grouped = p.ok() && p->groups > 1 && !p->depthwise() &&
                          (p->k / p->groups) % lanes == 0 && (p->k / p->groups) <= 2 * lanes &&
-                         (p->c / p->groups) % target_.vector_lanes == 0;
+                         (p->c / p->groups) % lanes == 0;
     if (p.ok() && (p->depthwise() || grouped) && !p->blocked() && !p->nhwc && p->dilation_h == 1 &&
-        p->dilation_w == 1 && p->k % target_.vector_lanes == 0) {
+        p->dilation_w == 1 && p->k % lanes == 0) {
       an_.dw_input = an_.pad_stages.empty() ? "X" : an_.pad_stages[0];
-      an_.grouped_channels = grouped;
       an_.group_out = grouped ? p->k / p->groups : 0;
     }
   }
@@ -219,10 +218,10 @@ absl::Status CpuSpace::Init() {
     // The rows of a micro-kernel: every axis but the innermost, which is the vector's, except
     // where the channels are the vector (NCHW convolutions, and plain grouped ones over channel
     // vectors: the columns are the rows).
-    tile_slot_.push_back(AddSlot(
-        "tile." + out_axes_[a], TileChoices(e, lanes, inner ? 64 : std::max(32, 4 * lanes), inner,
-                                            std::max(1, (target_.vector_registers - 4) / 2),
-                                            !inner || an_.chan_axis >= 0 || an_.grouped_channels)));
+    tile_slot_.push_back(AddSlot("tile." + out_axes_[a],
+                                 TileChoices(e, lanes, inner ? 64 : std::max(32, 4 * lanes), inner,
+                                             std::max(1, (target_.vector_registers - 4) / 2),
+                                             !inner || an_.chan_axis >= 0 || an_.group_out > 0)));
   }
   // A sepconv2d's parallel loop is (images, row tiles): its depthwise part is computed there.
   std::vector<int64_t> par;

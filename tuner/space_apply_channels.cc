@@ -262,16 +262,16 @@ absl::StatusOr<std::string> CpuSpace::ApplyDepthwiseChannels(Schedule& s,
   // channels outweigh the tail's guarded copy. RegNet's 3x3 160 ch / 10 groups at 14x14, us:
   // 8 columns 51, 4 columns 62, the blocked layout's kernel 37.)
   if (cols < 4 || cols > lanes || (cols & (cols - 1)) != 0 ||
-      (shape[3] % cols != 0 && !an_.grouped_channels) || out_axes_.size() != 4) {
+      (shape[3] % cols != 0 && an_.group_out == 0) || out_axes_.size() != 4) {
     return absl::InvalidArgumentError(
         absl::StrCat("channel-vector depthwise tile of ", cols, " columns"));
   }
   // The tile's output channels: one vector, or a grouped conv's group (one or two vectors).
-  const int64_t chans = an_.grouped_channels ? an_.group_out : lanes;
-  if (rows * cols * (chans / lanes) > std::max(1, target_.vector_registers - 4)) {
-    return absl::InvalidArgumentError(absl::StrCat("channel-vector depthwise tile of ",
-                                                   rows * cols * (chans / lanes),
-                                                   " vectors does not fit"));
+  const int64_t chans = an_.group_out > 0 ? an_.group_out : lanes;
+  if (const int64_t vectors = rows * cols * (chans / lanes);
+      vectors > std::max(1, target_.vector_registers - 4)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("channel-vector depthwise tile of ", vectors, " vectors does not fit"));
   }
   if (an_.cache_write) LATHE_TRY(s.CacheWrite(o, "local").status());
   // The input and the weights copied per block of channels with the channels innermost; the

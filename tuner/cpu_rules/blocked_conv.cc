@@ -156,11 +156,11 @@ bool BlockedConvRule::Propose(RuleContext& c) const {
         break;
       }
       if (!placed && shape[2] * ow > 1) {
-        const int64_t cols =
-            std::max<int64_t>(1, largest_divisor(4, std::min<int64_t>(kHalfBlockAccumulators, ow)));
-        const int64_t cols_or_row = cols > 1 ? cols : std::min<int64_t>(kHalfBlockAccumulators, ow);
-        const int64_t rows = std::clamp<int64_t>(kHalfBlockAccumulators / cols_or_row, 1, shape[2]);
-        blocked_shapes.insert(blocked_shapes.begin(), {1, rows, cols_or_row});
+        const int64_t most = std::min<int64_t>(kHalfBlockAccumulators, ow);
+        const int64_t divisor = largest_divisor(4, most);
+        const int64_t cols = divisor > 0 ? divisor : most;
+        const int64_t rows = std::clamp<int64_t>(kHalfBlockAccumulators / cols, 1, shape[2]);
+        blocked_shapes.insert(blocked_shapes.begin(), {1, rows, cols});
       }
     }
     // AVX2 (16 registers), a dense conv whose block is one vector: two channel blocks first

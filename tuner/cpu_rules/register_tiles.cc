@@ -95,7 +95,7 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
   // the copies. RegNet's grouped 3x3s, us, channel vectors / the columns rule
   // / the blocked layout's kernel (Zen 4 AVX-512, 2 threads): 64 ch / 4 groups at 28x28 80 /
   // 291 / 76 (1 x 16: 78, 2 x 4: 171), 160 ch / 10 groups at 14x14 51 / 735-826 / 37.
-  const bool grouped = c.an.grouped_channels;
+  const bool grouped = c.an.group_out > 0;
   bool dw_pending = c.dw_chan_slot >= 0 && n == 4 && (grouped ? shape[3] >= 4 : shape[3] % 4 == 0);
   auto emit_dw = [&]() {
     dw_pending = false;
