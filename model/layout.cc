@@ -70,6 +70,35 @@ std::optional<std::vector<Piece>> Refine(const std::vector<int64_t>& a,
   return out;
 }
 
+// The dims of an "AxBxC" spec value (the layout pass writes and reads its own kernels').
+std::vector<int64_t> ParseDims(const std::string& text) {
+  std::vector<int64_t> dims;
+  for (absl::string_view d : absl::StrSplit(text, 'x')) dims.push_back(std::stoll(std::string(d)));
+  return dims;
+}
+
+// Channels [begin, begin + size) of a 4-d value at batch 1, whole along every other axis: what
+// a slice kernel takes when it is such a slab (contiguous in the plain layout and in every
+// blocked one whose block divides begin and size).
+struct ChannelSlab {
+  int64_t begin, size;
+};
+std::optional<ChannelSlab> ChannelSlabOf(const KernelDesc& k) {
+  if (k.op != "slice") return std::nullopt;
+  const std::vector<int64_t> shape = ParseDims(k.params.at("shape"));
+  const std::vector<int64_t> begin = ParseDims(k.params.at("begin"));
+  const std::vector<int64_t> size = ParseDims(k.params.at("size"));
+  const std::vector<int64_t> step = ParseDims(k.params.at("step"));
+  if (shape.size() != 4 || begin.size() != 4 || size.size() != 4 || step.size() != 4 ||
+      shape[0] != 1) {
+    return std::nullopt;
+  }
+  for (size_t d = 0; d < 4; ++d) {
+    if (step[d] != 1 || (d != 1 && (begin[d] != 0 || size[d] != shape[d]))) return std::nullopt;
+  }
+  return ChannelSlab{begin[1], size[1]};
+}
+
 // The multiply-adds per input element (k * r * s) from which a convolution re-blocks an input
 // held in a smaller block (Blocker::TryConv).
 constexpr int64_t kReblockWork = 128;
@@ -159,6 +188,16 @@ class Blocker {
   bool TryFollow(KernelDesc& k);
   bool TryEwise(KernelDesc& k);
   bool TryConcat(KernelDesc& k);
+  // A channel slab of a value held blocked, at block boundaries, is a view of the blocked form
+  // (no kernel): ShuffleNetV2's channel split.
+  bool TrySlice(const KernelDesc& k);
+  // The block a 4-d value is wanted in by what reads it: a convolution's (BlockOf its
+  // channels), else the one block that every reader, each a channel slab at block
+  // boundaries, wants of its slab; 0 where neither.
+  int64_t WantedBlock(const std::string& v) const;
+  // The one view that reshapes `v` to 4-d (an alias at offset 0 with v's elements), where
+  // nothing else reads v; nullopt otherwise.
+  std::optional<std::string> ReshapeTo4d(const std::string& v) const;
   // A transpose of a value that exists only blocked reads the blocked form directly (one
   // data movement instead of a conversion to the plain form and the transpose), and writes a
   // 4-d output that a convolution reads in the block the convolution wants (PP-OCR det's
@@ -184,6 +223,8 @@ class Blocker {
   std::set<std::string> plain_missing_;
   // Values (same-shape roots) that a convolution reads as its input.
   std::set<std::string> conv_inputs_;
+  // The kernels that read each value (same-shape roots), in the order they run.
+  std::map<std::string, std::vector<const KernelDesc*>> readers_;
 };
 
 void Blocker::EnsurePlain(const std::string& v) {
@@ -434,6 +475,65 @@ bool Blocker::TryConcat(KernelDesc& k) {
   return true;
 }
 
+bool Blocker::TrySlice(const KernelDesc& k) {
+  const std::optional<ChannelSlab> slab = ChannelSlabOf(k);
+  const auto* blocks = Blocked(k.inputs[0]);
+  if (!slab || !blocks) return false;
+  // The block the slab's readers want where the value has it, else the largest that fits,
+  // else the wanted one made (one conversion of the value, where the plain route converts it
+  // and then the slab).
+  const int64_t want = BlockOf(slab->size);
+  int64_t b = 0;
+  for (const auto& [have, name] : *blocks) {
+    if (slab->begin % have == 0 && slab->size % have == 0 && b != want) b = have;
+  }
+  if (b == 0) {
+    if (want <= 1 || slab->begin % want != 0) return false;
+    b = want;
+  }
+  const std::string from = EnsureBlocked(k.inputs[0], b);
+  const std::vector<int64_t>& s = g_.Find(k.inputs[0])->shape;
+  const std::string name = BlockedName(k.output, b);
+  l_.aliases[name] = Alias{from, slab->begin * s[2] * s[3]};
+  blocked_[k.output][b] = name;
+  plain_missing_.insert(k.output);
+  return true;
+}
+
+int64_t Blocker::WantedBlock(const std::string& v) const {
+  const std::vector<int64_t>& s = g_.Find(v)->shape;
+  if (s.size() != 4) return 0;
+  if (conv_inputs_.count(v)) return BlockOf(s[1]);
+  auto it = readers_.find(v);
+  if (it == readers_.end()) return 0;
+  int64_t b = 0;
+  for (const KernelDesc* r : it->second) {
+    const std::optional<ChannelSlab> slab = ChannelSlabOf(*r);
+    if (!slab) return 0;
+    const int64_t rb = BlockOf(slab->size);
+    if (rb <= 1 || slab->begin % rb != 0 || slab->size % rb != 0 || (b != 0 && rb != b)) return 0;
+    b = rb;
+  }
+  return b;
+}
+
+std::optional<std::string> Blocker::ReshapeTo4d(const std::string& v) const {
+  if (readers_.count(v) || std::count(g_.outputs.begin(), g_.outputs.end(), v)) {
+    return std::nullopt;
+  }
+  std::optional<std::string> view;
+  for (const auto& [name, a] : l_.aliases) {
+    if (a.base != v) continue;
+    const std::vector<int64_t>& s = g_.Find(name)->shape;
+    if (view || a.offset != 0 || s.size() != 4 ||
+        NumElements(s) != NumElements(g_.Find(v)->shape)) {
+      return std::nullopt;
+    }
+    view = name;
+  }
+  return view;
+}
+
 bool Blocker::TryTranspose(KernelDesc& k) {
   // The transpose reads `in` as a row-major view of its root's elements.
   const std::string& in = k.inputs[0];
@@ -468,10 +568,17 @@ bool Blocker::TryTranspose(KernelDesc& k) {
       }
     }
   }
-  // A 4-d output that a convolution reads is written blocked, in the block it will want.
-  const std::vector<int64_t> os = g_.Find(k.output)->shape;
-  const int64_t ob = os.size() == 4 && conv_inputs_.count(k.output) ? BlockOf(os[1]) : 0;
+  // A 4-d output is written blocked where its readers want it so (WantedBlock); so is the one
+  // 4-d reshape that alone reads a 5-d output (a channel shuffle: Reshape, Transpose, Reshape),
+  // which the transpose then writes, the 5-d output becoming its view.
+  std::string out = k.output;
+  if (g_.Find(out)->shape.size() != 4) {
+    if (std::optional<std::string> view = ReshapeTo4d(out)) out = *view;
+  }
+  const std::vector<int64_t> os = g_.Find(out)->shape;
+  const int64_t ob = WantedBlock(out);
   const bool out_blocked = ob > 1 && os[1] % ob == 0;
+  if (!out_blocked) out = k.output;
   std::vector<int64_t> out_factors = os;
   std::vector<int> out_pos = {0, 1, 2, 3, 4, 5, 6, 7};
   if (out_blocked) {
@@ -498,7 +605,11 @@ bool Blocker::TryTranspose(KernelDesc& k) {
     pos[from[p]] = static_cast<int64_t>(p);
   }
   for (int q : to) new_perm.push_back(pos[q]);
-  KernelDesc t = TransposeKernel(shape, new_perm, blocked_name, k.output, "");
+  if (out != k.output) {
+    l_.aliases.erase(out);
+    l_.aliases[k.output] = Alias{out, 0};
+  }
+  KernelDesc t = TransposeKernel(shape, new_perm, blocked_name, out, "");
   t.nodes = k.nodes;
   t.nodes.push_back(absl::StrCat("reads layout nchw", b, "c"));
   if (out_blocked) {
@@ -512,8 +623,11 @@ bool Blocker::TryTranspose(KernelDesc& k) {
 void Blocker::Run() {
   for (const KernelDesc& k : l_.kernels) {
     if (k.op == "conv2d") conv_inputs_.insert(SameShapeRoot(k.inputs[0]));
+    for (const std::string& in : k.inputs) readers_[SameShapeRoot(in)].push_back(&k);
+    for (const auto& [kind, v] : k.step_inputs) readers_[SameShapeRoot(v)].push_back(&k);
   }
   for (KernelDesc k : l_.kernels) {
+    if (k.op == "slice" && TrySlice(k)) continue;  // a view: no kernel
     bool blocked = false;
     const bool conv = k.op == "conv2d" && IsActivation4d(k.inputs[0]);
     if (conv) blocked = TryConv(k);

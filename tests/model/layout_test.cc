@@ -501,6 +501,48 @@ TEST(LayoutTest, ATransposeReadsTheBlockedFormDirectly) {
   }
 }
 
+// ShuffleNetV2's unit: the channels split in halves, one half through a conv, the halves
+// concatenated and shuffled (Reshape, Transpose, Reshape), twice. Blocked, the split is a view
+// of the blocked value at a block boundary (no slice kernel; 24 channels held in blocks of 8 are
+// re-blocked for halves that want 12 or 4) and the shuffle one transpose from the blocked concat
+// to the block its readers want (no conversion to the plain layout).
+TEST(LayoutTest, AChannelSplitIsAViewAndAShuffleStaysBlocked) {
+  for (int64_t c : {32, 24}) {
+    SCOPED_TRACE(c);
+    const int64_t h = c / 2;
+    GraphBuilder b;
+    std::string x = b.Input("x", {1, c, 5, 6});
+    x = b.Op("Conv", {x, b.Const("w0", {c, c, 1, 1})});
+    auto slice = [&](const std::string& v, int64_t from, int64_t to) {
+      return b.Op("Slice",
+                  {v, b.Values("st", {1}, {static_cast<float>(from)}),
+                   b.Values("en", {1}, {static_cast<float>(to)}), b.Values("ax", {1}, {1})});
+    };
+    for (int unit = 0; unit < 2; ++unit) {
+      const std::string tag = std::to_string(unit);
+      std::string branch =
+          b.Op("Relu", {b.Op("Conv", {slice(x, h, c), b.Const("wb" + tag, {h, h, 1, 1})})});
+      x = b.Op("Concat", {slice(x, 0, h), branch}, {{"axis", Attr{Attr::kInt, 1}}});
+      x = b.Op("Reshape", {x, b.Values("s1", {5}, {1, 2, static_cast<float>(h), 5, 6})});
+      x = b.Op("Transpose", {x}, {{"perm", Ints({0, 2, 1, 3, 4})}});
+      x = b.Op("Reshape", {x, b.Values("s2", {4}, {1, static_cast<float>(c), 5, 6})});
+    }
+    Graph g = b.Finish(b.Op("Conv", {x, b.Const("w9", {8, c, 1, 1})}));
+    CheckAgainstReference(
+        g, CompileOptions(), {16, 8}, [&](const Program& p, const std::string& specs, int64_t) {
+          EXPECT_EQ(Count(p, "slice"), 0) << specs;
+          int shuffles = 0;
+          for (const KernelCall& k : p.kernels) {
+            for (const std::string& n : k.nodes) {
+              shuffles +=
+                  n.find("reads layout nchw") == 0 && n.find(", writes nchw") != std::string::npos;
+            }
+          }
+          EXPECT_EQ(shuffles, 2) << specs;
+        });
+  }
+}
+
 // The program of `g` with its matmul weights in panels of 16 (null, and a test failure, where
 // it does not compile), its kernels' specs one per line in `specs`; checks that it computes what
 // the unpacked program does.
