@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "graph_builder.h"
 #include "gtest/gtest.h"
@@ -222,6 +223,27 @@ TEST(LayoutTest, AFewChannelsAreOneBlockOnEitherVector) {
                           EXPECT_THAT(specs, HasSubstr("k=58,layout=nchw58c,")) << specs;
                           EXPECT_THAT(specs, Not(HasSubstr("layout=nchw,"))) << specs;
                         });
+}
+
+TEST(LayoutTest, QuarterVectorBlocksGiveWayToOneBlockOfFourToEightVectors) {
+  // 116 channels (ShuffleNetV2's): 4 is the largest power of two that divides them, a quarter of
+  // 16 lanes: one block of 116 there (7.25 vectors); half of 8 lanes: blocks of 4 there. 60
+  // channels (PP-OCR rec's) fill fewer than 4 vectors of 16: blocks of 4 on either.
+  for (int64_t c : {116, 60}) {
+    SCOPED_TRACE(c);
+    GraphBuilder b;
+    std::string x = b.Input("x", {1, c, 3, 5});
+    std::string y = b.Op("Relu", {b.Op("Conv", {x, b.Const("w0", {c, c, 1, 1})})});
+    y = b.Op("Conv", {y, b.Const("w1", {c, c, 1, 1})});
+    CheckAgainstReference(
+        b.Finish(y), CompileOptions{}, {16, 8},
+        [&](const Program& p, const std::string& specs, int64_t lanes) {
+          const int64_t block = lanes == 16 && c == 116 ? 116 : 4;
+          EXPECT_THAT(specs, HasSubstr(absl::StrCat("k=", c, ",layout=nchw", block, "c,")))
+              << specs;
+          EXPECT_EQ(Count(p, "conv2d"), 2);
+        });
+  }
 }
 
 // Unfused as the reference, fused plain and in blocks of 8.
