@@ -296,11 +296,20 @@ class Partitioner {
     if (!any_folds) return nullptr;
     ++versioned_;
     const ExprNode* var = f->var.get();
+    // Without iterations between them the two copies are the hot path: versioned further (a
+    // row of two column tiles over a block of 200 channels, 13 vectors: the guard of the
+    // last, partial vector split off; unsplit, every access of the tile was masked, the
+    // accumulators kept in memory: depthwise 3x3 at 28x28 56 -> 19 us, Zen 4).
+    const bool hot_copies = clean.lo > clean.hi;
     auto at = [&](int64_t v) {
       RangeMap ranges = outer_;
       ranges[var] = {v, v};
       Stmt b = SimplifyStmt(Substitute(f->body, VarMap{{var, IntImm(v)}}), ranges);
-      return opt_.version_slow_copies ? Run(b, depth + 1) : b;
+      if (!opt_.version_slow_copies && !hot_copies) return b;
+      outer_[var] = {v, v};
+      b = Run(b, depth + 1);
+      outer_.erase(var);
+      return b;
     };
     Stmt last = at(r.hi);
     Stmt body;
