@@ -116,10 +116,11 @@ class Blocker {
  private:
   // The channel block of C channels: the vector's lanes where they divide C, all channels
   // where there are fewer, else the largest power of two from 4 up that divides C (all C
-  // channels instead of a quarter vector where they fill 4 to 8 vectors), else all channels up
-  // to 4 vectors or 64 channels; 0 (stay plain) beyond. (24 channels on AVX-512 as one
-  // block of 24 measured slower than three blocks of 8 for PP-OCR det's 3x3 96->24 conv at 160x160,
-  // best of 10 rule-picked candidates: 31 ms as scalar code, 78 ms vectorized as 24-lane
+  // channels instead where that is a quarter vector and they fill 4 to 8 vectors, or half of
+  // one of 16 lanes in a block count that 2 and 3 do not divide and they fill 8 to 16), else
+  // all channels up to 4 vectors or 64 channels; 0 (stay plain) beyond. (24 channels on AVX-512 as
+  // one block of 24 measured slower than three blocks of 8 for PP-OCR det's 3x3 96->24 conv at
+  // 160x160, best of 10 rule-picked candidates: 31 ms as scalar code, 78 ms vectorized as 24-lane
   // vectors, against 16-24 ms; busy host.)
   int64_t BlockOf(int64_t c) const {
     if (c % lanes_ == 0) return lanes_;
@@ -129,10 +130,22 @@ class Blocker {
       // A block of a quarter vector (4 lanes of 16) runs at a quarter of the vector's width:
       // from 4 vectors of channels to 8, one block of all of them (its last vector masked, at
       // least 7 lanes in 8 used) is faster. ShuffleNetV2's 116 on AVX-512: 1x1 116->116 at
-      // 14x14 55 -> 35 us, at 28x28 231 -> 136, depthwise 3x3 at 14x14 5.7 -> 4.0 (at 28x28
-      // 21 -> 29); the model 3.4 -> 3.0 ms. Below 4 vectors the masked part weighs more: PP-OCR
+      // 14x14 55 -> 35 us, at 28x28 231 -> 136, depthwise 3x3 at 14x14 5.7 -> 4.0, at 28x28
+      // 19 -> 16; the model 3.4 -> 3.0 ms. Below 4 vectors the masked part weighs more: PP-OCR
       // rec's 1x3 480->60 at 1x40 in an output block of 60: 78 -> 107 us.
       if (p * 4 <= lanes_ && c >= 4 * lanes_ && c <= 8 * lanes_) return c;
+      // Half vectors of 8 lanes (AVX-512) in a count that no tile of 2 or 3 blocks divides
+      // leave a tail on every pass of a register tile over the blocks: beyond 8 vectors, one
+      // block of all of them, up to 16. 1x1 convs at 14x14, us: 232->232 221 -> 109
+      // (ShuffleNetV2), 152->152 91 -> 54 (RegNetX-200MF), 184->80 38 -> 27 (MobileNetV3);
+      // their depthwise 3x3s within 1 us; the three models' changed tasks add up to 236, 360
+      // and 37 us less. (On AVX2 the half vector is 4 lanes: one block of 116 measured no
+      // faster there, 1x1 at 14x14 66 / 68 us, and its strided depthwise slower.)
+      const int64_t blocks = c / p;
+      if (p * 2 == lanes_ && p >= 8 && c > 8 * lanes_ && c <= 16 * lanes_ && blocks % 2 != 0 &&
+          blocks % 3 != 0) {
+        return c;
+      }
       return p;
     }
     // One block of all of a few channels whatever the vector (the vectors of its last one

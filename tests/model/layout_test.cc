@@ -225,21 +225,26 @@ TEST(LayoutTest, AFewChannelsAreOneBlockOnEitherVector) {
                         });
 }
 
-TEST(LayoutTest, QuarterVectorBlocksGiveWayToOneBlockOfFourToEightVectors) {
+TEST(LayoutTest, PartialVectorBlocksGiveWayToOneBlockOfAllChannels) {
   // 116 channels (ShuffleNetV2's): 4 is the largest power of two that divides them, a quarter of
   // 16 lanes: one block of 116 there (7.25 vectors); half of 8 lanes: blocks of 4 there. 60
-  // channels (PP-OCR rec's) fill fewer than 4 vectors of 16: blocks of 4 on either.
-  for (int64_t c : {116, 60}) {
-    SCOPED_TRACE(c);
+  // (PP-OCR rec's) fill fewer than 4 vectors of 16: blocks of 4 on either. 232 (ShuffleNetV2's)
+  // are 29 half vectors of 16 lanes, a count no tile of 2 or 3 blocks divides: one block; 168
+  // are 21 (tiles of 3): blocks of 8; on 8 lanes both are whole vectors.
+  struct Case {
+    int64_t c, block16, block8;
+  };
+  for (const Case& t : {Case{116, 116, 4}, Case{60, 4, 4}, Case{232, 232, 8}, Case{168, 8, 8}}) {
+    SCOPED_TRACE(t.c);
     GraphBuilder b;
-    std::string x = b.Input("x", {1, c, 3, 5});
-    std::string y = b.Op("Relu", {b.Op("Conv", {x, b.Const("w0", {c, c, 1, 1})})});
-    y = b.Op("Conv", {y, b.Const("w1", {c, c, 1, 1})});
+    std::string x = b.Input("x", {1, t.c, 3, 5});
+    std::string y = b.Op("Relu", {b.Op("Conv", {x, b.Const("w0", {t.c, t.c, 1, 1})})});
+    y = b.Op("Conv", {y, b.Const("w1", {t.c, t.c, 1, 1})});
     CheckAgainstReference(
         b.Finish(y), CompileOptions{}, {16, 8},
         [&](const Program& p, const std::string& specs, int64_t lanes) {
-          const int64_t block = lanes == 16 && c == 116 ? 116 : 4;
-          EXPECT_THAT(specs, HasSubstr(absl::StrCat("k=", c, ",layout=nchw", block, "c,")))
+          const int64_t block = lanes == 16 ? t.block16 : t.block8;
+          EXPECT_THAT(specs, HasSubstr(absl::StrCat("k=", t.c, ",layout=nchw", block, "c,")))
               << specs;
           EXPECT_EQ(Count(p, "conv2d"), 2);
         });
