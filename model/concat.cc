@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "model/kernels.h"
 
@@ -52,6 +54,7 @@ void ConcatsInPlace(Graph& g, Lowered& l) {
     int64_t axis = -1;
     bool ok = absl::SimpleAtoi(k.params["axis"], &axis) && axis >= 0;
     std::vector<int64_t> offsets;
+    std::vector<bool> in_place;
     int64_t offset = 0;
     std::set<std::string> seen;
     const std::vector<std::string> shapes = absl::StrSplit(k.params["inputs"], '+');
@@ -61,17 +64,38 @@ void ConcatsInPlace(Graph& g, Lowered& l) {
       ok = static_cast<int64_t>(dims.size()) > axis;
       for (int64_t d = 0; ok && d < axis; ++d) ok = dims[d] == 1;
       const std::string& in = k.inputs[i];
-      ok = ok && placeable(in) && !placed.count(in) && seen.insert(in).second &&
-           NumElements(g.Find(in)->shape) == NumElements(dims);
+      ok = ok && NumElements(g.Find(in)->shape) == NumElements(dims);
+      in_place.push_back(ok && placeable(in) && !placed.count(in) && seen.insert(in).second);
       offsets.push_back(offset);
       if (ok) offset += NumElements(dims);
     }
-    if (!ok || offset != NumElements(g.Find(k.output)->shape)) {
+    if (!ok || offset != NumElements(g.Find(k.output)->shape) ||
+        std::count(in_place.begin(), in_place.end(), true) == 0) {
       kept.push_back(std::move(k));
       continue;
     }
-    // Each input is written where the concat would have copied it.
+    // Each input is written where the concat would have copied it; one that cannot be (a
+    // view, a graph input, one read twice) is copied there by an elementwise copy, where the
+    // concat kernel would have copied every input (ShuffleNetV2's concat of the split's half, a
+    // view, and the branch's output: half the copy).
     for (size_t i = 0; i < k.inputs.size(); ++i) {
+      if (in_place[i]) continue;
+      Value v = *g.Find(k.inputs[i]);
+      v.name = absl::StrCat(k.output, ".in", i);
+      v.constant.reset();
+      g.values[v.name] = v;
+      KernelDesc copy;
+      copy.op = "ewise";
+      copy.params["a"] = absl::StrJoin(v.shape.empty() ? std::vector<int64_t>{1} : v.shape, "x");
+      copy.inputs = {k.inputs[i]};
+      copy.output = v.name;
+      copy.nodes = k.nodes;
+      copy.nodes.push_back(absl::StrCat("input ", i, " copied into its slab"));
+      l.aliases[v.name] = Alias{k.output, offsets[i]};
+      kept.push_back(std::move(copy));
+    }
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+      if (!in_place[i]) continue;
       const std::string& in = k.inputs[i];
       l.aliases[in] = Alias{k.output, offsets[i]};
       if (alias_bases.count(in)) {

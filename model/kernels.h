@@ -106,7 +106,7 @@ void WinogradConvs(Graph& g, Lowered& l, int64_t panel);
 // the concat axis: axis 1 at batch 1, plain or blocked) vanish: each input, when a single
 // kernel writes it and nothing else owns its storage, becomes a view of its slab of the
 // output, so its producer writes it in place (model/concat.cc; PP-OCR det's FPN concat of
-// four 160x160 maps: a 0.4-1.0 ms copy).
+// four 160x160 maps: a 0.4-1.0 ms copy); the other inputs are copied into their slabs.
 void ConcatsInPlace(Graph& g, Lowered& l);
 
 // Blocked depthwise convolutions whose output only a 1x1 convolution (stride 1, no padding, the

@@ -558,14 +558,18 @@ TEST(LayoutTest, AChannelSplitIsAViewAndAShuffleStaysBlocked) {
     CheckAgainstReference(
         g, CompileOptions(), {16, 8}, [&](const Program& p, const std::string& specs, int64_t) {
           EXPECT_EQ(Count(p, "slice"), 0) << specs;
-          int shuffles = 0;
+          // The branch writes its slab of the concat; the half, a view, is copied into its own.
+          EXPECT_EQ(Count(p, "concat"), 0) << specs;
+          int shuffles = 0, copies = 0;
           for (const KernelCall& k : p.kernels) {
             for (const std::string& n : k.nodes) {
               shuffles +=
                   n.find("reads layout nchw") == 0 && n.find(", writes nchw") != std::string::npos;
+              copies += n == "input 0 copied into its slab";
             }
           }
           EXPECT_EQ(shuffles, 2) << specs;
+          EXPECT_EQ(copies, 2) << specs;
         });
   }
 }
