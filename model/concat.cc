@@ -12,9 +12,6 @@
 #include "model/kernels.h"
 
 namespace lathe::model {
-namespace {
-
-// The dims of one "AxBxC" shape text; empty when it does not parse.
 std::vector<int64_t> ParseDims(const std::string& text) {
   std::vector<int64_t> dims;
   for (absl::string_view d : absl::StrSplit(text, 'x')) {
@@ -24,8 +21,6 @@ std::vector<int64_t> ParseDims(const std::string& text) {
   }
   return dims;
 }
-
-}  // namespace
 
 void ConcatsInPlace(Graph& g, Lowered& l) {
   const std::set<std::string> graph_inputs(g.inputs.begin(), g.inputs.end());

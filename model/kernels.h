@@ -102,6 +102,10 @@ constexpr int64_t kWinogradMinChannels = 32;
 constexpr int64_t kWinogradMaxWeightBytes = 8 << 20;
 void WinogradConvs(Graph& g, Lowered& l, int64_t panel);
 
+// The dims of one "AxBxC" spec value of a kernel (shape, begin, size, ...); empty when it does
+// not parse (model/concat.cc).
+std::vector<int64_t> ParseDims(const std::string& text);
+
 // Concats whose inputs are contiguous slabs of their output (nothing but extent-1 dims outside
 // the concat axis: axis 1 at batch 1, plain or blocked) vanish: each input, when a single
 // kernel writes it and nothing else owns its storage, becomes a view of its slab of the

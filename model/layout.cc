@@ -18,7 +18,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "model/kernels.h"
 
 namespace lathe::model {
@@ -68,13 +67,6 @@ std::optional<std::vector<Piece>> Refine(const std::vector<int64_t>& a,
   }
   if (i != ai.size() || j != bi.size()) return std::nullopt;
   return out;
-}
-
-// The dims of an "AxBxC" spec value (the layout pass writes and reads its own kernels').
-std::vector<int64_t> ParseDims(const std::string& text) {
-  std::vector<int64_t> dims;
-  for (absl::string_view d : absl::StrSplit(text, 'x')) dims.push_back(std::stoll(std::string(d)));
-  return dims;
 }
 
 // Channels [begin, begin + size) of a 4-d value at batch 1, whole along every other axis: what
@@ -597,13 +589,9 @@ bool Blocker::TryTranspose(KernelDesc& k) {
   const std::vector<int64_t> rs = g_.Find(root)->shape;
   if (rs.size() != 4 || NumElements(rs) != NumElements(g_.Find(in)->shape)) return false;
   const auto& [b, blocked_name] = *blocked_.at(root).rbegin();
-  std::vector<int64_t> view, perm;
-  for (absl::string_view d : absl::StrSplit(k.params.at("shape"), 'x')) {
-    view.push_back(std::stoll(std::string(d)));
-  }
-  for (absl::string_view d : absl::StrSplit(k.params.at("perm"), 'x')) {
-    perm.push_back(std::stoll(std::string(d)));
-  }
+  const std::vector<int64_t> view = ParseDims(k.params.at("shape"));
+  const std::vector<int64_t> perm = ParseDims(k.params.at("perm"));
+  if (view.empty() || perm.size() != view.size()) return false;
   // The logical index of a blocked value is row-major over [n, C/b, b, h, w]; its memory holds
   // those factors in the order n, C/b, h, w, b.
   constexpr int kMemoryPos[] = {0, 1, 4, 2, 3};
