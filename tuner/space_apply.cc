@@ -105,6 +105,22 @@ absl::StatusOr<Schedule> CpuSpace::Apply(const Candidate& c) const {
                                : chan  ? ApplyChannelsInner(s, c)
                                        : ApplyTiles(s, c));
   const std::string& o = an_.out;
+  // A fused epilogue's accumulator computed per tile is the tile's own storage, as a
+  // cache_write's is, where the vector axis ends in a partial vector: under its lane mask code
+  // generation then stores the tile's vectors unmasked and keeps them in registers
+  // (codegen/vectorize.cc), where masked stores kept them in memory. AVX2, 1x1 58->58 at 28x28
+  // in one block of 58 (7.25 vectors): 109 -> 35 us, the partial vector's tile, an eighth of
+  // the work, had taken most of the time; AVX-512 1x1 96->18 at 80x80 (kblock 18) 424 -> 184.
+  // Not where the vectors are whole: a local tile's guards that no lane depends on (a last
+  // tile of 1 block in tiles of 2) are then folded into masks, computing the whole tile (1x1
+  // 672->112 at 14x14, 7 blocks of 16: 128 -> 148 us).
+  if (!an_.cache_write && !an_.acc.empty() &&
+      workload_->output()->shape.back() % target_.vector_lanes != 0) {
+    const Stage* acc = s.FindStage(an_.acc);
+    if (acc != nullptr && acc->attach != ir::AttachKind::kRoot) {
+      LATHE_TRY(s.StorageScope(an_.acc, "local"));
+    }
+  }
 
   // Other reductions (softmax, layer_norm statistics): at root in parallel, or per tile row.
   // Per tile only where the tile loop runs over rows alone (a reduction along the rows is
