@@ -2,7 +2,8 @@
 """The tasks of a model that two lathe binaries compile differently, timed side by side.
 
 A change to the model compiler or to the rules shows on a model as tasks that one binary has
-and the other has not (another layout, block or schedule). This lists them for each model,
+and the other has not (another layout or block), or that the two schedule differently (their
+first rule's traces differ). This lists them for each model,
 builds every one with its binary's first rule (`lathe build --schedule rule:1 --emit trace`),
 times them all in one `bench_built_kernel` process, and prints the sum of each side weighted by
 how many kernels of the model run the task: a comparison of the changed kernels that the
@@ -60,18 +61,32 @@ def main():
             model, _, shapes = spec.partition(":")
             inputs = [s for s in shapes.split(",") if s]
             old, new = tasks(args.old, model, inputs, env), tasks(args.new, model, inputs, env)
+            traces = {}
+
+            def trace(side, w):
+                lathe = args.old if side == "old" else args.new
+                path = os.path.join(work, f"{side}{len(traces)}.json")
+                r = subprocess.run([lathe, "build", "--workload", w, "--schedule", "rule:1",
+                                    "--emit", "trace", "--out", path],
+                                   env=env, capture_output=True, text=True)
+                if r.returncode != 0:
+                    sys.exit(f"{lathe} build {w}: {r.stderr.strip()}")
+                traces[(side, w)] = path
+                with open(path) as f:
+                    return f.read()
+
+            # Tasks one binary has and the other has not, and shared tasks whose first rule
+            # the two schedule differently.
             sides = {"old": {w: n for w, n in old.items() if new.get(w) != n},
                      "new": {w: n for w, n in new.items() if old.get(w) != n}}
-            traces = {}
-            for side, lathe in (("old", args.old), ("new", args.new)):
+            for w, n in old.items():
+                if new.get(w) == n and trace("old", w) != trace("new", w):
+                    sides["old"][w] = sides["new"][w] = n
+            for side in ("old", "new"):
                 for w in sides[side]:
-                    path = os.path.join(work, f"{side}{len(traces)}.json")
-                    r = subprocess.run([lathe, "build", "--workload", w, "--schedule", "rule:1",
-                                        "--emit", "trace", "--out", path],
-                                       env=env, capture_output=True, text=True)
-                    if r.returncode != 0:
-                        sys.exit(f"{lathe} build {w}: {r.stderr.strip()}")
-                    traces[(side, w)] = path
+                    if (side, w) not in traces:
+                        trace(side, w)
+            traces = {k: v for k, v in traces.items() if k[1] in sides[k[0]]}
             us = {}
             if traces:
                 cmd = [bench, "--rounds", str(args.rounds), "--seconds", "0.15"]
