@@ -305,11 +305,7 @@ class Partitioner {
       RangeMap ranges = outer_;
       ranges[var] = {v, v};
       Stmt b = SimplifyStmt(Substitute(f->body, VarMap{{var, IntImm(v)}}), ranges);
-      if (!opt_.version_slow_copies && !hot_copies) return b;
-      outer_[var] = {v, v};
-      b = Run(b, depth + 1);
-      outer_.erase(var);
-      return b;
+      return opt_.version_slow_copies || hot_copies ? Run(b, depth + 1) : b;
     };
     Stmt last = at(r.hi);
     Stmt body;

@@ -79,13 +79,7 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
       if (g.Const(o)) g.values[src].constant = g.values[o].constant;
       g.values[o].constant.reset();
     }
-    KernelDesc copy;
-    copy.op = "ewise";
-    copy.params["a"] = absl::StrJoin(v.shape.empty() ? std::vector<int64_t>{1} : v.shape, "x");
-    copy.inputs = {src};
-    copy.output = o;
-    copy.nodes = {"copy of output " + o};
-    lowered->kernels.push_back(std::move(copy));
+    lowered->kernels.push_back(CopyKernel(v.shape, src, o, {"copy of output " + o}));
   }
 
   for (const KernelDesc& k : lowered->kernels) {

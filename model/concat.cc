@@ -12,6 +12,17 @@
 #include "model/kernels.h"
 
 namespace lathe::model {
+KernelDesc CopyKernel(const std::vector<int64_t>& shape, const std::string& in,
+                      const std::string& out, std::vector<std::string> nodes) {
+  KernelDesc copy;
+  copy.op = "ewise";
+  copy.params["a"] = absl::StrJoin(shape.empty() ? std::vector<int64_t>{1} : shape, "x");
+  copy.inputs = {in};
+  copy.output = out;
+  copy.nodes = std::move(nodes);
+  return copy;
+}
+
 std::vector<int64_t> ParseDims(const std::string& text) {
   std::vector<int64_t> dims;
   for (absl::string_view d : absl::StrSplit(text, 'x')) {
@@ -79,15 +90,10 @@ void ConcatsInPlace(Graph& g, Lowered& l) {
       v.name = absl::StrCat(k.output, ".in", i);
       v.constant.reset();
       g.values[v.name] = v;
-      KernelDesc copy;
-      copy.op = "ewise";
-      copy.params["a"] = absl::StrJoin(v.shape.empty() ? std::vector<int64_t>{1} : v.shape, "x");
-      copy.inputs = {k.inputs[i]};
-      copy.output = v.name;
-      copy.nodes = k.nodes;
-      copy.nodes.push_back(absl::StrCat("input ", i, " copied into its slab"));
+      std::vector<std::string> nodes = k.nodes;
+      nodes.push_back(absl::StrCat("input ", i, " copied into its slab"));
       l.aliases[v.name] = Alias{k.output, offsets[i]};
-      kept.push_back(std::move(copy));
+      kept.push_back(CopyKernel(v.shape, k.inputs[i], v.name, std::move(nodes)));
     }
     for (size_t i = 0; i < k.inputs.size(); ++i) {
       if (!in_place[i]) continue;

@@ -73,6 +73,11 @@ void ParameterizeConstants(Graph& g, Lowered& l);
 // share memory) where a kernel needs the plain form. lanes <= 1: nothing changes.
 void BlockLayouts(Graph& g, Lowered& l, int64_t lanes);
 
+// An elementwise copy of `in` (logical shape `shape`) into `out`; `nodes` name it in the
+// profile (model/concat.cc).
+KernelDesc CopyKernel(const std::vector<int64_t>& shape, const std::string& in,
+                      const std::string& out, std::vector<std::string> nodes);
+
 // A transpose kernel of `in` (logical shape `shape`) by `perm` into `out`, with extent-1
 // dimensions dropped and dimensions that stay neighbours merged, so that equal data movements
 // share one task; `why` names it in the profile.

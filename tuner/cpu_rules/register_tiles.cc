@@ -202,8 +202,9 @@ bool RegisterTilesRule::Propose(RuleContext& c) const {
       for (int64_t e : shape) total *= e;
       fused = 1;  // the parallel loop's tasks, as `depth` ended
       for (size_t i = 0; i < depth; ++i) fused *= outer[i];
-      const size_t pos = depth - 1;  // the parallel loop's innermost, and its axis
-      const size_t a = !swap || pos < n - 2 ? pos : pos == n - 1 ? n - 2 : n - 1;
+      // The parallel loop's innermost and its axis (swapped: two axes, the columns' outer).
+      const size_t pos = depth - 1;
+      const size_t a = swap ? n - 1 - pos : pos;
       const int64_t others = fused / outer[pos];
       for (int64_t t = d[c.tile_slot[a]] + 1; t <= shape[a] && total / fused < kCopyTaskElements;
            ++t) {
