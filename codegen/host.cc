@@ -164,6 +164,8 @@ CpuInfo Detect() {
   info.isa = "scalar";
   info.vector_bits = 128;
 #endif
+  info.datapath_bits = info.vector_bits;
+  if (info.vector_bits > 256 && info.llvm_cpu == "znver4") info.datapath_bits = 256;
   info.cores = UsableCores();
   DetectCaches(info);
   return info;

@@ -18,6 +18,10 @@ struct CpuInfo {
   std::vector<std::string> features;  // LLVM feature strings enabled on the host ("+avx512f", ...)
   std::string isa;        // widest vector ISA: "avx512", "avx2", "sse4.2", "neon", "scalar"
   int vector_bits = 128;  // width of the widest float vector register
+  // Width the core executes one vector operation at: vector_bits, except where the core splits
+  // a vector into halves (AMD Zen 4 runs a 512-bit operation as two 256-bit ones: 256 there).
+  // Where it equals vector_bits, an operation on part of a vector costs as much as on a whole.
+  int datapath_bits = 128;
   int cores = 1;          // usable cores (affinity mask)
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
 };

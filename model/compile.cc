@@ -33,7 +33,8 @@ absl::StatusOr<Program> CompileGraph(Graph graph, const CompileOptions& options)
   }
   if (options.deconv_as_conv) ConvTransposesAsConvs(g, *lowered);
   if (options.block_lanes > 1) {
-    BlockLayouts(g, *lowered, options.block_lanes);
+    BlockLayouts(g, *lowered, options.block_lanes,
+                 options.datapath_lanes > 0 ? options.datapath_lanes : options.block_lanes);
     p.layout = ActivationLayout::kBlocked;
   }
   if (options.winograd && options.block_lanes > 1) {

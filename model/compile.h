@@ -56,6 +56,11 @@ struct CompileOptions {
   // The float lanes of the target's vector (16 on AVX-512, 8 on AVX2): activations between
   // convolutions are kept in blocks of up to this many channels. 0: plain NCHW throughout.
   int64_t block_lanes = 0;
+  // The lanes the target executes per vector operation (codegen::CpuInfo::datapath_bits / 32;
+  // 0: block_lanes). Where it is the whole vector, blocks of part of a vector run at that part
+  // of the peak and channels that fill no whole vectors take one block (BlockLayouts); where it
+  // is half (Zen 4's AVX-512), a half-vector block runs at full rate.
+  int64_t datapath_lanes = 0;
   // Constant matmul weights packed in column panels of this many columns (PackMatmulWeights;
   // two vectors: 16 on AVX2, 32 on AVX-512). 0: row-major.
   int64_t weight_panel = 0;

@@ -71,7 +71,7 @@ void ParameterizeConstants(Graph& g, Lowered& l);
 // b from the vector's float lanes (16 on AVX-512, 8 on AVX2) where it divides the channels;
 // convolution weights packed; conversions (transpose kernels, or views where the layouts
 // share memory) where a kernel needs the plain form. lanes <= 1: nothing changes.
-void BlockLayouts(Graph& g, Lowered& l, int64_t lanes);
+void BlockLayouts(Graph& g, Lowered& l, int64_t lanes, int64_t datapath_lanes);
 
 // An elementwise copy of `in` (logical shape `shape`) into `out`; `nodes` name it in the
 // profile (model/concat.cc).

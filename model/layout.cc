@@ -101,13 +101,16 @@ constexpr int64_t kMaxPlainInputChannels = 4;
 
 class Blocker {
  public:
-  Blocker(Graph& g, Lowered& l, int64_t lanes) : g_(g), l_(l), lanes_(lanes) {}
+  Blocker(Graph& g, Lowered& l, int64_t lanes, bool full_width)
+      : g_(g), l_(l), lanes_(lanes), full_width_(full_width) {}
 
   void Run();
 
  private:
   // The channel block of C channels: the vector's lanes where they divide C, all channels
-  // where there are fewer, else the largest power of two from 4 up that divides C (all C
+  // where there are fewer; else, where the core executes whole vectors, FullWidthBlockOf for
+  // multiples of 4. Where it splits a vector in halves (Zen 4's AVX-512, measured there), the
+  // largest power of two from 4 up that divides C (all C
   // channels instead where that is a quarter vector and they fill 4 to 8 vectors, or half of
   // one of 16 lanes in a block count that 2 and 3 do not divide and they fill 8 to 16), else
   // all channels up to 4 vectors or 64 channels; 0 (stay plain) beyond. (24 channels on AVX-512 as
@@ -117,6 +120,7 @@ class Blocker {
   int64_t BlockOf(int64_t c) const {
     if (c % lanes_ == 0) return lanes_;
     if (c < lanes_) return c;
+    if (full_width_ && c % 4 == 0 && (c >= 2 * lanes_ || lanes_ >= 16)) return FullWidthBlockOf(c);
     for (int64_t p = lanes_ / 2; p >= 4; p /= 2) {
       if (c % p != 0) continue;
       // A block of a quarter vector (4 lanes of 16) runs at a quarter of the vector's width:
@@ -144,6 +148,26 @@ class Blocker {
     // masked): ShuffleNetV2's 58 on AVX2 (8 lanes), 1x1 58->58 at 28x28 plain 402 us, one block
     // 120 (nchw2c 117-161, nchw29c 182-208; Zen 4, 2 threads).
     return c <= std::max<int64_t>(4 * lanes_, 64) ? c : 0;
+  }
+  // BlockOf where the core executes whole vectors (full_width_): an operation on a part of a
+  // vector costs as much as one on all of it, so a block of half or a quarter of a vector runs
+  // at that part of the peak. Channels that fill at most 16 vectors take one block (its last
+  // vector masked); more, the largest block of at most 8 vectors that divides them. Intel Xeon
+  // (Sapphire Rapids) AVX-512, 2 threads, rule-picked schedules, us: 1x1 convs 24->56 at 56x56
+  // 221 -> 59 (nchw8c -> one block each), 56->56 at 28x28 81 -> 27, 56->152 150 -> 70, 40->120
+  // 67 -> 32, 120->40 108 -> 32, 24->96 at 160x160 514 -> 478; PP-OCR det's 3x3 96->24 at
+  // 160x160 6.0 -> 5.1 ms; 384->360 at 20x20 665 (kblock 8) -> 500 (120; 360 as one block 547);
+  // the depthwise convs between them slower, 5x5 of 120 at 28x28 28 -> 32, of 72 at stride 2
+  // 21 -> 30, and 3x3 of 56 faster, 19.5 -> 18. AVX2 code on the same host: 1x1 116->116 at
+  // 28x28 294 -> 159 (nchw4c -> one block), 20->60 at 56x56 110 -> 62, depthwise 3x3 of 116
+  // within 0.5 us. Not below 2 vectors of 8 lanes (16 registers): PP-OCR det's 1x1 48->12 at
+  // 160x160 in one block of 12 took 490-909 us against 363-413 in blocks of 4 (its vector
+  // chunks, 8 lanes and 4, pass over the inputs once each).
+  int64_t FullWidthBlockOf(int64_t c) const {
+    if (c <= 16 * lanes_) return c;
+    int64_t d = 8 * lanes_;
+    while (c % d != 0) d -= 4;
+    return d;
   }
   bool IsActivation4d(const std::string& v) const {
     return !g_.Const(v) && g_.Find(v)->shape.size() == 4;
@@ -235,6 +259,7 @@ class Blocker {
   Graph& g_;
   Lowered& l_;
   const int64_t lanes_;
+  const bool full_width_;  // the core executes a whole vector per operation
   std::vector<KernelDesc> out_;
   // Plain value -> its blocked copies by block.
   std::map<std::string, std::map<int64_t, std::string>> blocked_;
@@ -728,9 +753,9 @@ KernelDesc TransposeKernel(std::vector<int64_t> shape, std::vector<int64_t> perm
   return k;
 }
 
-void BlockLayouts(Graph& g, Lowered& l, int64_t lanes) {
+void BlockLayouts(Graph& g, Lowered& l, int64_t lanes, int64_t datapath_lanes) {
   if (lanes <= 1) return;
-  Blocker(g, l, lanes).Run();
+  Blocker(g, l, lanes, datapath_lanes >= lanes).Run();
 }
 
 }  // namespace lathe::model

@@ -44,6 +44,7 @@ namespace {
 model::CompileOptions CompileOptionsOf(const LayoutChoice& c) {
   model::CompileOptions co;
   co.block_lanes = c.block_lanes;
+  co.datapath_lanes = std::max(1, codegen::HostCpu().datapath_bits / 32);
   co.weight_panel = c.weight_panel;
   co.winograd = c.winograd;
   co.fuse_separable = c.separable;

@@ -169,13 +169,14 @@ using ProgramCheck = std::function<void(const Program&, const std::string& specs
 // blocks of each of `lanes` (0: plain): `check` sees each program and its kernel specs (one per
 // line), whose output must match the reference's.
 void CheckAgainstReference(const Graph& g, const CompileOptions& reference,
-                           std::initializer_list<int64_t> lanes, const ProgramCheck& check) {
+                           const std::vector<int64_t>& lanes, const ProgramCheck& check,
+                           const CompileOptions& blocked = CompileOptions{}) {
   absl::StatusOr<Program> want = CompileGraph(g, reference);
   ASSERT_TRUE(want.ok()) << want.status();
   const std::vector<float> expected = RunProgram(*want);
   for (int64_t l : lanes) {
     SCOPED_TRACE(l);
-    CompileOptions o;
+    CompileOptions o = blocked;
     o.block_lanes = l;
     absl::StatusOr<Program> p = CompileGraph(g, o);
     ASSERT_TRUE(p.ok()) << p.status();
@@ -256,28 +257,40 @@ TEST(LayoutTest, AFewChannelsAreOneBlockOnEitherVector) {
 }
 
 TEST(LayoutTest, PartialVectorBlocksGiveWayToOneBlockOfAllChannels) {
-  // 116 channels (ShuffleNetV2's): 4 is the largest power of two that divides them, a quarter of
-  // 16 lanes: one block of 116 there (7.25 vectors); half of 8 lanes: blocks of 4 there. 60
-  // (PP-OCR rec's) fill fewer than 4 vectors of 16: blocks of 4 on either. 232 (ShuffleNetV2's)
-  // are 29 half vectors of 16 lanes, a count no tile of 2 or 3 blocks divides: one block; 168
-  // are 21 (tiles of 3): blocks of 8; on 8 lanes both are whole vectors.
+  // Where the core executes whole vectors (datapath_lanes 0: those of the block), channels that
+  // fill no whole vectors take one block up to 16 vectors, beyond that the largest block of at
+  // most 8 vectors that divides them: 116, 60, 232, 168 one block on 16 lanes, 360 blocks of
+  // 120 (22.5 vectors), 24 one block; on 8 lanes 116 and 60 one block, 12 (under 2 vectors)
+  // blocks of 4, the rest whole vectors. Where it runs
+  // half a vector per operation (Zen 4's AVX-512: datapath_lanes 8 of 16), half vectors run at
+  // full rate: 116 (a quarter vector divides it, 7.25 vectors) one block, 60 (fewer than 4
+  // vectors) blocks of 4, 232 (29 half vectors, a count no tile of 2 or 3 blocks divides) one
+  // block, 168 (21: tiles of 3) and 360 blocks of 8.
   struct Case {
-    int64_t c, block16, block8;
+    int64_t c, half16, full16, full8;
   };
-  for (const Case& t : {Case{116, 116, 4}, Case{60, 4, 4}, Case{232, 232, 8}, Case{168, 8, 8}}) {
-    SCOPED_TRACE(t.c);
-    GraphBuilder b;
-    std::string x = b.Input("x", {1, t.c, 3, 5});
-    std::string y = b.Op("Relu", {b.Op("Conv", {x, b.Const("w0", {t.c, t.c, 1, 1})})});
-    y = b.Op("Conv", {y, b.Const("w1", {t.c, t.c, 1, 1})});
-    CheckAgainstReference(
-        b.Finish(y), CompileOptions{}, {16, 8},
-        [&](const Program& p, const std::string& specs, int64_t lanes) {
-          const int64_t block = lanes == 16 ? t.block16 : t.block8;
-          EXPECT_THAT(specs, HasSubstr(absl::StrCat("k=", t.c, ",layout=nchw", block, "c,")))
-              << specs;
-          EXPECT_EQ(Count(p, "conv2d"), 2);
-        });
+  for (const Case& t : {Case{116, 116, 116, 116}, Case{60, 4, 60, 60}, Case{232, 232, 232, 8},
+                        Case{168, 8, 168, 8}, Case{360, 8, 120, 8}, Case{24, 8, 24, 8},
+                        Case{12, 12, 12, 4}}) {
+    for (int64_t datapath : {0, 8}) {
+      SCOPED_TRACE(absl::StrCat(t.c, " channels, datapath lanes ", datapath));
+      GraphBuilder b;
+      std::string x = b.Input("x", {1, t.c, 3, 5});
+      std::string y = b.Op("Relu", {b.Op("Conv", {x, b.Const("w0", {t.c, t.c, 1, 1})})});
+      y = b.Op("Conv", {y, b.Const("w1", {t.c, t.c, 1, 1})});
+      CompileOptions o;
+      o.datapath_lanes = datapath;
+      CheckAgainstReference(
+          b.Finish(y), CompileOptions{},
+          datapath == 0 ? std::vector<int64_t>{16, 8} : std::vector<int64_t>{16},
+          [&](const Program& p, const std::string& specs, int64_t lanes) {
+            const int64_t block = datapath != 0 ? t.half16 : lanes == 16 ? t.full16 : t.full8;
+            EXPECT_THAT(specs, HasSubstr(absl::StrCat("k=", t.c, ",layout=nchw", block, "c,")))
+                << specs;
+            EXPECT_EQ(Count(p, "conv2d"), 2);
+          },
+          o);
+    }
   }
 }
 
