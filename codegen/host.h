@@ -22,7 +22,7 @@ struct CpuInfo {
   // a vector into halves (AMD Zen 4 runs a 512-bit operation as two 256-bit ones: 256 there).
   // Where it equals vector_bits, an operation on part of a vector costs as much as on a whole.
   int datapath_bits = 128;
-  int cores = 1;          // usable cores (affinity mask)
+  int cores = 1;  // usable cores (affinity mask)
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
 };
 

@@ -269,9 +269,9 @@ TEST(LayoutTest, PartialVectorBlocksGiveWayToOneBlockOfAllChannels) {
   struct Case {
     int64_t c, half16, full16, full8;
   };
-  for (const Case& t : {Case{116, 116, 116, 116}, Case{60, 4, 60, 60}, Case{232, 232, 232, 8},
-                        Case{168, 8, 168, 8}, Case{360, 8, 120, 8}, Case{24, 8, 24, 8},
-                        Case{12, 12, 12, 4}}) {
+  for (const Case& t :
+       {Case{116, 116, 116, 116}, Case{60, 4, 60, 60}, Case{232, 232, 232, 8}, Case{168, 8, 168, 8},
+        Case{360, 8, 120, 8}, Case{24, 8, 24, 8}, Case{12, 12, 12, 4}}) {
     for (int64_t datapath : {0, 8}) {
       SCOPED_TRACE(absl::StrCat(t.c, " channels, datapath lanes ", datapath));
       GraphBuilder b;
