@@ -262,15 +262,19 @@ absl::Status CheckConvShapes(const WorkloadSpec& spec, bool transposed) {
       return Invalid(op, absl::StrCat("k=", p.k, " is not a multiple of the output block ", y,
                                       "; choose a kblock that divides the output channels"));
     }
-    // A grouped convolution's blocks lie within its groups: each output block reads the input
-    // blocks of its own group only. A depthwise one (groups = c = k) has one block for both.
+    // A grouped convolution's output blocks lie within its groups: each reads its own group's
+    // input channels only, input blocks of the group or a part of one block that holds several
+    // whole groups. A depthwise one (groups = c = k) has one block for both.
     const int64_t kpg = p.k / p.groups;
-    const bool blocks_fit = p.depthwise() ? x == y : !p.plain_input && cpg % x == 0 && kpg % y == 0;
+    const bool blocks_fit =
+        p.depthwise() ? x == y : !p.plain_input && (cpg % x == 0 || x % cpg == 0) && kpg % y == 0;
     if (p.groups > 1 && !blocks_fit) {
       return Invalid(op, absl::StrCat("groups=", p.groups, " in layout ", layout,
                                       ": a blocked grouped convolution is depthwise (groups = c "
-                                      "= k, kblock equal to the block) or its blocks divide the ",
-                                      cpg, " input and ", kpg, " output channels of a group"));
+                                      "= k, kblock equal to the block) or its output blocks "
+                                      "divide the ",
+                                      kpg, " output channels of a group and its input blocks the ",
+                                      cpg, " input channels or a multiple of them"));
     }
     if (p.plain_input) {
       return CheckSizes(op, {{"X", {p.n, p.c, p.h, p.w}},
@@ -284,9 +288,10 @@ absl::Status CheckConvShapes(const WorkloadSpec& spec, bool transposed) {
                              {"W", {p.k / y, p.r, p.s, y}},
                              {"Y", {p.n, p.k / y, oh, ow, y}}});
     }
+    const int64_t wx = p.wblock();
     return CheckSizes(op, {{"X", {p.n, p.c / x, p.h, p.w, x}},
                            {"pad", {p.n, p.c / x, ph, pw, x}},
-                           {"W", {p.k / y, cpg / x, p.r, p.s, x, y}},
+                           {"W", {p.k / y, cpg / wx, p.r, p.s, wx, y}},
                            {"Y", {p.n, p.k / y, oh, ow, y}}});
   }
   if (p.nhwc) {

@@ -542,10 +542,11 @@ Tensor AppendConv2dBlocked(const Conv2dParams& p, const Tensor& in0, const std::
   const int64_t oh = p.oh(), ow = p.ow();
   const bool dw = p.depthwise();
   // A grouped (not depthwise) convolution: output block kb reads the cpg / x input blocks of
-  // its group, group kb / (kpg / y) (op_shapes.cc: the blocks divide the groups).
-  const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups;
+  // its group, group kb / (kpg / y), or its cpg lanes of the block that holds the group where
+  // a block holds several (op_shapes.cc: the output blocks divide the groups).
+  const int64_t cpg = p.c / p.groups, kpg = p.k / p.groups, wx = p.wblock();
   Tensor wt = dw ? Placeholder(w_name, {p.k / y, p.r, p.s, y})
-                 : Placeholder(w_name, {p.k / y, cpg / x, p.r, p.s, x, y});
+                 : Placeholder(w_name, {p.k / y, cpg / wx, p.r, p.s, wx, y});
   std::vector<int64_t> out_shape = {p.n, p.k / y, oh, ow, y};
   std::vector<Tensor> extra = EpilogueInputs(p.epilogue, p.k, out_shape, prefix);
   def.args.push_back(wt);
@@ -555,10 +556,10 @@ Tensor AppendConv2dBlocked(const Conv2dParams& p, const Tensor& in0, const std::
     def.tensors.push_back(t);
   }
   Tensor in = PadStage(in0, p, /*nhwc=*/false, 0.0, p.h, p.w, &def.tensors);
-  IterVar rc = MakeIterVar("rc", cpg / x, /*reduce=*/true);
+  IterVar rc = MakeIterVar("rc", cpg / wx, /*reduce=*/true);
   IterVar ry = MakeIterVar("ry", p.r, /*reduce=*/true);
   IterVar rx = MakeIterVar("rx", p.s, /*reduce=*/true);
-  IterVar rv = MakeIterVar("rv", x, /*reduce=*/true);
+  IterVar rv = MakeIterVar("rv", wx, /*reduce=*/true);
   auto in_pos = [&](const Expr& o, const IterVar& r, int64_t stride, int64_t dilation) {
     Expr base = stride == 1 ? o : Mul(o, I(stride));
     Expr off = dilation == 1 ? r->var : Mul(r->var, I(dilation));
@@ -577,13 +578,18 @@ Tensor AppendConv2dBlocked(const Conv2dParams& p, const Tensor& in0, const std::
                      {ry, rx});
         }
         // Plain input: one block of every channel (rc has extent 1), channel rv.
-        Expr block = rc->var;
+        Expr block = rc->var, lane = rv->var;
         if (p.groups > 1) {
           const Expr group = kpg == y ? kb : Div(kb, I(kpg / y));
-          block = Add(cpg == x ? group : Mul(group, I(cpg / x)), rc->var);
+          if (wx < x) {  // x / cpg groups a block: rc is 0
+            block = Div(group, I(x / cpg));
+            lane = Add(Mul(Mod(group, I(x / cpg)), I(cpg)), rv->var);
+          } else {
+            block = Add(cpg == x ? group : Mul(group, I(cpg / x)), rc->var);
+          }
         }
         Expr xv = p.plain_input ? Read(in, {nn, Add(Mul(rc->var, I(x)), rv->var), iy, ix})
-                                : Read(in, {nn, block, iy, ix, rv->var});
+                                : Read(in, {nn, block, iy, ix, lane});
         return Sum(Mul(xv, Read(wt, {kb, rc->var, ry->var, rx->var, rv->var, kv})),
                    {rc, ry, rx, rv});
       },

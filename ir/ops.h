@@ -108,6 +108,13 @@ struct Conv2dParams : Window2d {
   bool plain_input = false;
   bool blocked() const { return cblock > 0; }
   bool depthwise() const { return groups > 1 && groups == c && groups == k; }
+  // The input-channel block of blocked weights [k/kblock, (c/groups)/wblock, r, s, wblock,
+  // kblock]: cblock, or a group's channels where one block of the input holds several whole
+  // groups (a grouped convolution reading channels blocked around it in wider blocks).
+  int64_t wblock() const {
+    const int64_t cpg = c / groups;
+    return groups > 1 && !depthwise() && cblock > cpg && cblock % cpg == 0 ? cpg : cblock;
+  }
   EpilogueExpr epilogue;
 
   // Output extents by the CONTRACT.md formula; may be <= 0 for impossible shapes.

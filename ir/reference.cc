@@ -215,7 +215,7 @@ void Conv2dBlocked(const Conv2dParams& p, std::span<float* const> args) {
   std::vector<float> in = p.plain_input
                               ? std::vector<float>(args[0], args[0] + p.n * p.c * p.h * p.w)
                               : Unblock(args[0], p.n, p.c, p.h, p.w, x);
-  const int64_t cpg = p.c / p.groups;
+  const int64_t cpg = p.c / p.groups, wx = p.wblock();
   std::vector<float> wt(static_cast<size_t>(p.k * cpg * p.r * p.s));
   for (int64_t k = 0; k < p.k; ++k) {
     for (int64_t c = 0; c < cpg; ++c) {
@@ -223,7 +223,7 @@ void Conv2dBlocked(const Conv2dParams& p, std::span<float* const> args) {
         const int64_t src =
             p.depthwise()
                 ? ((k / y) * p.r * p.s + t) * y + k % y
-                : ((((k / y) * (cpg / x) + c / x) * p.r * p.s + t) * x + c % x) * y + k % y;
+                : ((((k / y) * (cpg / wx) + c / wx) * p.r * p.s + t) * wx + c % wx) * y + k % y;
         wt[(k * cpg + c) * p.r * p.s + t] = args[1][src];
       }
     }

@@ -409,7 +409,11 @@ bool Blocker::TryConv(KernelDesc& k) {
         kk * std::stoll(k.params.at("r")) * std::stoll(k.params.at("s")) >= kReblockWork;
     if (!reblock) xb = have;
   }
-  if (grouped) {
+  // A block that holds several whole groups stays (each output block reads its group's lanes:
+  // RegNetX-200MF's 24, 56 and 152 channels in groups of 8, one block each where the core runs
+  // whole vectors); others are cut to the groups.
+  const bool groups_in_block = grouped && xb > cpg && xb % cpg == 0;
+  if (grouped && !groups_in_block) {
     xb = within_group(xb, cpg);
     if (xb < 4) return false;
   }
@@ -437,16 +441,17 @@ bool Blocker::TryConv(KernelDesc& k) {
     }
     pshape = {kk / yb, r, s, yb};
   } else {
+    const int64_t wb = groups_in_block ? cpg : xb;  // Conv2dParams::wblock
     for (int64_t oc = 0; oc < kk; ++oc) {
       for (int64_t ic = 0; ic < cpg; ++ic) {
         for (int64_t t = 0; t < rs; ++t) {
           const int64_t dst =
-              ((((oc / yb) * (cpg / xb) + ic / xb) * rs + t) * xb + ic % xb) * yb + oc % yb;
+              ((((oc / yb) * (cpg / wb) + ic / wb) * rs + t) * wb + ic % wb) * yb + oc % yb;
           packed.f[dst] = static_cast<float>(wd.at((oc * cpg + ic) * rs + t));
         }
       }
     }
-    pshape = {kk / yb, cpg / xb, r, s, xb, yb};
+    pshape = {kk / yb, cpg / wb, r, s, wb, yb};
   }
   if (plain_in) {
     EnsurePlain(x);

@@ -62,6 +62,10 @@ const std::vector<OpCase>& Cases() {
         // Grouped: 4 groups of 4 input / 2 output channels, blocks of 2 within them.
         "conv2d:n=1,c=16,h=7,w=6,k=8,r=3,s=3,stride=2,pad=1,groups=4,layout=nchw2c,"
         "epilogue=bias_relu",
+        // Grouped: blocks of 12 holding 3 groups of 4 input channels each; each output block of
+        // 4 reads its group's lanes (RegNetX-200MF's groups of 8 in one block of 24 channels).
+        "conv2d:n=1,c=12,h=7,w=6,k=12,r=3,s=3,stride=2,pad=1,groups=3,layout=nchw12c,kblock=4,"
+        "epilogue=bias_relu",
         "pool2d:n=1,c=8,h=9,w=9,r=3,s=3,stride=2,pad=1,layout=nchw4c",
         "pool2d:n=2,c=6,h=6,w=5,r=2,s=2,stride=2,kind=avg,layout=nchw2c"}},
       {"pool2d_max",

@@ -154,6 +154,7 @@ TEST(OpRegistryTest, TableFlopsMatchTheTensorsOfMoreShapes) {
            "conv2d:n=1,c=16,h=8,w=8,k=32,r=3,s=3,pad=1,layout=nchw8c,kblock=16",
            "conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,pad=1,groups=16,layout=nchw8c",
            "conv2d:n=1,c=32,h=8,w=8,k=16,r=3,s=3,pad=1,groups=2,layout=nchw8c,epilogue=bias",
+           "conv2d:n=1,c=24,h=8,w=8,k=24,r=3,s=3,pad=1,groups=3,layout=nchw24c,kblock=8",
            "conv2d:n=1,c=4,h=6,w=6,k=8,r=3,s=3,pad=1,groups=4,layout=nhwc,epilogue=bias",
            "conv2d_transpose:n=1,c=4,h=5,w=5,k=6,r=3,s=3,stride=2,pad=1,groups=2,epilogue=relu",
            "pool2d:n=1,c=16,h=8,w=8,r=2,s=2,stride=2,layout=nchw8c",

@@ -259,8 +259,19 @@ TEST(WorkloadTest, BlockedLayoutsHaveTheirShapesAndRefuseBlocksThatDoNotDivide) 
   ASSERT_TRUE(grouped.ok()) << grouped.status();
   EXPECT_EQ(grouped->args[1]->shape, (std::vector<int64_t>{6, 2, 3, 3, 8, 8}));
   EXPECT_EQ(grouped->output()->shape, (std::vector<int64_t>{1, 6, 8, 8, 8}));
+  // An input block that holds several whole groups: each output block reads its group's lanes
+  // (weights in blocks of the group's channels).
+  absl::StatusOr<Workload> spanning =
+      MakeWorkload("conv2d:n=1,c=24,h=8,w=8,k=24,r=3,s=3,pad=1,groups=3,layout=nchw24c,kblock=8");
+  ASSERT_TRUE(spanning.ok()) << spanning.status();
+  EXPECT_EQ(spanning->args[0]->shape, (std::vector<int64_t>{1, 1, 8, 8, 24}));
+  EXPECT_EQ(spanning->args[1]->shape, (std::vector<int64_t>{3, 1, 3, 3, 8, 8}));
+  EXPECT_EQ(spanning->output()->shape, (std::vector<int64_t>{1, 3, 8, 8, 8}));
   EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,groups=4,layout=nchw8c"),
-              HasSubstr("its blocks divide the 4 input and 4 output channels of a group"));
+              HasSubstr("its output blocks divide the 4 output channels of a group and its "
+                        "input blocks the 4 input channels or a multiple of them"));
+  EXPECT_THAT(Error("conv2d:n=1,c=24,h=8,w=8,k=24,r=3,s=3,groups=3,layout=nchw12c,kblock=8"),
+              HasSubstr("input blocks the 8 input channels or a multiple of them"));
   EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,groups=16,layout=nchw8c,kblock=4"),
               HasSubstr("a blocked grouped convolution is depthwise"));
   EXPECT_THAT(Error("conv2d:n=1,c=16,h=8,w=8,k=16,r=3,s=3,layout=nchw12c"), HasSubstr("layout"));

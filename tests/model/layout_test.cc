@@ -190,8 +190,9 @@ void CheckAgainstReference(const Graph& g, const CompileOptions& reference,
 TEST(LayoutTest, GroupedConvsRunBlockedWhereBlocksLieWithinTheirGroups) {
   // RegNet's block: 1x1, grouped 3x3 of 16 channels a group (blocks of 16 or 8 lie within the
   // groups: blocked, each output block reading its own group's), 1x1, residual; then a grouped
-  // conv of 4 channels a group (ResNeXt's), which no block of 16 fits: in blocks of 4 there; on
-  // 8 lanes its groups are merged in pairs (GroupsOfHalfABlockRunAsGroupsOfAWholeOne).
+  // conv of 4 channels a group (ResNeXt's), which no block of 16 fits: it reads the blocks of 16
+  // that hold 4 groups each (their lanes of the group) and writes blocks of 4; on 8 lanes its
+  // groups are merged in pairs (GroupsOfHalfABlockRunAsGroupsOfAWholeOne).
   GraphBuilder b;
   std::string x = b.Input("x", {1, 32, 9, 10});
   std::string y = b.Op("Relu", {b.Op("Conv", {x, b.Const("wa", {32, 32, 1, 1})})});
@@ -206,10 +207,10 @@ TEST(LayoutTest, GroupedConvsRunBlockedWhereBlocksLieWithinTheirGroups) {
       g, CompileOptions{}, {16, 8}, [](const Program& p, const std::string& specs, int64_t lanes) {
         EXPECT_THAT(specs, HasSubstr("epilogue=bias_relu,groups=2,h=9,k=32,layout=nchw" +
                                      std::to_string(lanes) + "c,"));
-        EXPECT_THAT(specs, HasSubstr(lanes == 16 ? "groups=8,h=9,k=32,layout=nchw4c,"
+        EXPECT_THAT(specs, HasSubstr(lanes == 16 ? "groups=8,h=9,k=32,kblock=4,layout=nchw16c,"
                                                  : "groups=4,h=9,k=32,layout=nchw8c,"));
-        // The input, the re-blocking into blocks of 4 (16 lanes), the output.
-        EXPECT_EQ(Count(p, "transpose"), lanes == 16 ? 3 : 2) << specs;
+        // The input's conversion and the output's.
+        EXPECT_EQ(Count(p, "transpose"), 2) << specs;
       });
 }
 
@@ -217,7 +218,8 @@ TEST(LayoutTest, GroupsOfHalfABlockRunAsGroupsOfAWholeOne) {
   // RegNetX-200MF's 3x3 in groups of 8 between 1x1s in blocks of 16 (AVX-512): merged into
   // groups of 16 whose weights are zero between the pairs' halves, in blocks of 16 (no
   // re-blocking around it); on 8 lanes the groups are whole blocks already. Groups of 4 (a
-  // quarter of 16, half of 8): merged on 8 lanes only.
+  // quarter of 16, half of 8): merged on 8 lanes; on 16 they read the blocks of 16 that hold
+  // them and write blocks of 4, which the 1x1 after them reads.
   for (int64_t group : {8, 4}) {
     SCOPED_TRACE(group);
     GraphBuilder b;
@@ -231,12 +233,16 @@ TEST(LayoutTest, GroupsOfHalfABlockRunAsGroupsOfAWholeOne) {
         b.Finish(y), CompileOptions{}, {16, 8},
         [&](const Program& p, const std::string& specs, int64_t lanes) {
           const int64_t width = 2 * group == lanes ? lanes : group;
-          EXPECT_THAT(specs, HasSubstr(absl::StrCat("groups=", 32 / width, ",h=7,k=32,layout=nchw",
-                                                    width, "c,")))
+          EXPECT_THAT(
+              specs, HasSubstr(width == lanes
+                                   ? absl::StrCat("groups=", 32 / width, ",h=7,k=32,layout=nchw",
+                                                  width, "c,")
+                                   : absl::StrCat("groups=", 32 / width, ",h=7,k=32,kblock=", width,
+                                                  ",layout=nchw16c,")))
               << specs;
-          // The input's conversion and the output's; re-blocking into the grouped conv's
-          // block where its groups stay narrower (the 1x1 after it reads that block).
-          EXPECT_EQ(Count(p, "transpose"), width == lanes ? 2 : 3) << specs;
+          // The input's conversion and the output's: the grouped conv reads the blocks it is
+          // given.
+          EXPECT_EQ(Count(p, "transpose"), 2) << specs;
         });
   }
 }
