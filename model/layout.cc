@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/ops.h"
 #include "model/kernels.h"
 
 namespace lathe::model {
@@ -441,7 +442,12 @@ bool Blocker::TryConv(KernelDesc& k) {
     }
     pshape = {kk / yb, r, s, yb};
   } else {
-    const int64_t wb = groups_in_block ? cpg : xb;  // Conv2dParams::wblock
+    ir::Conv2dParams blocks;  // what the weights' block is for the op (wblock)
+    blocks.c = c;
+    blocks.k = kk;
+    blocks.groups = groups;
+    blocks.cblock = xb;
+    const int64_t wb = blocks.wblock();
     for (int64_t oc = 0; oc < kk; ++oc) {
       for (int64_t ic = 0; ic < cpg; ++ic) {
         for (int64_t t = 0; t < rs; ++t) {
